@@ -1,0 +1,630 @@
+"""The pure transition function: `decide(definition, execution, event, now) -> Decision`.
+
+No I/O, no clock, no randomness: `now` is an input, jitter comes from `entropy` (or, when it is
+not given, from a CRC of the effect id, which is stable in every process), and every id is derived
+from the execution id, the state and its visit count. `decide` is total: whatever the event, it
+answers Accepted, Ignored or Rejected, and a guard or action that raises becomes a rejection.
+
+Ids: an effect's idempotency key is `{execution}/{state}/{visit}`: stable across the retries of
+one entry into a state, new when the state is entered again. An attempt's effect id is
+`{key}#{attempt}`; results must answer the current attempt's id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import zlib
+from collections.abc import Mapping
+from typing import Any
+
+from reference_machine._definition import (
+    CompiledState,
+    CompiledStep,
+    CompiledTransition,
+    WorkflowDefinition,
+)
+from reference_machine._records import (
+    APPROVAL_DENIED,
+    APPROVAL_GRANTED,
+    COMPENSATION_FAILED,
+    COMPENSATION_SUCCEEDED,
+    EMPTY,
+    STARTED,
+    STEP_FAILED,
+    STEP_SUCCEEDED,
+    TIMER_FIRED,
+    Accepted,
+    CancelTimer,
+    Command,
+    CompletedStep,
+    Decision,
+    Event,
+    Execution,
+    Ignored,
+    IgnoreReason,
+    PendingApproval,
+    PendingEffect,
+    Rejected,
+    RejectReason,
+    RequestApproval,
+    RunCompensation,
+    RunEffect,
+    ScheduleTimer,
+    Status,
+    Timer,
+    TimerPurpose,
+    Transition,
+)
+from reference_machine._spec import Category, Source
+
+_CATEGORIES = frozenset(str(c) for c in Category)
+_RESULT_SOURCES = frozenset({Source.TOOL, Source.AGENT, Source.SYSTEM})
+_TIMER_SOURCES = frozenset({Source.TIMER, Source.SYSTEM})
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_COMPENSATION_DELAY_MS = 1000
+_new = tuple.__new__
+
+
+def new_execution(
+    definition: WorkflowDefinition,
+    execution_id: str,
+    *,
+    context: Mapping[str, Any] | None = None,
+) -> Execution:
+    """Gives a created, not yet started execution; deliver `execution.started` to start it."""
+    merged = dict(definition.initial_context)
+    if context:
+        merged.update(context)
+    return Execution(id=execution_id, definition=definition.name, version=definition.version,
+                     context=merged)
+
+
+def start_event(execution_id: str, payload: Mapping[str, Any] | None = None) -> Event:
+    """Gives the `execution.started` event; its payload is merged into the context."""
+    return Event(f"{execution_id}/started", STARTED, Source.SYSTEM, payload or EMPTY)
+
+
+def decide(
+    definition: WorkflowDefinition,
+    execution: Execution,
+    event: Event,
+    now: int,
+    *,
+    entropy: float | None = None,
+) -> Decision:
+    """Gives what `event` does to `execution` at virtual time `now` (ms): accepted (the next
+    execution and the commands to run), ignored (duplicate, late, stale) or rejected.
+
+    `entropy` in [0, 1) draws retry jitter; by default it derives from the effect id.
+    """
+    status = execution.status
+    if status == Status.FINAL:
+        return Rejected(RejectReason.TERMINAL,
+                        f"execution {execution.id!r} is final ({execution.outcome}) in state "
+                        f"{execution.state!r}; it accepts nothing")
+    if event.id and event.id == execution.last_event_id:
+        return Ignored(IgnoreReason.DUPLICATE, f"event {event.id!r} was the last one applied")
+    kind = event.type
+    if status == Status.CREATED:
+        if kind == STARTED:
+            return _start(definition, execution, event, now)
+        return Rejected(RejectReason.ILLEGAL,
+                        f"execution {execution.id!r} has not started; deliver {STARTED!r} first")
+    deadline_ms = definition.budgets.deadline_ms
+    if deadline_ms is not None and now - execution.started_at >= deadline_ms:
+        return _move(definition, execution, event, now, definition.budgets.on_exceeded or "",
+                     execution.context, forced="deadline")
+    handler = _HANDLERS.get(kind)
+    if handler is not None:
+        return handler(definition, execution, event, now, entropy)
+    return _external(definition, execution, event, now)
+
+
+# -- user events -------------------------------------------------------------------------------
+
+
+def _external(definition: WorkflowDefinition, ex: Execution, event: Event, now: int) -> Decision:
+    spec = definition.events.get(event.type)
+    if spec is None:
+        return Rejected(RejectReason.UNKNOWN_EVENT,
+                        f"event type {event.type!r} is not declared in workflow "
+                        f"{definition.name!r}")
+    if spec.sources is not None and event.source not in spec.sources:
+        return Rejected(RejectReason.UNAUTHORIZED,
+                        f"event {event.type!r} may come from {', '.join(sorted(spec.sources))}, "
+                        f"not {event.source!r}")
+    if spec.check_payload is not None:
+        problem = spec.check_payload(event.payload)
+        if problem is not None:
+            return Rejected(RejectReason.INVALID_PAYLOAD,
+                            f"payload of {event.type!r} does not match its schema: {problem}")
+    if ex.status == Status.COMPENSATING:
+        return Rejected(RejectReason.ILLEGAL,
+                        f"execution {ex.id!r} is compensating; {event.type!r} must wait")
+    transitions = definition.states[ex.state].on.get(event.type)
+    if not transitions:
+        return Rejected(RejectReason.ILLEGAL,
+                        f"no transition for {event.type!r} in state {ex.state!r}")
+    return _take(definition, ex, event, now, transitions)
+
+
+def _take(definition: WorkflowDefinition, ex: Execution, event: Event, now: int,
+          transitions: tuple[CompiledTransition, ...], **changes: Any) -> Decision:
+    """Takes the first transition whose guard holds, applying its actions."""
+    context = ex.context
+    for transition in transitions:
+        guard = transition.guard
+        if guard is not None:
+            try:
+                held = guard(context, event)
+            except Exception as exc:  # a user's guard must not crash the machine
+                return Rejected(RejectReason.GUARD_ERROR,
+                                f"guard {transition.guard_text!r} on {transition.declared_in!r} "
+                                f"failed: {type(exc).__name__}: {exc}")
+            if not held:
+                continue
+        if transition.actions:
+            updated = dict(context)
+            for action in transition.actions:
+                try:
+                    changed = action(updated, event)
+                except Exception as exc:  # likewise for actions
+                    return Rejected(RejectReason.ACTION_ERROR,
+                                    f"action on {transition.declared_in!r} for {event.type!r} "
+                                    f"failed: {type(exc).__name__}: {exc}")
+                if changed:
+                    updated.update(changed)
+            context = updated
+        return _move(definition, ex, event, now, transition.target_leaf, context, **changes)
+    texts = ", ".join(repr(t.guard_text) for t in transitions)
+    return Rejected(RejectReason.GUARD_FALSE,
+                    f"no guard held for {event.type!r} in state {ex.state!r} ({texts})")
+
+
+# -- moving between states ---------------------------------------------------------------------
+
+
+def _move(  # noqa: C901, PLR0912 - one pass over exit, budgets and entry keeps the hot path flat
+    definition: WorkflowDefinition,
+    ex: Execution,
+    event: Event,
+    now: int,
+    target: str,
+    context: Mapping[str, Any],
+    *,
+    forced: str = "",
+    approved: tuple[str, ...] | None = None,
+    completed: tuple[CompletedStep, ...] | None = None,
+    answered: str | None = None,
+    prefix: tuple[Command, ...] = (),
+) -> Decision:
+    """Leaves the current state for `target` (a leaf): cancels its timers, checks budgets and
+    cycles, and enters `target`, running its step, timers or approval request."""
+    budgets = definition.budgets
+    if not target:
+        return Rejected(RejectReason.ILLEGAL, f"{forced} exceeded but no on_exceeded state")
+    commands: list[Command] = list(prefix)
+    timers: tuple[Timer, ...] = ()
+    for timer in ex.timers:
+        if timer.purpose == TimerPurpose.DEADLINE:
+            timers += (timer,)
+        else:
+            commands.append(CancelTimer(timer.id))
+    transitions = ex.transitions + 1
+    visits = dict(ex.visits)
+    visit = visits.get(target, 0) + 1
+    visits[target] = visit
+    failures = ex.failures
+    if not forced:
+        if budgets.transitions_max is not None and transitions > budgets.transitions_max:
+            return _move(definition, ex, event, now, budgets.on_exceeded or "", context,
+                         forced="transitions_max", approved=approved, completed=completed,
+                         answered=answered, prefix=prefix)
+        if budgets.visits_max is not None and visit > budgets.visits_max:
+            return _move(definition, ex, event, now, budgets.on_exceeded or "", context,
+                         forced="visits_max", approved=approved, completed=completed,
+                         answered=answered, prefix=prefix)
+        error = _error_signature(event) if budgets.cycle_threshold is not None else None
+        if error is not None:
+            signature = f"{ex.state}|{event.type}|{error}"
+            failures = dict(failures)
+            seen = failures.get(signature, 0) + 1
+            failures[signature] = seen
+            if seen >= budgets.cycle_threshold:
+                return _move(definition, ex._replace(failures=failures), event, now,
+                             budgets.on_cycle or "", context, forced="cycle",
+                             approved=approved, completed=completed, answered=answered,
+                             prefix=prefix)
+
+    state: CompiledState = definition.states[target]
+    status = Status.RUNNING
+    outcome = None
+    effect = None
+    attempt = 0
+    approval = None
+    cost = ex.cost
+    if approved is None:
+        approved = ex.approved
+    if state.final:
+        status = Status.FINAL
+        outcome = state.outcome
+        for timer in timers:
+            commands.append(CancelTimer(timer.id))
+        timers = ()
+    elif state.step is not None:
+        step = state.step
+        step_input = step.input(context)
+        if step.needs_approval:
+            action = _action_hash(step, step_input)
+            if action not in approved:
+                return Rejected(RejectReason.UNAUTHORIZED,
+                                f"state {target!r} runs {step.tool!r}, which needs an approval "
+                                f"of action {action[:12]} that was not granted")
+            approved = tuple(h for h in approved if h != action)
+        cost += step.cost
+        if not forced and budgets.cost_max is not None and cost > budgets.cost_max:
+            return _move(definition, ex, event, now, budgets.on_exceeded or "", context,
+                         forced="cost_max", approved=approved, completed=completed,
+                         answered=answered, prefix=prefix)
+        key = f"{ex.id}/{target}/{visit}"
+        effect_id = f"{key}#1"
+        attempt = 1
+        effect = PendingEffect(effect_id, key, target, step.tool, 1)
+        commands.append(RunEffect(effect_id, key, target, step.tool, step_input, 1,
+                                  step.timeout_ms, step.idempotent))
+        if step.timeout_ms is not None:
+            timer = Timer(f"{effect_id}/timeout", TimerPurpose.STEP_TIMEOUT, now + step.timeout_ms)
+            timers += (timer,)
+            commands.append(ScheduleTimer(*timer))
+    else:
+        if state.kind == "wait":
+            status = Status.WAITING
+        if state.approval is not None:
+            request = _approval_request(definition, ex.id, state, visit, context, now)
+            approval = PendingApproval(request.request_id, target, request.action_hash,
+                                       request.roles, request.expires_at)
+            commands.append(request)
+            timer = Timer(f"{request.request_id}/expiry", TimerPurpose.APPROVAL_EXPIRY,
+                          request.expires_at)
+            timers += (timer,)
+            commands.append(ScheduleTimer(*timer))
+    if state.after_ms is not None:
+        timer = Timer(f"{ex.id}/{target}/{visit}/after", TimerPurpose.WAIT_TIMEOUT,
+                      now + state.after_ms)
+        timers += (timer,)
+        commands.append(ScheduleTimer(*timer))
+
+    execution = _new(Execution, (
+        ex.id, ex.definition, ex.version, target, status, outcome, context, ex.sequence + 1,
+        ex.started_at, transitions, visits, attempt, effect, timers, approval, approved,
+        ex.completed if completed is None else completed, (), "", cost, failures,
+        ex.answered if answered is None else answered, event.id,
+    ))
+    return Accepted(execution, tuple(commands), Transition(ex.state, event.type, target, forced))
+
+
+def _error_signature(event: Event) -> str | None:
+    """Gives the error an event reports (a failure's category, or a payload `error`), if any."""
+    payload = event.payload
+    if not payload:
+        return None
+    error = payload.get("error")
+    if error is None and event.type in (STEP_FAILED, COMPENSATION_FAILED):
+        error = payload.get("category")
+    return None if error is None else str(error)
+
+
+def _start(definition: WorkflowDefinition, ex: Execution, event: Event, now: int) -> Decision:
+    context = ex.context
+    if event.payload:
+        context = {**context, **event.payload}
+    prefix: tuple[Command, ...] = ()
+    timers: tuple[Timer, ...] = ()
+    if definition.budgets.deadline_ms is not None:
+        timer = Timer(f"{ex.id}/deadline", TimerPurpose.DEADLINE,
+                      now + definition.budgets.deadline_ms)
+        timers = (timer,)
+        prefix = (ScheduleTimer(*timer),)
+    begun = ex._replace(started_at=now, status=Status.RUNNING, timers=timers)
+    return _move(definition, begun, event, now, definition.initial, context, prefix=prefix)
+
+
+# -- steps ---------------------------------------------------------------------------------------
+
+
+def _unanswered(ex: Execution, event: Event, what: str) -> Ignored:
+    if event.answers and event.answers == ex.answered:
+        return Ignored(IgnoreReason.DUPLICATE,
+                       f"{event.type!r} answers {what} {event.answers!r}, already answered")
+    return Ignored(IgnoreReason.LATE,
+                   f"{event.type!r} answers {what} {event.answers or '(nothing)'!r}, which is "
+                   "no longer pending")
+
+
+def _on_step_result(definition: WorkflowDefinition, ex: Execution, event: Event, now: int,
+                    entropy: float | None) -> Decision:
+    effect = ex.effect
+    if effect is None or effect.compensation or event.answers != effect.effect_id:
+        return _unanswered(ex, event, "effect")
+    if event.source not in _RESULT_SOURCES:
+        return Rejected(RejectReason.UNAUTHORIZED,
+                        f"a step result comes from a tool or agent, not {event.source!r}")
+    state = definition.states[ex.state]
+    step = state.step
+    if step is None:  # the state was left; _move clears the effect, so this is defensive
+        return _unanswered(ex, event, "effect")
+    if event.type == STEP_SUCCEEDED:
+        problem = step.check_output(event.payload) if step.check_output is not None else None
+        if problem is None:
+            return _on_step_success(definition, ex, event, now, state, step)
+        failure = Event(event.id, STEP_FAILED, event.source,
+                        {"category": Category.INVALID_OUTPUT, "error": problem}, event.answers)
+        return _on_step_failure(definition, ex, failure, now, entropy, Category.INVALID_OUTPUT)
+    category = event.payload.get("category")
+    if category not in _CATEGORIES:
+        return Rejected(RejectReason.INVALID_PAYLOAD,
+                        f"step.failed needs payload.category, one of "
+                        f"{', '.join(sorted(_CATEGORIES))}; got {category!r}")
+    return _on_step_failure(definition, ex, event, now, entropy, category)
+
+
+def _on_step_success(definition: WorkflowDefinition, ex: Execution, event: Event, now: int,
+                     state: CompiledState, step: CompiledStep) -> Decision:
+    transitions = state.on.get(STEP_SUCCEEDED, ())
+    effect = ex.effect
+    assert effect is not None  # noqa: S101 - checked by the caller
+    completed = None
+    if step.compensation is not None:
+        compensation = step.compensation
+        completed = (*ex.completed, CompletedStep(
+            ex.state, effect.key, compensation.tool, compensation.input(ex.context),
+            compensation.attempts_max))
+    return _take(definition, ex, event, now, transitions, completed=completed,
+                 answered=effect.effect_id)
+
+
+def _on_step_failure(definition: WorkflowDefinition, ex: Execution, event: Event, now: int,
+                     entropy: float | None, category: str) -> Decision:
+    state = definition.states[ex.state]
+    step = state.step
+    effect = ex.effect
+    assert step is not None and effect is not None  # noqa: S101 - checked by the callers
+    ambiguous = category == Category.TIMEOUT and not step.idempotent
+    attempt = ex.attempt
+    if not ambiguous and category in step.retry_on and attempt < step.attempts_max:
+        fraction = entropy if entropy is not None else _fraction(effect.effect_id)
+        timer = Timer(f"{effect.key}/retry/{attempt}", TimerPurpose.RETRY,
+                      now + _backoff(step, attempt, fraction))
+        commands: list[Command] = [CancelTimer(t.id) for t in ex.timers
+                                   if t.purpose == TimerPurpose.STEP_TIMEOUT]
+        commands.append(ScheduleTimer(*timer))
+        timers = (*(t for t in ex.timers if t.purpose != TimerPurpose.STEP_TIMEOUT), timer)
+        return Accepted(ex._replace(effect=None, timers=timers, sequence=ex.sequence + 1,
+                                    answered=effect.effect_id, last_event_id=event.id),
+                        tuple(commands))
+    if ambiguous and step.escalate_to is not None:
+        return _move(definition, ex, event, now, step.escalate_to, ex.context,
+                     forced="ambiguous_failure", answered=effect.effect_id)
+    if step.on_exhausted == "escalate":
+        return _move(definition, ex, event, now, step.escalate_to or "", ex.context,
+                     forced="retries_exhausted", answered=effect.effect_id)
+    transitions = state.on.get(STEP_FAILED, ())
+    if step.on_exhausted == "compensate" and ex.completed:
+        return _begin_compensation(definition, ex, event, now, transitions, effect.effect_id)
+    return _take(definition, ex, event, now, transitions, answered=effect.effect_id)
+
+
+def _backoff(step: CompiledStep, attempt: int, fraction: float) -> int:
+    """Gives the delay before attempt `attempt + 1`: exponential, capped, with jitter."""
+    delay = step.delay_initial_ms * step.multiplier ** (attempt - 1)
+    if step.jitter:
+        delay *= 1 - step.jitter + 2 * step.jitter * fraction
+    return max(0, min(step.delay_max_ms, round(delay)))
+
+
+def _fraction(text: str) -> float:
+    return zlib.crc32(text.encode()) / 4_294_967_296
+
+
+# -- compensation --------------------------------------------------------------------------------
+
+
+def _begin_compensation(definition: WorkflowDefinition, ex: Execution, event: Event, now: int,
+                        transitions: tuple[CompiledTransition, ...], answered: str) -> Decision:
+    """Chooses where the run goes once undone, then undoes completed steps newest first."""
+    chosen = _take(definition, ex, event, now, transitions)
+    if not isinstance(chosen, Accepted):
+        return chosen
+    queue = tuple(reversed(ex.completed))
+    commands = [CancelTimer(t.id) for t in ex.timers if t.purpose != TimerPurpose.DEADLINE]
+    timers = tuple(t for t in ex.timers if t.purpose == TimerPurpose.DEADLINE)
+    effect, command = _compensate(queue[0], 1)
+    commands.append(command)
+    execution = ex._replace(
+        status=Status.COMPENSATING, context=chosen.execution.context, attempt=1, effect=effect,
+        timers=timers, approval=None, compensating=queue,
+        after_compensation=chosen.execution.state, sequence=ex.sequence + 1,
+        answered=answered, last_event_id=event.id,
+    )
+    return Accepted(execution, tuple(commands))
+
+
+def _compensate(step: CompletedStep, attempt: int) -> tuple[PendingEffect, RunCompensation]:
+    key = f"{step.key}/undo"
+    effect_id = f"{key}#{attempt}"
+    return (PendingEffect(effect_id, key, step.state, step.tool, attempt, True),
+            RunCompensation(effect_id, key, step.state, step.tool, step.input, attempt, step.key))
+
+
+def _on_compensation_result(definition: WorkflowDefinition, ex: Execution, event: Event,
+                            now: int, entropy: float | None) -> Decision:
+    effect = ex.effect
+    if effect is None or not effect.compensation or event.answers != effect.effect_id:
+        return _unanswered(ex, event, "compensation")
+    if event.source not in _RESULT_SOURCES:
+        return Rejected(RejectReason.UNAUTHORIZED,
+                        f"a compensation result comes from a tool, not {event.source!r}")
+    current = ex.compensating[0]
+    if event.type == COMPENSATION_SUCCEEDED:
+        remaining = ex.compensating[1:]
+        completed = tuple(s for s in ex.completed if s.key != current.key)
+        if remaining:
+            effect, command = _compensate(remaining[0], 1)
+            return Accepted(ex._replace(
+                attempt=1, effect=effect, compensating=remaining, completed=completed,
+                sequence=ex.sequence + 1, answered=event.answers, last_event_id=event.id,
+            ), (command,))
+        return _move(definition, ex._replace(completed=completed), event, now,
+                     ex.after_compensation, ex.context, forced="compensated", completed=(),
+                     answered=event.answers)
+    category = event.payload.get("category")
+    retryable = category in (Category.TRANSIENT, Category.RATE_LIMITED, Category.TIMEOUT)
+    if retryable and ex.attempt < current.attempts_max:
+        timer = Timer(f"{effect.key}/retry/{ex.attempt}", TimerPurpose.RETRY,
+                      now + _COMPENSATION_DELAY_MS * 2 ** (ex.attempt - 1))
+        return Accepted(ex._replace(
+            effect=None, timers=(*ex.timers, timer), sequence=ex.sequence + 1,
+            answered=event.answers, last_event_id=event.id,
+        ), (ScheduleTimer(*timer),))
+    return _move(definition, ex, event, now, definition.compensation_failed or "", ex.context,
+                 forced="compensation_failed", answered=event.answers)
+
+
+# -- timers --------------------------------------------------------------------------------------
+
+
+def _on_timer(definition: WorkflowDefinition, ex: Execution, event: Event, now: int,
+              entropy: float | None) -> Decision:
+    if event.source not in _TIMER_SOURCES:
+        return Rejected(RejectReason.UNAUTHORIZED,
+                        f"timers fire from source timer or system, not {event.source!r}")
+    timer = next((t for t in ex.timers if t.id == event.answers), None)
+    if timer is None:
+        return _unanswered(ex, event, "timer")
+    state = definition.states[ex.state]
+    purpose = timer.purpose
+    if purpose == TimerPurpose.WAIT_TIMEOUT:
+        return _move(definition, ex, event, now, state.after_target or "", ex.context)
+    if purpose == TimerPurpose.DEADLINE:
+        return _move(definition, ex, event, now, definition.budgets.on_exceeded or "",
+                     ex.context, forced="deadline")
+    if purpose == TimerPurpose.APPROVAL_EXPIRY:
+        approval = state.approval
+        assert approval is not None  # noqa: S101 - the timer exists only in approval states
+        if approval.on_expiry == "escalate":
+            return _move(definition, ex, event, now, approval.escalate_to or "", ex.context,
+                         forced="approval_expired")
+        expired = Event(event.id, APPROVAL_DENIED, event.source, {"decision": "expired"},
+                        event.answers)
+        return _take(definition, ex, expired, now, state.on.get(APPROVAL_DENIED, ()))
+    rest = tuple(t for t in ex.timers if t.id != timer.id)
+    if purpose == TimerPurpose.RETRY:
+        attempt = ex.attempt + 1
+        if ex.status == Status.COMPENSATING:
+            effect, command = _compensate(ex.compensating[0], attempt)
+            return Accepted(ex._replace(attempt=attempt, effect=effect, timers=rest,
+                                        sequence=ex.sequence + 1, last_event_id=event.id),
+                            (command,))
+        step = state.step
+        assert step is not None  # noqa: S101 - retry timers exist only in states with steps
+        key = f"{ex.id}/{ex.state}/{ex.visits.get(ex.state, 0)}"
+        effect_id = f"{key}#{attempt}"
+        commands: list[Command] = [RunEffect(effect_id, key, ex.state, step.tool,
+                                             step.input(ex.context), attempt, step.timeout_ms,
+                                             step.idempotent)]
+        if step.timeout_ms is not None:
+            timeout = Timer(f"{effect_id}/timeout", TimerPurpose.STEP_TIMEOUT,
+                            now + step.timeout_ms)
+            rest += (timeout,)
+            commands.append(ScheduleTimer(*timeout))
+        return Accepted(ex._replace(
+            attempt=attempt, effect=PendingEffect(effect_id, key, ex.state, step.tool, attempt),
+            timers=rest, sequence=ex.sequence + 1, last_event_id=event.id,
+        ), tuple(commands))
+    # a step timed out: a failure of category timeout; the attempt's late result is ignored
+    effect = ex.effect
+    if effect is None or f"{effect.effect_id}/timeout" != timer.id:
+        return _unanswered(ex, event, "timer")
+    failure = Event(event.id, STEP_FAILED, event.source,
+                    {"category": Category.TIMEOUT, "error": "step timed out"}, effect.effect_id)
+    return _on_step_failure(definition, ex._replace(timers=rest), failure, now, entropy,
+                            Category.TIMEOUT)
+
+
+# -- approvals -----------------------------------------------------------------------------------
+
+
+def _on_approval(definition: WorkflowDefinition, ex: Execution, event: Event, now: int,
+                 entropy: float | None) -> Decision:
+    if event.source != Source.HUMAN:
+        return Rejected(RejectReason.UNAUTHORIZED,
+                        f"approval decisions come only from a human; this one came from "
+                        f"{event.source!r}")
+    request = ex.approval
+    if request is None or event.answers != request.request_id:
+        return Ignored(IgnoreReason.STALE,
+                       f"{event.type!r} answers approval request {event.answers or '(none)'!r}, "
+                       "which is not the current one")
+    if now > request.expires_at:
+        return Ignored(IgnoreReason.LATE,
+                       f"approval request {request.request_id!r} expired at {request.expires_at}")
+    role = event.payload.get("role")
+    if role not in request.roles:
+        return Rejected(RejectReason.UNAUTHORIZED,
+                        f"role {role!r} may not decide this approval (roles: "
+                        f"{', '.join(request.roles)})")
+    if event.payload.get("action_hash") != request.action_hash:
+        return Rejected(RejectReason.UNAUTHORIZED,
+                        f"the decision is for action {str(event.payload.get('action_hash'))[:12]},"
+                        f" not the requested action {request.action_hash[:12]}")
+    transitions = definition.states[ex.state].on.get(event.type, ())
+    if event.type == APPROVAL_GRANTED:
+        return _take(definition, ex, event, now, transitions,
+                     approved=(*ex.approved, request.action_hash))
+    return _take(definition, ex, event, now, transitions)
+
+
+def _approval_request(definition: WorkflowDefinition, execution_id: str, state: CompiledState,
+                      visit: int, context: Mapping[str, Any], now: int) -> RequestApproval:
+    approval = state.approval
+    assert approval is not None  # noqa: S101 - called only for approval states
+    gated = definition.states[approval.for_state].step
+    assert gated is not None  # noqa: S101 - the load-time checks ensure it
+    summary = _PLACEHOLDER.sub(lambda m: str(context.get(m.group(1), "")), approval.summary)
+    evidence = {key: context.get(key) for key in approval.evidence}
+    return RequestApproval(
+        f"{execution_id}/{state.name}/{visit}/approval", state.name, approval.for_state, summary,
+        evidence, tuple(sorted(approval.roles)), _action_hash(gated, gated.input(context)),
+        now + approval.expires_after_ms,
+    )
+
+
+def _action_hash(step: CompiledStep, step_input: Mapping[str, Any]) -> str:
+    """Gives the hash of the exact action: state, tool and canonical input."""
+    canonical = json.dumps({"state": step.state, "tool": step.tool, "input": step_input},
+                           sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def action_hash(definition: WorkflowDefinition, state: str, context: Mapping[str, Any]) -> str:
+    """Gives the hash an approver must sign to authorize `state`'s step under `context`."""
+    step = definition.states[state].step
+    if step is None:
+        msg = f"state {state!r} of {definition.name!r} runs no step"
+        raise ValueError(msg)
+    return _action_hash(step, step.input(context))
+
+
+_HANDLERS = {
+    STEP_SUCCEEDED: _on_step_result,
+    STEP_FAILED: _on_step_result,
+    COMPENSATION_SUCCEEDED: _on_compensation_result,
+    COMPENSATION_FAILED: _on_compensation_result,
+    TIMER_FIRED: _on_timer,
+    APPROVAL_GRANTED: _on_approval,
+    APPROVAL_DENIED: _on_approval,
+    STARTED: lambda d, ex, ev, now, entropy: Ignored(
+        IgnoreReason.DUPLICATE, f"execution {ex.id!r} has already started"),
+}

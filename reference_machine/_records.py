@@ -1,0 +1,222 @@
+"""The fast records `decide` reads and writes: executions, events, commands and decisions.
+
+These are `typing.NamedTuple`s rather than frozen dataclasses on purpose: they are built on every
+transition, and on CPython 3.11 a frozen dataclass of twenty fields costs about twenty times a
+tuple to construct (each field goes through `object.__setattr__`). A tuple is immutable all the
+same; change one with `._replace(...)`. Times are whole milliseconds of virtual time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+#: Event types the machine itself produces or understands; users may not declare them.
+STARTED = "execution.started"
+STEP_SUCCEEDED = "step.succeeded"
+STEP_FAILED = "step.failed"
+COMPENSATION_SUCCEEDED = "compensation.succeeded"
+COMPENSATION_FAILED = "compensation.failed"
+APPROVAL_GRANTED = "approval.granted"
+APPROVAL_DENIED = "approval.denied"
+TIMER_FIRED = "timer.fired"
+BUILTIN_EVENTS = frozenset({
+    STARTED, STEP_SUCCEEDED, STEP_FAILED, COMPENSATION_SUCCEEDED, COMPENSATION_FAILED,
+    APPROVAL_GRANTED, APPROVAL_DENIED, TIMER_FIRED,
+})
+#: Built-in events a user may name in a state's `on:`.
+TRANSITION_EVENTS = frozenset({STEP_SUCCEEDED, STEP_FAILED, APPROVAL_GRANTED, APPROVAL_DENIED})
+
+
+class Status(StrEnum):
+    CREATED = "created"
+    RUNNING = "running"
+    WAITING = "waiting"
+    COMPENSATING = "compensating"
+    FINAL = "final"
+
+
+class TimerPurpose(StrEnum):
+    WAIT_TIMEOUT = "wait_timeout"
+    APPROVAL_EXPIRY = "approval_expiry"
+    RETRY = "retry"
+    STEP_TIMEOUT = "step_timeout"
+    DEADLINE = "deadline"
+
+
+class IgnoreReason(StrEnum):
+    DUPLICATE = "duplicate"
+    LATE = "late"
+    STALE = "stale"
+
+
+class RejectReason(StrEnum):
+    ILLEGAL = "illegal"
+    GUARD_FALSE = "guard_false"
+    GUARD_ERROR = "guard_error"
+    ACTION_ERROR = "action_error"
+    INVALID_PAYLOAD = "invalid_payload"
+    TERMINAL = "terminal"
+    UNAUTHORIZED = "unauthorized"
+    UNKNOWN_EVENT = "unknown_event"
+
+
+class Event(NamedTuple):
+    """A fact delivered to an execution. `answers` names the effect, timer or approval request
+    it answers (empty for events that answer nothing)."""
+
+    id: str
+    type: str
+    source: str = "system"
+    payload: Mapping[str, Any] = EMPTY
+    answers: str = ""
+
+
+class Timer(NamedTuple):
+    id: str
+    purpose: TimerPurpose
+    fire_at: int
+
+
+class PendingEffect(NamedTuple):
+    """The effect (or compensation) in flight: its result must answer `effect_id`."""
+
+    effect_id: str
+    key: str
+    state: str
+    tool: str
+    attempt: int
+    compensation: bool = False
+
+
+class PendingApproval(NamedTuple):
+    request_id: str
+    state: str
+    action_hash: str
+    roles: tuple[str, ...]
+    expires_at: int
+
+
+class CompletedStep(NamedTuple):
+    """A finished step that declared a compensation, kept until undone or the run ends."""
+
+    state: str
+    key: str
+    tool: str
+    input: Mapping[str, Any]
+    attempts_max: int
+
+
+class Execution(NamedTuple):
+    """The state of one run of a workflow, as stored after each accepted event."""
+
+    id: str
+    definition: str
+    version: str
+    state: str = ""
+    status: Status = Status.CREATED
+    outcome: str | None = None
+    context: Mapping[str, Any] = EMPTY
+    sequence: int = 0
+    started_at: int = 0
+    transitions: int = 0
+    visits: Mapping[str, int] = EMPTY
+    attempt: int = 0
+    effect: PendingEffect | None = None
+    timers: tuple[Timer, ...] = ()
+    approval: PendingApproval | None = None
+    approved: tuple[str, ...] = ()
+    completed: tuple[CompletedStep, ...] = ()
+    compensating: tuple[CompletedStep, ...] = ()
+    after_compensation: str = ""
+    cost: float = 0.0
+    failures: Mapping[str, int] = EMPTY
+    answered: str = ""
+    last_event_id: str = ""
+
+
+class RunEffect(NamedTuple):
+    """Call `tool` with `input` under idempotency `key` (the same across retries)."""
+
+    effect_id: str
+    key: str
+    state: str
+    tool: str
+    input: Mapping[str, Any]
+    attempt: int
+    timeout_ms: int | None
+    idempotent: bool
+
+
+class RunCompensation(NamedTuple):
+    """Undo the step whose effect had key `compensates`."""
+
+    effect_id: str
+    key: str
+    state: str
+    tool: str
+    input: Mapping[str, Any]
+    attempt: int
+    compensates: str
+
+
+class ScheduleTimer(NamedTuple):
+    timer_id: str
+    purpose: TimerPurpose
+    fire_at: int
+
+
+class CancelTimer(NamedTuple):
+    timer_id: str
+
+
+class RequestApproval(NamedTuple):
+    request_id: str
+    state: str
+    for_state: str
+    summary: str
+    evidence: Mapping[str, Any]
+    roles: tuple[str, ...]
+    action_hash: str
+    expires_at: int
+
+
+Command = RunEffect | RunCompensation | ScheduleTimer | CancelTimer | RequestApproval
+
+
+class Transition(NamedTuple):
+    """What an accepted event did to the state; `forced` names a budget or cycle that forced it."""
+
+    source: str
+    event: str
+    target: str
+    forced: str = ""
+
+
+class Accepted(NamedTuple):
+    execution: Execution
+    commands: tuple[Command, ...] = ()
+    transition: Transition | None = None
+
+    kind = "accepted"
+
+
+class Ignored(NamedTuple):
+    reason: IgnoreReason
+    detail: str
+
+    kind = "ignored"
+
+
+class Rejected(NamedTuple):
+    reason: RejectReason
+    detail: str
+
+    kind = "rejected"
+
+
+Decision = Accepted | Ignored | Rejected

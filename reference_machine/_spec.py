@@ -1,0 +1,239 @@
+"""What users write: the pydantic models of a workflow definition file.
+
+These describe and validate input only. `compile_definition` turns a `WorkflowSpec` into the
+immutable `WorkflowDefinition` that `decide` runs on; nothing on the hot path touches pydantic.
+Durations are written as seconds (`30`, `1.5`) or with a unit (`250ms`, `30s`, `5m`, `2h`, `1d`)
+and held as whole milliseconds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+)
+from pydantic.json_schema import SkipJsonSchema
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1000}
+NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.\-]*$"
+
+
+def parse_duration_ms(value: object) -> int:
+    """Gives whole milliseconds for `30`, `1.5`, `"250ms"`, `"30s"`, `"5m"`, `"2h"` or `"1d"`."""
+    if isinstance(value, bool):
+        raise ValueError("expected a duration such as 30, '30s', '5m', '2h' or '1d', not a boolean")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError(f"expected a duration of zero or more, got {value}")
+        return round(value * 1000)
+    if isinstance(value, str):
+        match = _DURATION.match(value)
+        if match:
+            return round(float(match.group(1)) * _UNIT_MS[match.group(2)])
+    raise ValueError(f"expected a duration such as 30, '30s', '5m', '2h' or '1d', got {value!r}")
+
+
+DurationMs = Annotated[
+    int,
+    BeforeValidator(parse_duration_ms),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "minimum": 0, "description": "seconds"},
+                {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*(ms|s|m|h|d)?\s*$"},
+            ]
+        }
+    ),
+]
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+
+
+class Category(StrEnum):
+    """Why a tool call failed; the retry policy says which of these are retried."""
+
+    TRANSIENT = "transient"
+    RATE_LIMITED = "rate_limited"
+    TIMEOUT = "timeout"
+    PERMANENT = "permanent"
+    INVALID_OUTPUT = "invalid_output"
+
+
+class Source(StrEnum):
+    """Who an event comes from."""
+
+    TOOL = "tool"
+    HUMAN = "human"
+    TIMER = "timer"
+    SYSTEM = "system"
+    AGENT = "agent"
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+
+class FunctionRef(_Spec):
+    """A registered Python callable, by name (`functions=` at load, or `register_function`)."""
+
+    function: Name
+
+
+class RetryPolicySpec(_Spec):
+    attempts_max: int = Field(3, description="Attempts in all, the first included.")
+    delay_initial: DurationMs = 1000
+    delay_max: DurationMs = 60_000
+    multiplier: float = 2.0
+    jitter: float = Field(0.0, description="Fraction of the delay drawn at random, 0 to 1.")
+    retry_on: list[Category] = Field(
+        default_factory=lambda: [Category.TRANSIENT, Category.RATE_LIMITED, Category.TIMEOUT]
+    )
+    on_exhausted: Literal["fail", "compensate", "escalate"] = "fail"
+
+
+class CompensationSpec(_Spec):
+    tool: Name
+    input: dict[str, Any] = Field(default_factory=dict)
+    attempts_max: int = 3
+
+
+class StepSpec(_Spec):
+    """The effect a state runs on entry; its outcome returns as `step.succeeded`/`step.failed`."""
+
+    tool: Name
+    input: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Literal values; a string starting with '=' is an expression (=context.x).",
+    )
+    reversible: bool = True
+    timeout: DurationMs | None = None
+    retry: RetryPolicySpec = Field(default_factory=RetryPolicySpec)
+    compensation: CompensationSpec | None = None
+    needs_approval: bool = False
+    cost: float = 0.0
+    escalate_to: Name | None = Field(
+        None, description="State for `on_exhausted: escalate` and ambiguous failures."
+    )
+
+
+class ToolSpec(_Spec):
+    description: str = ""
+    idempotency_keys: bool = Field(False, description="The tool honours idempotency keys.")
+    repeatable: bool = Field(False, description="Applying it twice is not a duplicate effect.")
+    output: dict[str, Any] | None = Field(None, description="JSON Schema of a success output.")
+
+
+class EventSpec(_Spec):
+    description: str = ""
+    payload: dict[str, Any] | SkipJsonSchema[type[BaseModel]] | None = Field(
+        None, description="JSON Schema (or, from Python, a pydantic model) of the payload."
+    )
+    sources: list[Source] | None = Field(None, description="Sources allowed; any when absent.")
+
+
+class ActionSpec(_Spec):
+    """`assign: {key: expression}` sets context keys; `function: name` calls a registered one."""
+
+    assign: dict[Name, str] | None = None
+    function: Name | SkipJsonSchema[Callable[..., Any]] | None = None
+
+
+GuardSpec = str | FunctionRef | SkipJsonSchema[Callable[..., Any]]
+
+
+class TransitionSpec(_Spec):
+    target: Name
+    guard: GuardSpec | None = None
+    actions: list[ActionSpec] = Field(default_factory=list)
+    description: str = ""
+
+
+def _transition_list(value: object) -> object:
+    if isinstance(value, str):
+        return [{"target": value}]
+    if isinstance(value, dict | TransitionSpec):
+        return [value]
+    return value
+
+
+Transitions = Annotated[list[TransitionSpec], BeforeValidator(_transition_list)]
+
+
+class AfterSpec(_Spec):
+    delay: DurationMs
+    target: Name
+
+
+class ApprovalSpec(_Spec):
+    for_state: Name = Field(description="The state whose step this approval authorizes.")
+    summary: str
+    evidence: list[Name] = Field(default_factory=list, description="Context keys shown.")
+    roles: list[Name] = Field(min_length=1)
+    expires_after: DurationMs
+    on_expiry: Literal["deny", "escalate"] = "deny"
+    escalate_to: Name | None = None
+
+
+class StateSpec(_Spec):
+    type: Literal["normal", "wait", "final"] = "normal"
+    initial: bool = False
+    parent: Name | None = None
+    outcome: Name | None = Field(None, description="Final states only: success, failure, ...")
+    description: str = ""
+    step: StepSpec | None = None
+    approval: ApprovalSpec | None = None
+    after: AfterSpec | None = None
+    on: dict[str, Transitions] = Field(default_factory=dict)
+
+
+class BudgetSpec(_Spec):
+    transitions_max: int | None = None
+    visits_max: int | None = Field(None, description="Entries into any one state.")
+    deadline: DurationMs | None = None
+    cost_max: float | None = None
+    cycle_threshold: int | None = Field(
+        None, description="The same state, event and error seen this many times pauses the run."
+    )
+    on_exceeded: Name | None = None
+    on_cycle: Name | None = Field(None, description="Defaults to on_exceeded.")
+
+
+class WorkflowSpec(_Spec):
+    """A workflow definition file, as written."""
+
+    name: Name
+    version: str = "1"
+    description: str = ""
+    context: dict[str, Any] = Field(default_factory=dict)
+    tools: dict[Name, ToolSpec] = Field(default_factory=dict)
+    events: dict[Name, EventSpec] = Field(default_factory=dict)
+    states: dict[Name, StateSpec] = Field(min_length=1)
+    budgets: BudgetSpec = Field(default_factory=BudgetSpec)
+    compensation_failed: Name | None = Field(
+        None, description="State that asks a human when a compensation fails."
+    )
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_as_text(cls, value: object) -> object:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        return value
+
+
+def spec_keywords() -> frozenset[str]:
+    """Gives every key a definition file may use, for "did you mean" on unknown keys."""
+    models: tuple[type[BaseModel], ...] = (
+        FunctionRef, RetryPolicySpec, CompensationSpec, StepSpec, ToolSpec, EventSpec,
+        ActionSpec, TransitionSpec, AfterSpec, ApprovalSpec, StateSpec, BudgetSpec, WorkflowSpec,
+    )
+    return frozenset(name for model in models for name in model.model_fields)
