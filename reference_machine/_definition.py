@@ -124,6 +124,13 @@ class Budgets:
     on_exceeded: str | None = None
     on_cycle: str | None = None
 
+    #: Whether a per-transition limit (transitions, visits, cycles) is set; derived.
+    any_limit: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        limits = (self.transitions_max, self.visits_max, self.cycle_threshold)
+        object.__setattr__(self, "any_limit", any(limit is not None for limit in limits))
+
 
 @dataclass(frozen=True, slots=True)
 class WorkflowDefinition:
@@ -162,7 +169,7 @@ def compile_definition(
     """Gives the checked definition, or raises `DefinitionError` listing every error found."""
     builder = _Builder(spec, functions, lines or {})
     definition = builder.build(source)
-    errors = [f for f in builder.findings if f.severity is Severity.ERROR]
+    errors = [f for f in _by_line(builder.findings) if f.severity is Severity.ERROR]
     if errors or definition is None:
         raise DefinitionError(errors, source)
     return definition
@@ -177,12 +184,12 @@ def check_spec(
     """Gives every finding (errors and warnings) of the load-time checks, raising nothing."""
     builder = _Builder(spec, functions, lines or {})
     builder.build("<lint>")
-    return builder.findings
+    return _by_line(builder.findings)
 
 
-def canonical_input(template: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
-    """Gives a function resolving an input template against a context (no `=` expressions)."""
-    return _compile_template(template, lambda location, exc: None, "input")
+def _by_line(findings: list[Finding]) -> list[Finding]:
+    """Gives findings in file order; those without a line keep their order, last."""
+    return sorted(findings, key=lambda f: (f.line is None, f.line or 0))
 
 
 class _Builder:
@@ -197,6 +204,7 @@ class _Builder:
         self.lines = lines
         self.findings: list[Finding] = []
         self.states = spec.states
+        self.unresolved: set[str] = set()  # states with a target we could not resolve
 
     # -- findings ---------------------------------------------------------------------------
 
@@ -272,7 +280,7 @@ class _Builder:
                 approval=self._compile_approval(name, state, leaf_of),
                 after_ms=state.after.delay if state.after else None,
                 after_target=leaf_of.get(state.after.target) if state.after else None,
-                on=MappingProxyType(merged),
+                on=merged,
             )
         if initial is not None:
             self._check_graph(leaf_of[initial], leaves, compiled_states, leaf_of)
@@ -280,14 +288,14 @@ class _Builder:
             return None
         initial_leaf = leaf_of[initial]
         budgets = spec.budgets
-        assert initial_leaf is not None  # noqa: S101 - no error found means every leaf resolved
+        assert initial_leaf is not None
         return WorkflowDefinition(
             name=spec.name,
             version=spec.version,
             spec=spec,
-            states=MappingProxyType(compiled_states),
+            states=compiled_states,
             initial=initial_leaf,
-            events=MappingProxyType(events),
+            events=events,
             tools=MappingProxyType(dict(spec.tools)),
             budgets=Budgets(
                 transitions_max=budgets.transitions_max,
@@ -318,10 +326,13 @@ class _Builder:
                            f"parent state {state.parent!r} does not exist{hint}", state.parent)
                 continue
             parent = self.states[state.parent]
-            if parent.type != "normal" or parent.step or parent.approval or parent.after:
+            reasons = [f"is {parent.type}"] if parent.type != "normal" else []
+            reasons += [f"has {key}" for key in ("step", "approval", "after")
+                        if getattr(parent, key) is not None]
+            if reasons:
                 self.error("bad-parent", location,
-                           f"parent {state.parent!r} must be a plain normal state (no type "
-                           f"{parent.type!r}, step, approval or after)", state.parent, name)
+                           f"parent {state.parent!r} {' and '.join(reasons)}; a compound parent "
+                           "must be a plain normal state", state.parent, name)
             children.setdefault(state.parent, []).append(name)
         for name in self.states:
             seen = [name]
@@ -668,7 +679,8 @@ class _Builder:
                              leaf_of: Mapping[str, str | None]
                              ) -> dict[str, tuple[CompiledTransition, ...]]:
         compiled: dict[str, tuple[CompiledTransition, ...]] = {}
-        for event, transitions in state.on.items():
+        for event in state.on:
+            transitions = state.transitions(event)
             location = f"states.{name}.on.{event}"
             if event not in events and event not in TRANSITION_EVENTS:
                 if event in BUILTIN_EVENTS:
@@ -683,6 +695,7 @@ class _Builder:
             for index, transition in enumerate(transitions):
                 where = f"{location}[{index}]" if len(transitions) > 1 else location
                 if not self._target_exists(transition.target, f"{where}.target"):
+                    self.unresolved.add(name)
                     continue
                 guard, guard_text = self._compile_guard(transition.guard, f"{where}.guard")
                 actions = tuple(
@@ -691,6 +704,7 @@ class _Builder:
                 )
                 target_leaf = leaf_of.get(transition.target)
                 if target_leaf is None:
+                    self.unresolved.add(name)
                     continue
                 items.append(CompiledTransition(event, name, index, transition.target,
                                                 target_leaf, guard, guard_text, actions))
@@ -733,7 +747,7 @@ class _Builder:
             if callable(action.function):
                 return action.function
             return self._function(action.function, f"{location}.function")
-        assert action.assign is not None  # noqa: S101 - checked just above
+        assert action.assign is not None
         compiled: list[tuple[str, Guard]] = []
         for key, text in action.assign.items():
             try:
@@ -772,7 +786,7 @@ class _Builder:
             if state.approval is not None and state.approval.escalate_to:
                 out.append(state.approval.escalate_to)
             edges[leaf] = [t for t in out if t]
-            if not edges[leaf]:
+            if not edges[leaf] and leaf not in self.unresolved:
                 self.error("trap-state", f"states.{leaf}",
                            f"state {leaf!r} is not final and has no way out (no transition, "
                            "timeout or escalation leaves it)", leaf)
@@ -780,7 +794,8 @@ class _Builder:
 
         reachable = _reach(initial, edges)
         for name in self.states:
-            descendants = [leaf for leaf in leaves if leaf == name or name in states[leaf].ancestors]
+            descendants = [leaf for leaf in leaves
+                           if leaf == name or name in states[leaf].ancestors]
             if not any(leaf in reachable for leaf in descendants):
                 self.error("unreachable-state", f"states.{name}",
                            f"state {name!r} cannot be reached from the initial state "

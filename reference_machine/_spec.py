@@ -157,15 +157,8 @@ class TransitionSpec(_Spec):
     description: str = ""
 
 
-def _transition_list(value: object) -> object:
-    if isinstance(value, str):
-        return [{"target": value}]
-    if isinstance(value, dict | TransitionSpec):
-        return [value]
-    return value
-
-
-Transitions = Annotated[list[TransitionSpec], BeforeValidator(_transition_list)]
+#: A transition written as a bare target, one mapping, or a list tried in order.
+TransitionsWritten = Name | TransitionSpec | list[TransitionSpec]
 
 
 class AfterSpec(_Spec):
@@ -192,7 +185,21 @@ class StateSpec(_Spec):
     step: StepSpec | None = None
     approval: ApprovalSpec | None = None
     after: AfterSpec | None = None
-    on: dict[str, Transitions] = Field(default_factory=dict)
+    on: dict[str, TransitionsWritten] = Field(default_factory=dict)
+
+    @field_validator("on", mode="after")
+    @classmethod
+    def _as_lists(cls, value: dict[str, TransitionsWritten]) -> dict[str, list[TransitionSpec]]:
+        return {
+            event: [TransitionSpec(target=written)] if isinstance(written, str)
+            else [written] if isinstance(written, TransitionSpec) else written
+            for event, written in value.items()
+        }
+
+    def transitions(self, event: str) -> list[TransitionSpec]:
+        """Gives the transitions declared for `event`, in order (a list, however written)."""
+        written = self.on.get(event, [])
+        return written if isinstance(written, list) else []
 
 
 class BudgetSpec(_Spec):
@@ -211,7 +218,9 @@ class WorkflowSpec(_Spec):
     """A workflow definition file, as written."""
 
     name: Name
-    version: str = "1"
+    version: Annotated[
+        str, WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "integer"}]})
+    ] = "1"
     description: str = ""
     context: dict[str, Any] = Field(default_factory=dict)
     tools: dict[Name, ToolSpec] = Field(default_factory=dict)

@@ -1,0 +1,163 @@
+"""The `fsmharness` command line.
+
+Exit codes: 0 all held (or clean), 1 violations or lint errors found, 2 bad input or usage, with
+one clear line on stderr and no traceback. A bug in fsmharness itself shows its traceback and asks
+to be reported.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from reference_machine import (
+    DefinitionError,
+    DefinitionSyntaxError,
+    Finding,
+    Severity,
+    WorkflowSpec,
+    lint,
+)
+
+DEFINITION_SUFFIXES = (".yaml", ".yml", ".json")
+EXIT_OK, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
+
+
+class UsageProblem(click.ClickException):
+    """A user's mistake: one line on stderr, exit 2."""
+
+    exit_code = EXIT_USAGE
+
+    def show(self, file: object = None) -> None:
+        click.echo(f"fsmharness: error: {self.format_message()}", err=True)
+
+
+def definition_files(paths: Iterable[str]) -> list[Path]:
+    """Gives the definition files named by `paths`, expanding folders (sorted, recursively)."""
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.suffix in DEFINITION_SUFFIXES
+                           and p.is_file())
+            if not found:
+                raise UsageProblem(f"{raw}: folder holds no {', '.join(DEFINITION_SUFFIXES)} files")
+            files.extend(found)
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise UsageProblem(f"{raw}: no such file or folder")
+    return files
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="fsmharness")
+def cli() -> None:
+    """Test and simulate durable agent state machines."""
+
+
+@cli.command("lint")
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print findings as JSON.")
+@click.option("--quiet", "-q", is_flag=True, help="Print only errors and the summary.")
+def lint_command(paths: Sequence[str], as_json: bool, quiet: bool) -> None:
+    """Check workflow definition files (or folders of them) for errors and warnings.
+
+    Exit 0 when no errors (warnings allowed), 1 when errors are found, 2 when a file cannot be
+    read.
+    """
+    files = definition_files(paths)
+    console = Console(highlight=False, soft_wrap=True)
+    results: list[dict[str, object]] = []
+    errors = warnings = unreadable = 0
+    for path in files:
+        try:
+            findings = lint(path)
+        except DefinitionSyntaxError as exc:
+            findings, unreadable = list(exc.findings), unreadable + 1
+        file_errors = [f for f in findings if f.severity is Severity.ERROR]
+        errors += len(file_errors)
+        warnings += len(findings) - len(file_errors)
+        results.append({"file": str(path), "findings": [_finding_json(f) for f in findings]})
+        if as_json:
+            continue
+        if not findings:
+            if not quiet:
+                console.print(f"[green]ok[/green]    {path}")
+            continue
+        label = "[red]FAIL[/red]" if file_errors else "[yellow]warn[/yellow]"
+        console.print(f"{label}  {path}")
+        for finding in findings:
+            if quiet and finding.severity is not Severity.ERROR:
+                continue
+            console.print(f"  {path}:{_finding_line(finding)}", markup=False)
+    summary = {"files": len(files), "errors": errors, "warnings": warnings,
+               "unreadable": unreadable}
+    if as_json:
+        click.echo(json.dumps({"summary": summary, "results": results}, indent=2))
+    else:
+        console.print(f"{len(files)} file(s): {errors} error(s), {warnings} warning(s)"
+                      + (f", {unreadable} unreadable" if unreadable else ""))
+    if unreadable:
+        sys.exit(EXIT_USAGE)
+    sys.exit(EXIT_FOUND if errors else EXIT_OK)
+
+
+def _finding_line(finding: Finding) -> str:
+    line = f"{finding.line}:" if finding.line is not None else ""
+    return f"{line} {finding.severity}: {finding.location or '(file)'}: {finding.message} " \
+           f"[{finding.code}]"
+
+
+def _finding_json(finding: Finding) -> dict[str, object]:
+    return {
+        "severity": str(finding.severity),
+        "code": finding.code,
+        "location": finding.location,
+        "line": finding.line,
+        "message": finding.message,
+        "ids": list(finding.ids),
+    }
+
+
+@cli.command("schema")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True),
+              help="Write the schema to this file instead of standard output.")
+def schema_command(output: str | None) -> None:
+    """Print the JSON Schema of workflow definition files (for editors and CI)."""
+    schema = WorkflowSpec.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "fsmharness workflow definition"
+    text = json.dumps(schema, indent=2, sort_keys=True) + "\n"
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    target = Path(output)
+    temporary = target.with_name(f".{target.name}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    temporary.replace(target)  # never leave a half-written schema behind
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Runs the CLI; user errors exit 2 with one line, harness bugs show their traceback."""
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="fsmharness",
+                 standalone_mode=True)
+    except DefinitionError as exc:
+        click.echo(f"fsmharness: error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    except Exception:  # a bug in fsmharness, not the user's doing
+        traceback.print_exc()
+        click.echo("fsmharness: internal error; this is a bug in fsmharness, please report it "
+                   "with the traceback above", err=True)
+        sys.exit(70)
+
+
+if __name__ == "__main__":
+    main()
