@@ -403,7 +403,7 @@ def _on_step_failure(definition: WorkflowDefinition, ex: Execution, event: Event
     step = state.step
     effect = ex.effect
     assert step is not None and effect is not None
-    ambiguous = category == Category.TIMEOUT and not step.idempotent
+    ambiguous = category == Category.TIMEOUT and not step.retry_safe
     attempt = ex.attempt
     if not ambiguous and category in step.retry_on and attempt < step.attempts_max:
         fraction = entropy if entropy is not None else _fraction(effect.effect_id)

@@ -66,6 +66,7 @@ class CompiledStep:
     input: Callable[[Mapping[str, Any]], Mapping[str, Any]]
     reversible: bool
     idempotent: bool
+    retry_safe: bool  # idempotent or repeatable: a timeout may be retried
     timeout_ms: int | None
     attempts_max: int
     delay_initial_ms: int
@@ -507,11 +508,12 @@ class _Builder:
         if Category.PERMANENT in retry.retry_on:
             self.error("retry-bounds", f"{rloc}.retry_on",
                        "a permanent failure must not be retried", name)
-        if tool is not None and not tool.idempotency_keys and Category.TIMEOUT in retry.retry_on:
+        if tool is not None and not (tool.idempotency_keys or tool.repeatable) and (
+                Category.TIMEOUT in retry.retry_on):
             self.error("blind-retry", f"{rloc}.retry_on",
-                       f"tool {step.tool!r} does not honour idempotency keys, so retrying a "
-                       "timeout may apply it twice; drop `timeout` from retry_on (an ambiguous "
-                       "failure then goes to escalate_to)", name, step.tool)
+                       f"tool {step.tool!r} neither honours idempotency keys nor is repeatable, "
+                       "so retrying a timeout may apply it twice; drop `timeout` from retry_on "
+                       "(an ambiguous failure then goes to escalate_to)", name, step.tool)
         if step.timeout is not None and step.timeout <= 0:
             self.error("step-timeout", f"{location}.timeout", "a step timeout must be positive",
                        name)
@@ -547,7 +549,7 @@ class _Builder:
     def _compile_template(self, template: Mapping[str, Any], location: str
                           ) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
         def report(where: str, exc: ExpressionSyntaxError) -> None:
-            col = f" at column {exc.col}" if exc.col else ""
+            col = f" at column {exc.col}" if exc.col is not None else ""
             self.error("bad-expression", where, f"expression{col}: {exc}")
 
         return _compile_template(template, report, location)
@@ -571,6 +573,7 @@ class _Builder:
             input=_compile_template(step.input, lambda w, e: None, ""),
             reversible=step.reversible,
             idempotent=tool.idempotency_keys,
+            retry_safe=tool.idempotency_keys or tool.repeatable,
             timeout_ms=step.timeout,
             attempts_max=retry.attempts_max,
             delay_initial_ms=retry.delay_initial,
@@ -718,7 +721,7 @@ class _Builder:
             try:
                 return compile_expression(guard), guard
             except ExpressionSyntaxError as exc:
-                col = f" at column {exc.col}" if exc.col else ""
+                col = f" at column {exc.col}" if exc.col is not None else ""
                 self.error("bad-guard", location, f"guard {guard!r}{col}: {exc}")
                 return None, guard
         if isinstance(guard, FunctionRef):
@@ -753,7 +756,7 @@ class _Builder:
             try:
                 compiled.append((key, compile_expression(text)))
             except ExpressionSyntaxError as exc:
-                col = f" at column {exc.col}" if exc.col else ""
+                col = f" at column {exc.col}" if exc.col is not None else ""
                 self.error("bad-expression", f"{location}.assign.{key}",
                            f"expression {text!r}{col}: {exc}", key)
         pairs = tuple(compiled)

@@ -64,7 +64,8 @@ def compile_expression(text: str) -> Compiled:
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
-        raise ExpressionSyntaxError(f"invalid syntax: {exc.msg}", exc.offset) from exc
+        detail = exc.msg if exc.msg.startswith("invalid syntax") else f"invalid syntax: {exc.msg}"
+        raise ExpressionSyntaxError(detail, exc.offset) from exc
     return _compile(tree.body)
 
 
@@ -168,8 +169,9 @@ def _chain(value: Any, steps: tuple[tuple[Callable[[Any, Any], Any], Compiled], 
 
 
 def _multiply(left: Any, right: Any) -> Any:
-    if isinstance(left, str | tuple | list) or isinstance(right, str | tuple | list):
-        count = right if isinstance(left, str | tuple | list) else left
-        if isinstance(count, int) and count > _SIZE_MAX:
-            raise GuardError(f"repetition by {count} is over the limit of {_SIZE_MAX}")
+    sequence, count = (left, right) if isinstance(left, str | tuple | list) else (right, left)
+    if isinstance(sequence, str | tuple | list) and isinstance(count, int):
+        size = len(sequence) * count
+        if size > _SIZE_MAX:
+            raise GuardError(f"repetition to {size} items is over the limit of {_SIZE_MAX}")
     return left * right

@@ -185,6 +185,8 @@ def _findings(exc: ValidationError, data: Any, lines: Mapping[str, int]) -> list
             ids[location] = (key,)
         elif kind == "missing":
             message = f"missing required key {str(error['loc'][-1])!r}"
+        elif kind == "value_error":  # our own validators already quote the value
+            message = error["msg"].removeprefix("Value error, ")
         else:
             message = f"{error['msg']} (got {_short(error.get('input'))})"
         messages = grouped.setdefault(location, [])

@@ -8,6 +8,7 @@ and held as whole milliseconds.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from enum import StrEnum
@@ -33,6 +34,8 @@ def parse_duration_ms(value: object) -> int:
     if isinstance(value, bool):
         raise ValueError("expected a duration such as 30, '30s', '5m', '2h' or '1d', not a boolean")
     if isinstance(value, int | float):
+        if not math.isfinite(value):
+            raise ValueError(f"expected a finite duration, got {value}")
         if value < 0:
             raise ValueError(f"expected a duration of zero or more, got {value}")
         return round(value * 1000)
@@ -79,7 +82,9 @@ class Source(StrEnum):
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, arbitrary_types_allowed=True, allow_inf_nan=False
+    )
 
 
 class FunctionRef(_Spec):

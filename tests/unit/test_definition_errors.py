@@ -742,8 +742,9 @@ def test_blind_retry_of_non_idempotent_tool() -> None:
     data["tools"]["svc.call"]["idempotency_keys"] = False
     _step(data)["timeout"] = "5s"
     with pytest.raises(DefinitionError,
-                       match=r"states\.work\.step\.retry\.retry_on: tool 'svc\.call' does not "
-                             r"honour idempotency keys, so retrying a timeout may apply it twice"
+                       match=r"states\.work\.step\.retry\.retry_on: tool 'svc\.call' neither "
+                             r"honours idempotency keys nor is repeatable, so retrying a timeout "
+                             r"may apply it twice"
                              r".*\[blind-retry\]") as info:
         load_definition(data)
     assert _with_code(info.value, "blind-retry").ids == ("work", "svc.call")
@@ -1130,12 +1131,9 @@ def test_several_schema_errors_reported_together() -> None:
     assert "did you mean 'initial'?" in str(info.value)
 
 
-# -- bugs found (xfail until fixed) ------------------------------------------------------------
+# -- bugs found while writing these tests, fixed since -------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=OverflowError,
-                   reason="_spec.parse_duration_ms rounds float('inf') * 1000, raising a raw "
-                          "OverflowError instead of a DefinitionError for `.inf` durations")
 def test_infinite_duration_is_a_definition_error() -> None:
     """`delay: .inf` in YAML should be a located schema error, not an OverflowError."""
     text = _yaml("""
@@ -1151,10 +1149,6 @@ def test_infinite_duration_is_a_definition_error() -> None:
         load_definition(text)
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="_definition._check_step tests `retry.multiplier < 1`, which is False "
-                          "for NaN, so a NaN multiplier loads (and _decide._backoff then fails on "
-                          "round(nan))")
 def test_nan_retry_multiplier() -> None:
     """A NaN multiplier is not 'at least 1' and should be refused."""
     data = _base()
@@ -1163,9 +1157,6 @@ def test_nan_retry_multiplier() -> None:
         load_definition(data)
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="_definition._check_step tests `step.cost < 0`, which is False for NaN, "
-                          "so a NaN cost loads and makes every `cost > cost_max` check False")
 def test_nan_step_cost() -> None:
     """A NaN step cost would silently disable the cost budget and should be refused."""
     data = _base()
@@ -1174,10 +1165,6 @@ def test_nan_step_cost() -> None:
         load_definition(data)
 
 
-@pytest.mark.xfail(strict=True, raises=DefinitionError,
-                   reason="ToolSpec.repeatable ('applying it twice is not a duplicate effect') is "
-                          "never read: the blind-retry check refuses timeout retries of a "
-                          "repeatable tool that has no idempotency keys")
 def test_repeatable_tool_may_retry_timeouts() -> None:
     """A repeatable tool without idempotency keys may retry timeouts: a repeat is harmless."""
     data = _base()
@@ -1186,9 +1173,6 @@ def test_repeatable_tool_may_retry_timeouts() -> None:
     assert "timeout" in definition.states["work"].step.retry_on  # type: ignore[union-attr]
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="_expr._multiply caps only the repeat count of one `*`, so chaining "
-                          "(\"a\" * 10000 * 100) builds a 1,000,000-char string past _SIZE_MAX")
 def test_chained_string_repetition_is_capped() -> None:
     """Chained repetition should hit the same size cap as a single large repetition."""
     guard = compile_expression('"a" * 10000 * 100')
