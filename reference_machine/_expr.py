@@ -46,6 +46,7 @@ _COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
     ast.Is: operator.is_,
     ast.IsNot: operator.is_not,
 }
+_LENGTH_MAX = 1_000  # longer guards are not guards; and deep nesting would exhaust the stack
 _SIZE_MAX = 10_000  # caps `"x" * n` so an expression cannot exhaust memory
 
 
@@ -61,12 +62,21 @@ def compile_expression(text: str) -> Compiled:
     """Gives a function `(context, event) -> value` for a whitelisted expression."""
     if not isinstance(text, str) or not text.strip():
         raise ExpressionSyntaxError("expected a non-empty expression")
+    if len(text) > _LENGTH_MAX:
+        raise ExpressionSyntaxError(f"expression is {len(text)} characters long; the limit is "
+                                    f"{_LENGTH_MAX}")
     try:
         tree = ast.parse(text.strip(), mode="eval")
-    except SyntaxError as exc:
+        return _compile(tree.body)
+    except RecursionError as exc:
+        raise ExpressionSyntaxError("expression is nested too deeply") from exc
+    except (SyntaxError, ValueError) as exc:
+        if isinstance(exc, ExpressionSyntaxError):
+            raise
+        if not isinstance(exc, SyntaxError):
+            raise ExpressionSyntaxError(f"invalid syntax: {exc}") from exc
         detail = exc.msg if exc.msg.startswith("invalid syntax") else f"invalid syntax: {exc.msg}"
-        raise ExpressionSyntaxError(detail, exc.offset) from exc
-    return _compile(tree.body)
+        raise ExpressionSyntaxError(detail, exc.offset or None) from exc
 
 
 def _fail(node: ast.AST, what: str) -> ExpressionSyntaxError:

@@ -1,0 +1,105 @@
+"""The safe expression language for guards, actions and step inputs."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reference_machine import Event, GuardError
+from reference_machine._expr import ExpressionSyntaxError, compile_expression
+
+EVENT = Event("e1", "order.placed", "agent", {"amount": 120, "tags": ["vip"], "nested": {"x": 1}})
+CONTEXT = {"limit": 100, "user": {"role": "admin"}, "items": [1, 2, 3], "name": "Ada"}
+
+
+def value(text: str) -> object:
+    """Gives what the expression evaluates to over CONTEXT and EVENT."""
+    return compile_expression(text)(CONTEXT, EVENT)
+
+
+class TestEvaluation:
+    @pytest.mark.parametrize(("text", "expected"), [
+        ("event.payload.amount > context.limit", True),
+        ("event.payload.amount > context.limit and context.user.role == 'admin'", True),
+        ("not (context.user.role == 'admin')", False),
+        ("'vip' in event.payload.tags", True),
+        ("'gold' not in event.payload.tags", True),
+        ("context['user']['role']", "admin"),
+        ("context.items[1] + context.items[-1]", 5),
+        ("len(context.items) * 2 - 1", 5),
+        ("event.payload.amount // 7 % 5", 2),
+        ("event.payload.amount / 8", 15.0),
+        ("0 < context.limit <= 100", True),
+        ("0 < context.limit < 100", False),
+        ("event.payload.nested.x == 1", True),
+        ("context.missing", None),
+        ("context.missing is None", True),
+        ("'big' if event.payload.amount > 100 else 'small'", "big"),
+        ("max(context.items) + min(3, 4) + abs(-2) + round(2.6)", 11),
+        ("event.source == 'agent' and event.type == 'order.placed'", True),
+        ("context.items[10]", None),
+        ("-context.limit", -100),
+        ("context.name * 3", "AdaAdaAda"),
+    ])
+    def test_value(self, text: str, expected: object) -> None:
+        """Each whitelisted construct evaluates like Python over mappings."""
+        assert value(text) == expected
+
+    def test_attribute_of_a_number_is_a_guard_error(self) -> None:
+        """Reading a key of a non-mapping raises GuardError, which decide turns into a reject."""
+        with pytest.raises(GuardError, match="cannot read 'x' of a int"):
+            value("context.limit.x")
+
+    def test_oversized_repetition_is_refused(self) -> None:
+        """Repetition that would build a huge string is refused at evaluation."""
+        with pytest.raises(GuardError, match="over the limit"):
+            value("context.name * 100000")
+
+
+class TestWhitelist:
+    @pytest.mark.parametrize(("text", "message"), [
+        ("__import__('os')", "only these functions may be called"),
+        ("context.__class__", "name '__class__' is not allowed"),
+        ("open('/etc/passwd')", "only these functions may be called"),
+        ("2 ** 100", "operator Pow is not allowed"),
+        ("lambda: 1", "Lambda is not allowed"),
+        ("[x for x in context.items]", "ListComp is not allowed"),
+        ("context.items[0:2]", "slices are not allowed"),
+        ("event", "use a field of event"),
+        ("event.secret", "event has no field 'secret'"),
+        ("os.system('x')", "only these functions may be called"),
+        ("x", "unknown name 'x'"),
+        ("len(context.items, key=1)", "keyword arguments are not allowed"),
+        ("context.a = 1", "invalid syntax"),
+        ("context.items @ context.items", "operator MatMult is not allowed"),
+        ("~context.limit", "operator Invert is not allowed"),
+        ("b'bytes'", "literal b'bytes' is not allowed"),
+        ("", "expected a non-empty expression"),
+    ])
+    def test_refused(self, text: str, message: str) -> None:
+        """Syntax and names outside the whitelist fail at compile time with a reason."""
+        with pytest.raises(ExpressionSyntaxError, match=message):
+            compile_expression(text)
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.text(max_size=40))
+    def test_any_text_compiles_or_is_refused(self, text: str) -> None:
+        """Arbitrary text either compiles or raises ExpressionSyntaxError; nothing else."""
+        try:
+            compiled = compile_expression(text)
+        except ExpressionSyntaxError as exc:
+            assert str(exc)
+        else:
+            assert callable(compiled)
+
+
+class TestLimits:
+    @pytest.mark.parametrize(("text", "message"), [
+        ("1" * 1001, "characters long; the limit is 1000"),
+        ("a\x00", "null bytes"),
+    ])
+    def test_hostile_text_is_refused(self, text: str, message: str) -> None:
+        """Overlong text and null bytes are refused as syntax, not crashes."""
+        with pytest.raises(ExpressionSyntaxError, match=message):
+            compile_expression(text)

@@ -1,0 +1,82 @@
+"""The public surface: exported names are pinned, and the README's examples run as written."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import reference_machine
+from reference_machine import load_definition
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def fenced(language: str) -> list[str]:
+    """Gives the README's fenced blocks of one language, in order."""
+    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.DOTALL)
+
+
+class TestExports:
+    def test_all_is_sorted_and_complete(self) -> None:
+        """__all__ is sorted (constants, then classes, then functions), and every name exists."""
+        names = reference_machine.__all__
+        assert names == sorted(names, key=lambda n: (not n.isupper(), not n[0].isupper(), n))
+        missing = [name for name in names if not hasattr(reference_machine, name)]
+        assert missing == []
+
+    def test_exported_names_are_pinned(self) -> None:
+        """Adding or removing a public name is a deliberate change to this list."""
+        assert set(reference_machine.__all__) == {
+            "APPROVAL_DENIED", "APPROVAL_GRANTED", "BUILTIN_EVENTS", "COMPENSATION_FAILED",
+            "COMPENSATION_SUCCEEDED", "STARTED", "STEP_FAILED", "STEP_SUCCEEDED", "TIMER_FIRED",
+            "Accepted", "Budgets", "CancelTimer", "Category", "Command", "CompiledState",
+            "CompiledStep", "CompiledTransition", "CompletedStep", "Decision", "DefinitionError",
+            "DefinitionSyntaxError", "Event", "Execution", "Finding", "GuardError",
+            "IgnoreReason", "Ignored", "PendingApproval", "PendingEffect",
+            "ReferenceMachineError", "RejectReason", "Rejected", "RequestApproval",
+            "RunCompensation", "RunEffect", "ScheduleTimer", "Severity", "Source", "Status",
+            "Timer", "TimerPurpose", "Transition", "WorkflowDefinition", "WorkflowSpec",
+            "action_hash", "check_spec", "compile_definition", "decide", "lint",
+            "load_definition", "load_spec", "new_execution", "parse_duration_ms",
+            "register_function", "registered_functions", "start_event",
+        }
+
+    def test_errors_subclass_the_builtins_callers_expect(self) -> None:
+        """A DefinitionError is a ValueError, so generic callers can catch it."""
+        assert issubclass(reference_machine.DefinitionError, ValueError)
+        assert issubclass(reference_machine.DefinitionSyntaxError,
+                          reference_machine.DefinitionError)
+
+
+class TestReadme:
+    def test_first_section_gives_two_commands(self) -> None:
+        """The first section holds exactly two commands: install and run, then test."""
+        first = README.split("\n## ", 2)[1]
+        commands = re.findall(r"```bash\n(.*?)```", first, flags=re.DOTALL)
+        assert len(commands) == 2
+        assert "pip install -e '.[test]'" in commands[0]
+        assert "fsmharness lint scenarios/" in commands[0]
+        assert commands[1].strip() == "python -m pytest"
+
+    def test_ci_runs_the_readme_test_command(self) -> None:
+        """.ci/run calls the README's test command."""
+        assert "python -m pytest" in (ROOT / ".ci" / "run").read_text()
+
+    def test_yaml_example_loads(self) -> None:
+        """The README's definition example loads clean."""
+        (example,) = fenced("yaml")
+        definition = load_definition(example)
+        assert definition.name == "refund_escalation"
+        assert definition.warnings == ()
+
+    def test_python_example_runs(self, tmp_path: Path) -> None:
+        """The README's Python example runs as written and reaches the planning step."""
+        (example,) = fenced("python")
+        script = tmp_path / "example.py"
+        script.write_text(example + "\nassert decision.execution.state == 'planning', decision\n")
+        result = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True,
+                                text=True, check=False)
+        assert result.returncode == 0, result.stderr
