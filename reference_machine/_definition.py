@@ -759,6 +759,9 @@ class _Builder:
                 col = f" at column {exc.col}" if exc.col is not None else ""
                 self.error("bad-expression", f"{location}.assign.{key}",
                            f"expression {text!r}{col}: {exc}", key)
+        if len(compiled) == 1:
+            ((only_key, only_value),) = compiled
+            return lambda context, event: {only_key: only_value(context, event)}
         pairs = tuple(compiled)
         return lambda context, event: {key: value(context, event) for key, value in pairs}
 

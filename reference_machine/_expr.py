@@ -85,6 +85,8 @@ def _fail(node: ast.AST, what: str) -> ExpressionSyntaxError:
 
 
 def _key(container: Any, key: Any) -> Any:
+    if type(container) is dict:  # the common case, without the slower ABC check
+        return container.get(key)
     if isinstance(container, Mapping):
         return container.get(key)
     if isinstance(container, list | tuple | str) and isinstance(key, int):
@@ -145,6 +147,9 @@ def _compile(node: ast.AST) -> Compiled:
         return lambda c, e: op(left(c, e), right(c, e))
     if isinstance(node, ast.Compare):
         first = _compile(node.left)
+        if len(node.ops) == 1:
+            compare, right = _COMPARE[type(node.ops[0])], _compile(node.comparators[0])
+            return lambda c, e: compare(first(c, e), right(c, e))
         steps = tuple(
             (_COMPARE[type(op)], _compile(right))
             for op, right in zip(node.ops, node.comparators, strict=True)
