@@ -60,6 +60,7 @@ from reference_machine._records import (
 from reference_machine._spec import Category, Source
 
 _CATEGORIES = frozenset(str(c) for c in Category)
+_RETRYABLE_COMPENSATION = frozenset({Category.TRANSIENT, Category.RATE_LIMITED, Category.TIMEOUT})
 _RESULT_SOURCES = frozenset({Source.TOOL, Source.AGENT, Source.SYSTEM})
 _TIMER_SOURCES = frozenset({Source.TIMER, Source.SYSTEM})
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -78,6 +79,8 @@ _APPROVAL_EXPIRY = TimerPurpose.APPROVAL_EXPIRY
 _RETRY = TimerPurpose.RETRY
 _STEP_TIMEOUT = TimerPurpose.STEP_TIMEOUT
 _DEADLINE = TimerPurpose.DEADLINE
+#: Forced reasons that are budgets: once one forces the run, budgets stop applying.
+_BUDGETS = frozenset({"transitions_max", "visits_max", "cost_max", "deadline", "cycle"})
 
 
 def new_execution(
@@ -125,10 +128,6 @@ def decide(
             return _start(definition, execution, event, now)
         return Rejected(RejectReason.ILLEGAL,
                         f"execution {execution.id!r} has not started; deliver {STARTED!r} first")
-    deadline_ms = definition.budgets.deadline_ms
-    if deadline_ms is not None and now - execution.started_at >= deadline_ms:
-        return _move(definition, execution, event, now, definition.budgets.on_exceeded or "",
-                     execution.context, forced="deadline")
     handler = _HANDLERS.get(kind)
     if handler is not None:
         return handler(definition, execution, event, now, entropy)
@@ -222,14 +221,16 @@ def _move(
         return Rejected(RejectReason.ILLEGAL, f"{forced} exceeded but no on_exceeded state")
     # one unpacking reads every field at C speed; twelve attribute reads cost ~0.4 us
     (ex_id, ex_definition, ex_version, ex_state, _, _, _, sequence, started_at, transitions,
-     visits, _, _, ex_timers, _, ex_approved, ex_completed, _, _, cost, failures, ex_answered,
-     _) = ex
+     visits, _, _, ex_timers, _, ex_approved, ex_completed, _, _, cost, failures, exceeded,
+     ex_answered, _) = ex
     budgets = definition.budgets
     commands: list[Command] = list(prefix) if prefix else []
     timers: tuple[Timer, ...] = ()
+    if forced in _BUDGETS:
+        exceeded = forced  # from here on no budget applies: the run is a person's to finish
     if ex_timers:
         for timer in ex_timers:
-            if timer.purpose is _DEADLINE:
+            if timer.purpose is _DEADLINE and not exceeded:
                 timers += (timer,)
             else:
                 commands.append(_new(CancelTimer, (timer.id,)))
@@ -237,7 +238,7 @@ def _move(
     visits = visits.copy() if type(visits) is dict else dict(visits)
     visit = visits.get(target, 0) + 1
     visits[target] = visit
-    if not forced and budgets.any_limit:
+    if not forced and not exceeded and budgets.any_limit:
         exceeded = ""
         if budgets.transitions_max is not None and transitions > budgets.transitions_max:
             exceeded = "transitions_max"
@@ -282,7 +283,8 @@ def _move(
                                 f"of action {action[:12]} that was not granted")
             approved = tuple(h for h in approved if h != action)
         cost += step.cost
-        if not forced and budgets.cost_max is not None and cost > budgets.cost_max:
+        if not forced and not exceeded and budgets.cost_max is not None and (
+                cost > budgets.cost_max):
             return _move(definition, ex, event, now, budgets.on_exceeded or "", context,
                          "cost_max", approved, completed, answered, prefix)
         key = f"{ex_id}/{target}/{visit}"
@@ -316,7 +318,7 @@ def _move(
     execution = _new(Execution, (
         ex_id, ex_definition, ex_version, target, status, outcome, context, sequence + 1,
         started_at, transitions, visits, attempt, effect, timers, approval, approved,
-        ex_completed if completed is None else completed, (), "", cost, failures,
+        ex_completed if completed is None else completed, (), "", cost, failures, exceeded,
         ex_answered if answered is None else answered, event.id,
     ))
     return _new(Accepted, (execution, tuple(commands),
@@ -379,32 +381,37 @@ def _on_step_result(definition: WorkflowDefinition, ex: Execution, event: Event,
             return _on_step_success(definition, ex, event, now, state, step)
         failure = Event(event.id, STEP_FAILED, event.source,
                         {"category": Category.INVALID_OUTPUT, "error": problem}, event.answers)
-        return _on_step_failure(definition, ex, failure, now, entropy, Category.INVALID_OUTPUT)
+        return _on_step_failure(definition, ex, failure, now, entropy, Category.INVALID_OUTPUT,
+                                effect.effect_id)
     category = event.payload.get("category")
-    if category not in _CATEGORIES:
+    if not isinstance(category, str) or category not in _CATEGORIES:
         return Rejected(RejectReason.INVALID_PAYLOAD,
                         f"step.failed needs payload.category, one of "
                         f"{', '.join(sorted(_CATEGORIES))}; got {category!r}")
-    return _on_step_failure(definition, ex, event, now, entropy, category)
+    return _on_step_failure(definition, ex, event, now, entropy, category, effect.effect_id)
 
 
 def _on_step_success(definition: WorkflowDefinition, ex: Execution, event: Event, now: int,
                      state: CompiledState, step: CompiledStep) -> Decision:
-    transitions = state.on.get(STEP_SUCCEEDED, ())
     effect = ex.effect
     assert effect is not None
-    completed = None
-    if step.compensation is not None:
-        compensation = step.compensation
-        completed = (*ex.completed, CompletedStep(
-            ex.state, effect.key, compensation.tool, compensation.input(ex.context),
-            compensation.attempts_max))
-    return _take(definition, ex, event, now, transitions, completed=completed,
-                 answered=effect.effect_id)
+    decision = _take(definition, ex, event, now, state.on.get(STEP_SUCCEEDED, ()),
+                     answered=effect.effect_id)
+    compensation = step.compensation
+    if compensation is None or not isinstance(decision, Accepted):
+        return decision
+    # the undo is planned from the context after the transition's actions, so its input can
+    # name what the step returned (a refund id, a reservation id)
+    after = decision.execution
+    done = CompletedStep(ex.state, effect.key, compensation.tool,
+                         compensation.input(after.context), compensation.attempts_max)
+    return decision._replace(execution=after._replace(completed=(*after.completed, done)))
 
 
 def _on_step_failure(definition: WorkflowDefinition, ex: Execution, event: Event, now: int,
-                     entropy: float | None, category: str) -> Decision:
+                     entropy: float | None, category: str, answered: str) -> Decision:
+    """Retries the step, or applies its exhaustion policy; `answered` is the effect id a result
+    answered (or the last one, when the failure is a step timeout rather than a result)."""
     state = definition.states[ex.state]
     step = state.step
     effect = ex.effect
@@ -420,18 +427,18 @@ def _on_step_failure(definition: WorkflowDefinition, ex: Execution, event: Event
         commands.append(ScheduleTimer(*timer))
         timers = (*(t for t in ex.timers if t.purpose != _STEP_TIMEOUT), timer)
         return Accepted(ex._replace(effect=None, timers=timers, sequence=ex.sequence + 1,
-                                    answered=effect.effect_id, last_event_id=event.id),
+                                    answered=answered, last_event_id=event.id),
                         tuple(commands))
     if ambiguous and step.escalate_to is not None:
         return _move(definition, ex, event, now, step.escalate_to, ex.context,
-                     forced="ambiguous_failure", answered=effect.effect_id)
+                     forced="ambiguous_failure", answered=answered)
     if step.on_exhausted == "escalate":
         return _move(definition, ex, event, now, step.escalate_to or "", ex.context,
-                     forced="retries_exhausted", answered=effect.effect_id)
+                     forced="retries_exhausted", answered=answered)
     transitions = state.on.get(STEP_FAILED, ())
     if step.on_exhausted == "compensate" and ex.completed:
-        return _begin_compensation(definition, ex, event, now, transitions, effect.effect_id)
-    return _take(definition, ex, event, now, transitions, answered=effect.effect_id)
+        return _begin_compensation(definition, ex, event, now, transitions, answered)
+    return _take(definition, ex, event, now, transitions, answered=answered)
 
 
 def _backoff(step: CompiledStep, attempt: int, fraction: float) -> int:
@@ -498,7 +505,7 @@ def _on_compensation_result(definition: WorkflowDefinition, ex: Execution, event
                      ex.after_compensation, ex.context, forced="compensated", completed=(),
                      answered=event.answers)
     category = event.payload.get("category")
-    retryable = category in (Category.TRANSIENT, Category.RATE_LIMITED, Category.TIMEOUT)
+    retryable = isinstance(category, str) and category in _RETRYABLE_COMPENSATION
     if retryable and ex.attempt < current.attempts_max:
         timer = Timer(f"{effect.key}/retry/{ex.attempt}", _RETRY,
                       now + _COMPENSATION_DELAY_MS * 2 ** (ex.attempt - 1))
@@ -568,7 +575,7 @@ def _on_timer(definition: WorkflowDefinition, ex: Execution, event: Event, now: 
     failure = Event(event.id, STEP_FAILED, event.source,
                     {"category": Category.TIMEOUT, "error": "step timed out"}, effect.effect_id)
     return _on_step_failure(definition, ex._replace(timers=rest), failure, now, entropy,
-                            Category.TIMEOUT)
+                            Category.TIMEOUT, ex.answered)
 
 
 # -- approvals -----------------------------------------------------------------------------------

@@ -112,7 +112,11 @@ class CompletedStep(NamedTuple):
 
 
 class Execution(NamedTuple):
-    """The state of one run of a workflow, as stored after each accepted event."""
+    """The state of one run of a workflow, as stored after each accepted event.
+
+    `failures` counts error signatures for cycle detection; `exceeded` names the budget that
+    forced the run (after which budgets no longer apply, so the run can be finished by hand).
+    """
 
     id: str
     definition: str
@@ -135,6 +139,7 @@ class Execution(NamedTuple):
     after_compensation: str = ""
     cost: float = 0.0
     failures: Mapping[str, int] = EMPTY
+    exceeded: str = ""
     answered: str = ""
     last_event_id: str = ""
 
