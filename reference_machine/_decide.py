@@ -445,6 +445,7 @@ def _backoff(step: CompiledStep, attempt: int, fraction: float) -> int:
     """Gives the delay before attempt `attempt + 1`: exponential, capped, with jitter."""
     delay = step.delay_initial_ms * step.multiplier ** (attempt - 1)
     if step.jitter:
+        fraction = min(max(fraction, 0.0), 1.0)
         delay *= 1 - step.jitter + 2 * step.jitter * fraction
     return max(0, min(step.delay_max_ms, round(delay)))
 
@@ -532,9 +533,10 @@ def _on_timer(definition: WorkflowDefinition, ex: Execution, event: Event, now: 
     purpose = timer.purpose
     if purpose == _WAIT_TIMEOUT:
         return _move(definition, ex, event, now, state.after_target or "", ex.context)
+    rest = tuple(t for t in ex.timers if t.id != timer.id)
     if purpose == _DEADLINE:
-        return _move(definition, ex, event, now, definition.budgets.on_exceeded or "",
-                     ex.context, forced="deadline")
+        return _move(definition, ex._replace(timers=rest), event, now,
+                     definition.budgets.on_exceeded or "", ex.context, forced="deadline")
     if purpose == _APPROVAL_EXPIRY:
         approval = state.approval
         assert approval is not None
@@ -544,8 +546,7 @@ def _on_timer(definition: WorkflowDefinition, ex: Execution, event: Event, now: 
         expired = Event(event.id, APPROVAL_DENIED, event.source, {"decision": "expired"},
                         event.answers)
         return _take(definition, ex, expired, now, state.on.get(APPROVAL_DENIED, ()))
-    rest = tuple(t for t in ex.timers if t.id != timer.id)
-    if purpose == _RETRY:
+    if purpose == TimerPurpose.RETRY:
         attempt = ex.attempt + 1
         if ex.status == _COMPENSATING:
             effect, command = _compensate(ex.compensating[0], attempt)
@@ -554,6 +555,11 @@ def _on_timer(definition: WorkflowDefinition, ex: Execution, event: Event, now: 
                             (command,))
         step = state.step
         assert step is not None
+        cost = ex.cost + step.cost  # every attempt is paid for, retries included
+        cost_max = definition.budgets.cost_max
+        if cost_max is not None and cost > cost_max and not ex.exceeded:
+            return _move(definition, ex._replace(timers=rest, cost=cost), event, now,
+                         definition.budgets.on_exceeded or "", ex.context, forced="cost_max")
         key = f"{ex.id}/{ex.state}/{ex.visits.get(ex.state, 0)}"
         effect_id = f"{key}#{attempt}"
         commands: list[Command] = [RunEffect(effect_id, key, ex.state, step.tool,
@@ -566,7 +572,7 @@ def _on_timer(definition: WorkflowDefinition, ex: Execution, event: Event, now: 
             commands.append(ScheduleTimer(*timeout))
         return Accepted(ex._replace(
             attempt=attempt, effect=PendingEffect(effect_id, key, ex.state, step.tool, attempt),
-            timers=rest, sequence=ex.sequence + 1, last_event_id=event.id,
+            timers=rest, cost=cost, sequence=ex.sequence + 1, last_event_id=event.id,
         ), tuple(commands))
     # a step timed out: a failure of category timeout; the attempt's late result is ignored
     effect = ex.effect

@@ -19,6 +19,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainSerializer,
     WithJsonSchema,
     field_validator,
 )
@@ -49,6 +50,8 @@ def parse_duration_ms(value: object) -> int:
 DurationMs = Annotated[
     int,
     BeforeValidator(parse_duration_ms),
+    # dumped as "Nms" so that a dumped spec validates back to the same durations
+    PlainSerializer(lambda ms: f"{ms}ms", return_type=str),
     WithJsonSchema(
         {
             "anyOf": [
