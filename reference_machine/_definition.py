@@ -206,6 +206,7 @@ class _Builder:
         self.findings: list[Finding] = []
         self.states = spec.states
         self.unresolved: set[str] = set()  # states with a target we could not resolve
+        self.output_checks: dict[str, PayloadCheck | None] = {}
 
     # -- findings ---------------------------------------------------------------------------
 
@@ -416,9 +417,10 @@ class _Builder:
         return _json_schema_check(validator_class(schema))
 
     def _check_tools(self) -> None:
-        for name, tool in self.spec.tools.items():
-            if tool.output is not None:
-                self._payload_check(tool.output, f"tools.{name}.output")
+        self.output_checks = {
+            name: self._payload_check(tool.output, f"tools.{name}.output")
+            for name, tool in self.spec.tools.items()
+        }
 
     def _tool(self, name: str, location: str) -> ToolSpec | None:
         tool = self.spec.tools.get(name)
@@ -586,7 +588,7 @@ class _Builder:
             needs_approval=step.needs_approval,
             cost=step.cost,
             escalate_to=leaf_of.get(step.escalate_to or ""),
-            check_output=_silent_payload_check(tool.output),
+            check_output=self.output_checks.get(step.tool),
         )
 
     def _compile_approval(self, name: str, state: StateSpec,
@@ -891,16 +893,3 @@ def _model_check(model: type[BaseModel]) -> PayloadCheck:
         return None
 
     return check
-
-
-def _silent_payload_check(schema: object) -> PayloadCheck | None:
-    if schema is None:
-        return None
-    if isinstance(schema, type) and issubclass(schema, BaseModel):
-        return _model_check(schema)
-    try:
-        validator_class = jsonschema.validators.validator_for(schema)
-        validator_class.check_schema(schema)
-    except jsonschema.SchemaError:
-        return None
-    return _json_schema_check(validator_class(schema))
