@@ -7,6 +7,7 @@ to be reported.
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import traceback
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from reference_machine import (
     DefinitionError,
@@ -56,6 +58,17 @@ def definition_files(paths: Iterable[str]) -> list[Path]:
     return files
 
 
+def import_modules(modules: Iterable[str]) -> None:
+    """Imports the user's modules (for the functions they register), or exits 2 naming one."""
+    if modules and "" not in sys.path and str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))  # as `python -m` would: the user's own modules
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise UsageProblem(f"--import {module}: {exc}") from exc
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="fsmharness")
 def cli() -> None:
@@ -66,12 +79,17 @@ def cli() -> None:
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True, help="Print findings as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="Print only errors and the summary.")
-def lint_command(paths: Sequence[str], as_json: bool, quiet: bool) -> None:
+@click.option("--import", "modules", multiple=True, metavar="MODULE",
+              help="Import a Python module first, so that the functions it registers with "
+                   "@register_function can be named by `function:` guards and actions.")
+def lint_command(paths: Sequence[str], as_json: bool, quiet: bool,
+                 modules: Sequence[str]) -> None:
     """Check workflow definition files (or folders of them) for errors and warnings.
 
     Exit 0 when no errors (warnings allowed), 1 when errors are found, 2 when a file cannot be
     read.
     """
+    import_modules(modules)
     files = definition_files(paths)
     console = Console(highlight=False, soft_wrap=True)
     results: list[dict[str, object]] = []
@@ -89,10 +107,10 @@ def lint_command(paths: Sequence[str], as_json: bool, quiet: bool) -> None:
             continue
         if not findings:
             if not quiet:
-                console.print(f"[green]ok[/green]    {path}")
+                console.print(f"[green]ok[/green]    {escape(str(path))}")
             continue
         label = "[red]FAIL[/red]" if file_errors else "[yellow]warn[/yellow]"
-        console.print(f"{label}  {path}")
+        console.print(f"{label}  {escape(str(path))}")
         for finding in findings:
             if quiet and finding.severity is not Severity.ERROR:
                 continue
@@ -139,9 +157,15 @@ def schema_command(output: str | None) -> None:
         click.echo(text, nl=False)
         return
     target = Path(output)
+    if not target.parent.is_dir():
+        raise UsageProblem(f"{output}: folder {str(target.parent)!r} does not exist")
     temporary = target.with_name(f".{target.name}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    temporary.replace(target)  # never leave a half-written schema behind
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        temporary.replace(target)  # never leave a half-written schema behind
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise UsageProblem(f"{output}: cannot write: {exc.strerror}") from exc
 
 
 def main(argv: Sequence[str] | None = None) -> None:

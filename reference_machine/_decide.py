@@ -120,9 +120,16 @@ def decide(
         return Rejected(RejectReason.TERMINAL,
                         f"execution {execution.id!r} is final ({execution.outcome}) in state "
                         f"{execution.state!r}; it accepts nothing")
+    kind = event.type
+    payload = event.payload
+    if not (isinstance(kind, str) and isinstance(event.id, str) and isinstance(event.source, str)
+            and (type(payload) is dict or isinstance(payload, Mapping))):
+        return Rejected(RejectReason.INVALID_PAYLOAD,
+                        "an event's id, type and source are strings and its payload a mapping; "
+                        f"got {type(event.id).__name__}, {type(kind).__name__}, "
+                        f"{type(event.source).__name__}, {type(payload).__name__}")
     if event.id and event.id == execution.last_event_id:
         return Ignored(IgnoreReason.DUPLICATE, f"event {event.id!r} was the last one applied")
-    kind = event.type
     if status == _CREATED:
         if kind == STARTED:
             return _start(definition, execution, event, now)
@@ -247,9 +254,11 @@ def _move(
         elif budgets.cycle_threshold is not None:
             error = _error_signature(event)
             if error is not None:
+                # "in a row": only the latest error signature is counted; a different error
+                # starts again at one, successes in between do not reset it
                 signature = f"{ex_state}|{event.type}|{error}"
-                failures = dict(failures)
-                failures[signature] = seen = failures.get(signature, 0) + 1
+                seen = failures.get(signature, 0) + 1
+                failures = {signature: seen}
                 if seen >= budgets.cycle_threshold:
                     return _move(definition, ex._replace(failures=failures), event, now,
                                  budgets.on_cycle or "", context, "cycle", approved, completed,
@@ -274,7 +283,10 @@ def _move(
         timers = ()
     elif state.step is not None:
         step = state.step
-        step_input = step.input(context)
+        try:
+            step_input = step.input(context)
+        except Exception as exc:  # step inputs are user expressions: a failure is a reject
+            return _input_failed(target, "step input", exc)
         if step.needs_approval:
             action = _action_hash(step, step_input)
             if action not in approved:
@@ -301,7 +313,10 @@ def _move(
         if state.kind == "wait":
             status = _WAITING
         if state.approval is not None:
-            request = _approval_request(definition, ex_id, state, visit, context, now)
+            try:
+                request = _approval_request(definition, ex_id, state, visit, context, now)
+            except Exception as exc:  # the gated step's input is user expressions
+                return _input_failed(target, "approved step's input", exc)
             approval = PendingApproval(request.request_id, target, request.action_hash,
                                        request.roles, request.expires_at)
             commands.append(request)
@@ -403,8 +418,12 @@ def _on_step_success(definition: WorkflowDefinition, ex: Execution, event: Event
     # the undo is planned from the context after the transition's actions, so its input can
     # name what the step returned (a refund id, a reservation id)
     after = decision.execution
-    done = CompletedStep(ex.state, effect.key, compensation.tool,
-                         compensation.input(after.context), compensation.attempts_max)
+    try:
+        undo_input = compensation.input(after.context)
+    except Exception as exc:  # the undo's input is user expressions: a failure is a reject
+        return _input_failed(ex.state, "compensation input", exc)
+    done = CompletedStep(ex.state, effect.key, compensation.tool, undo_input,
+                         compensation.attempts_max, compensation.retry_safe)
     return decision._replace(execution=after._replace(completed=(*after.completed, done)))
 
 
@@ -443,10 +462,16 @@ def _on_step_failure(definition: WorkflowDefinition, ex: Execution, event: Event
 
 def _backoff(step: CompiledStep, attempt: int, fraction: float) -> int:
     """Gives the delay before attempt `attempt + 1`: exponential, capped, with jitter."""
-    delay = step.delay_initial_ms * step.multiplier ** (attempt - 1)
+    try:
+        delay = step.delay_initial_ms * step.multiplier ** (attempt - 1)
+    except OverflowError:
+        delay = step.delay_max_ms
     if step.jitter:
-        fraction = min(max(fraction, 0.0), 1.0)
+        if not 0.0 <= fraction <= 1.0:  # NaN fails this too
+            fraction = 1.0 if fraction > 1.0 else 0.0
         delay *= 1 - step.jitter + 2 * step.jitter * fraction
+    if not delay < step.delay_max_ms:  # inf included
+        return step.delay_max_ms
     return max(0, min(step.delay_max_ms, round(delay)))
 
 
@@ -506,7 +531,8 @@ def _on_compensation_result(definition: WorkflowDefinition, ex: Execution, event
                      ex.after_compensation, ex.context, forced="compensated", completed=(),
                      answered=event.answers)
     category = event.payload.get("category")
-    retryable = isinstance(category, str) and category in _RETRYABLE_COMPENSATION
+    retryable = isinstance(category, str) and category in _RETRYABLE_COMPENSATION and (
+        category != Category.TIMEOUT or current.retry_safe)  # never a blind retry of an undo
     if retryable and ex.attempt < current.attempts_max:
         timer = Timer(f"{effect.key}/retry/{ex.attempt}", _RETRY,
                       now + _COMPENSATION_DELAY_MS * 2 ** (ex.attempt - 1))
@@ -562,9 +588,12 @@ def _on_timer(definition: WorkflowDefinition, ex: Execution, event: Event, now: 
                          definition.budgets.on_exceeded or "", ex.context, forced="cost_max")
         key = f"{ex.id}/{ex.state}/{ex.visits.get(ex.state, 0)}"
         effect_id = f"{key}#{attempt}"
-        commands: list[Command] = [RunEffect(effect_id, key, ex.state, step.tool,
-                                             step.input(ex.context), attempt, step.timeout_ms,
-                                             step.idempotent)]
+        try:
+            step_input = step.input(ex.context)
+        except Exception as exc:  # unreachable unless the context changed under the step
+            return _input_failed(ex.state, "step input", exc)
+        commands: list[Command] = [RunEffect(effect_id, key, ex.state, step.tool, step_input,
+                                             attempt, step.timeout_ms, step.idempotent)]
         if step.timeout_ms is not None:
             timeout = Timer(f"{effect_id}/timeout", _STEP_TIMEOUT,
                             now + step.timeout_ms)
@@ -634,9 +663,28 @@ def _approval_request(definition: WorkflowDefinition, execution_id: str, state: 
 
 def _action_hash(step: CompiledStep, step_input: Mapping[str, Any]) -> str:
     """Gives the hash of the exact action: state, tool and canonical input."""
-    canonical = json.dumps({"state": step.state, "tool": step.tool, "input": step_input},
-                           sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    action = {"state": step.state, "tool": step.tool, "input": _canonical(step_input)}
+    text = json.dumps(action, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _canonical(value: Any) -> Any:
+    """Gives a JSON value that is the same in every process: keys as text, sets sorted."""
+    if isinstance(value, Mapping):
+        return {str(key): _canonical(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical(item) for item in value]
+    if isinstance(value, set | frozenset):
+        items = [_canonical(item) for item in value]
+        return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return f"{type(value).__name__}:{value}"
+
+
+def _input_failed(state: str, what: str, exc: Exception) -> Rejected:
+    return Rejected(RejectReason.ACTION_ERROR,
+                    f"{what} of state {state!r} failed: {type(exc).__name__}: {exc}")
 
 
 def action_hash(definition: WorkflowDefinition, state: str, context: Mapping[str, Any]) -> str:

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 import jsonschema
+import referencing
 from pydantic import BaseModel, ValidationError
 
 from reference_machine._expr import ExpressionSyntaxError, compile_expression
@@ -57,6 +58,7 @@ class CompiledCompensation:
     tool: str
     input: Callable[[Mapping[str, Any]], Mapping[str, Any]]
     attempts_max: int
+    retry_safe: bool  # the undo tool honours keys or is repeatable: a timeout may be retried
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +209,7 @@ class _Builder:
         self.states = spec.states
         self.unresolved: set[str] = set()  # states with a target we could not resolve
         self.output_checks: dict[str, PayloadCheck | None] = {}
+        self.templates: dict[str, Callable[[Mapping[str, Any]], Mapping[str, Any]]] = {}
 
     # -- findings ---------------------------------------------------------------------------
 
@@ -414,7 +417,12 @@ class _Builder:
         except jsonschema.SchemaError as exc:
             self.error("bad-schema", location, f"not a valid JSON Schema: {exc.message}")
             return None
-        return _json_schema_check(validator_class(schema))
+        problem = _unresolvable_reference(schema)
+        if problem is not None:
+            self.error("bad-schema", location, problem)
+            return None
+        # an empty registry: no reference is ever fetched, so checking a payload does no I/O
+        return _json_schema_check(validator_class(schema, registry=referencing.Registry()))
 
     def _check_tools(self) -> None:
         self.output_checks = {
@@ -450,6 +458,13 @@ class _Builder:
             if is_compound:
                 self.error("final-compound", location,
                            f"final state {name!r} may not have child states", name)
+            inherited = [event for parent in self._ancestors(name)
+                         for event in self.states[parent].on]
+            if inherited:
+                self.error("final-exit", f"{location}.parent",
+                           f"final state {name!r} would inherit transitions "
+                           f"({', '.join(sorted(set(inherited)))}) from its parents; move it out "
+                           "of the compound state", name, *sorted(set(inherited)))
             return
         if state.outcome is not None:
             self.error("outcome-not-final", f"{location}.outcome",
@@ -467,6 +482,10 @@ class _Builder:
             self.error("approval-not-wait", f"{location}.approval",
                        f"state {name!r} has an approval but is {state.type}; approvals are "
                        "`type: wait`", name)
+        elif state.step is None and state.after is None and not is_compound:
+            self.warning("implicit-wait", location,
+                         f"state {name!r} runs no step, so it waits for an event with no "
+                         "timeout; make it `type: wait` with `after:`", name)
         if state.after is not None:
             self._target_exists(state.after.target, f"{location}.after.target")
         if state.step is not None:
@@ -511,11 +530,14 @@ class _Builder:
             self.error("retry-bounds", f"{rloc}.retry_on",
                        "a permanent failure must not be retried", name)
         if tool is not None and not (tool.idempotency_keys or tool.repeatable) and (
-                Category.TIMEOUT in retry.retry_on):
+                "retry_on" in retry.model_fields_set and Category.TIMEOUT in retry.retry_on):
+            # by default a timeout of such a tool is ambiguous and never retried; saying
+            # otherwise explicitly is a mistake worth stopping
             self.error("blind-retry", f"{rloc}.retry_on",
                        f"tool {step.tool!r} neither honours idempotency keys nor is repeatable, "
                        "so retrying a timeout may apply it twice; drop `timeout` from retry_on "
-                       "(an ambiguous failure then goes to escalate_to)", name, step.tool)
+                       "(an ambiguous failure then goes to escalate_to, or step.failed)",
+                       name, step.tool)
         if step.timeout is not None and step.timeout <= 0:
             self.error("step-timeout", f"{location}.timeout", "a step timeout must be positive",
                        name)
@@ -546,7 +568,11 @@ class _Builder:
             self.warning("irreversible-unguarded", location,
                          f"step {name!r} is irreversible with neither approval nor compensation",
                          name, step.tool)
-        self._compile_template(step.input, f"{location}.input")
+        self.templates[f"{location}.input"] = self._compile_template(
+            step.input, f"{location}.input")
+        if step.compensation is not None:
+            where = f"{location}.compensation.input"
+            self.templates[where] = self._compile_template(step.compensation.input, where)
 
     def _compile_template(self, template: Mapping[str, Any], location: str
                           ) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
@@ -563,16 +589,18 @@ class _Builder:
         tool = self.spec.tools.get(step.tool, ToolSpec())
         compensation = None
         if step.compensation is not None:
+            compensation_tool = self.spec.tools.get(step.compensation.tool, ToolSpec())
             compensation = CompiledCompensation(
                 step.compensation.tool,
-                _compile_template(step.compensation.input, lambda w, e: None, ""),
+                self.templates[f"states.{name}.step.compensation.input"],
                 step.compensation.attempts_max,
+                compensation_tool.idempotency_keys or compensation_tool.repeatable,
             )
         retry = step.retry
         return CompiledStep(
             state=name,
             tool=step.tool,
-            input=_compile_template(step.input, lambda w, e: None, ""),
+            input=self.templates[f"states.{name}.step.input"],
             reversible=step.reversible,
             idempotent=tool.idempotency_keys,
             retry_safe=tool.idempotency_keys or tool.repeatable,
@@ -776,7 +804,13 @@ class _Builder:
             return
         spec = self.spec
         budgets = spec.budgets
-        global_targets = [leaf_of.get(t) for t in (budgets.on_exceeded, budgets.on_cycle) if t]
+        # every declared budget target can be reached from anywhere; but only budgets that a
+        # loop must exhaust count as a way to finish: cost accrues only on steps and cycles only
+        # on repeated errors, so neither guarantees an exit
+        reachable_targets = [leaf_of.get(t) for t in (budgets.on_exceeded, budgets.on_cycle) if t]
+        bounded = any(limit is not None for limit in (budgets.transitions_max,
+                                                       budgets.visits_max, budgets.deadline))
+        exits = [leaf_of.get(budgets.on_exceeded)] if bounded and budgets.on_exceeded else []
         edges: dict[str, list[str]] = {}
         for leaf in leaves:
             state = states[leaf]
@@ -798,9 +832,12 @@ class _Builder:
                 self.error("trap-state", f"states.{leaf}",
                            f"state {leaf!r} is not final and has no way out (no transition, "
                            "timeout or escalation leaves it)", leaf)
-            edges[leaf].extend(t for t in global_targets if t)
+            edges[leaf].extend(t for t in exits if t)
 
         reachable = _reach(initial, edges)
+        for target in reachable_targets:
+            if target:
+                reachable |= _reach(target, edges)
         for name in self.states:
             descendants = [leaf for leaf in leaves
                            if leaf == name or name in states[leaf].ancestors]
@@ -870,10 +907,39 @@ def _compile_template(
     return lambda context: {key: resolve(context) for key, resolve in pairs}
 
 
+def _unresolvable_reference(schema: Any) -> str | None:
+    """Gives why a `$ref` in `schema` cannot be resolved without I/O, or None when all can."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            reference = node.get("$ref")
+            if isinstance(reference, str):
+                if not reference.startswith("#"):
+                    return (f"$ref {reference!r} points outside the schema; only local "
+                            "references ('#/$defs/...') are allowed, so checks do no I/O")
+                target: Any = schema
+                for part in reference[1:].split("/")[1:]:
+                    part = part.replace("~1", "/").replace("~0", "~")
+                    if isinstance(target, dict) and part in target:
+                        target = target[part]
+                    elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
+                        target = target[int(part)]
+                    else:
+                        return f"$ref {reference!r} points to nothing in the schema"
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return None
+
+
 def _json_schema_check(validator: Any) -> PayloadCheck:
     def check(payload: Mapping[str, Any]) -> str | None:
         instance = payload if isinstance(payload, dict) else dict(payload)
-        error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
+        try:
+            error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
+        except Exception as exc:  # a schema the checks let through must not crash decide
+            return f"the schema could not be applied: {type(exc).__name__}: {exc}"
         if error is None:
             return None
         path = ".".join(str(p) for p in error.absolute_path) or "payload"

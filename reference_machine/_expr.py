@@ -32,7 +32,7 @@ _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Mult: operator.mul,
     ast.Div: operator.truediv,
     ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod,
+    ast.Mod: lambda a, b: _modulo(a, b),
 }
 _COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
     ast.Eq: operator.eq,
@@ -65,18 +65,21 @@ def compile_expression(text: str) -> Compiled:
     if len(text) > _LENGTH_MAX:
         raise ExpressionSyntaxError(f"expression is {len(text)} characters long; the limit is "
                                     f"{_LENGTH_MAX}")
+    indent = len(text) - len(text.lstrip())
     try:
         tree = ast.parse(text.strip(), mode="eval")
         return _compile(tree.body)
     except RecursionError as exc:
         raise ExpressionSyntaxError("expression is nested too deeply") from exc
+    except ExpressionSyntaxError as exc:
+        if exc.col is not None:
+            exc.col += indent  # columns count from the text as written, spaces included
+        raise
     except (SyntaxError, ValueError) as exc:
-        if isinstance(exc, ExpressionSyntaxError):
-            raise
         if not isinstance(exc, SyntaxError):
             raise ExpressionSyntaxError(f"invalid syntax: {exc}") from exc
         detail = exc.msg if exc.msg.startswith("invalid syntax") else f"invalid syntax: {exc.msg}"
-        raise ExpressionSyntaxError(detail, exc.offset or None) from exc
+        raise ExpressionSyntaxError(detail, exc.offset + indent if exc.offset else None) from exc
 
 
 def _fail(node: ast.AST, what: str) -> ExpressionSyntaxError:
@@ -181,6 +184,12 @@ def _chain(value: Any, steps: tuple[tuple[Callable[[Any, Any], Any], Compiled], 
             return False
         value = other
     return True
+
+
+def _modulo(left: Any, right: Any) -> Any:
+    if isinstance(left, str | bytes):  # "%0999999999d" % 1 would build a huge string
+        raise GuardError("string formatting with % is not allowed in an expression")
+    return left % right
 
 
 def _multiply(left: Any, right: Any) -> Any:

@@ -24,6 +24,7 @@ from reference_machine.errors import DefinitionError, DefinitionSyntaxError
 DefinitionSource = str | Path | Mapping[str, Any] | WorkflowSpec | WorkflowDefinition
 Functions = Mapping[str, Callable[..., Any]]
 _BOOL_TAG = "tag:yaml.org,2002:bool"
+_EXPANDED_NODES_MAX = 100_000  # far past any real workflow; bounds alias expansion
 
 
 class _YamlLoader(yaml.SafeLoader):
@@ -106,7 +107,7 @@ def _parse_yaml(text: str, name: str) -> tuple[Any, dict[str, int]]:
         if node is None:
             raise _unreadable(name, "the file is empty; expected a workflow definition mapping")
         lines: dict[str, int] = {}
-        _walk(node, "", lines, name)
+        _walk(node, "", lines, name, set(), [0])
         data = loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -120,7 +121,20 @@ def _parse_yaml(text: str, name: str) -> tuple[Any, dict[str, int]]:
     return data, lines
 
 
-def _walk(node: yaml.Node, path: str, lines: dict[str, int], name: str) -> None:
+def _walk(node: yaml.Node, path: str, lines: dict[str, int], name: str,
+          open_nodes: set[int], visited: list[int]) -> None:
+    """Records the line of every key path, refusing duplicate keys, recursive aliases, and
+    aliases that expand the document past `_EXPANDED_NODES_MAX` nodes (a "billion laughs")."""
+    visited[0] += 1
+    if visited[0] > _EXPANDED_NODES_MAX:
+        raise _unreadable(name, f"the document expands to more than {_EXPANDED_NODES_MAX} "
+                          "nodes through aliases", node.start_mark.line + 1)
+    if id(node) in open_nodes:
+        raise _unreadable(name, f"{path or 'the document'}: a YAML alias refers to itself",
+                          node.start_mark.line + 1)
+    if not isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+        return
+    open_nodes.add(id(node))
     if isinstance(node, yaml.MappingNode):
         seen: dict[str, int] = {}
         for key_node, value_node in node.value:
@@ -134,12 +148,13 @@ def _walk(node: yaml.Node, path: str, lines: dict[str, int], name: str) -> None:
                     name)
             seen[key] = line
             lines[child] = line
-            _walk(value_node, child, lines, name)
-    elif isinstance(node, yaml.SequenceNode):
+            _walk(value_node, child, lines, name, open_nodes, visited)
+    else:
         for index, item in enumerate(node.value):
             child = f"{path}[{index}]"
             lines[child] = item.start_mark.line + 1
-            _walk(item, child, lines, name)
+            _walk(item, child, lines, name, open_nodes, visited)
+    open_nodes.discard(id(node))
 
 
 def _parse_json(text: str, name: str) -> tuple[Any, dict[str, int]]:

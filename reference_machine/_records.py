@@ -109,6 +109,7 @@ class CompletedStep(NamedTuple):
     tool: str
     input: Mapping[str, Any]
     attempts_max: int
+    retry_safe: bool = True
 
 
 class Execution(NamedTuple):

@@ -32,6 +32,13 @@ NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.\-]*$"
 
 def parse_duration_ms(value: object) -> int:
     """Gives whole milliseconds for `30`, `1.5`, `"250ms"`, `"30s"`, `"5m"`, `"2h"` or `"1d"`."""
+    try:
+        return _duration_ms(value)
+    except OverflowError as exc:  # pydantic reports ValueErrors with their location
+        raise ValueError(f"duration {str(value)[:40]!r} is too large") from exc
+
+
+def _duration_ms(value: object) -> int:
     if isinstance(value, bool):
         raise ValueError("expected a duration such as 30, '30s', '5m', '2h' or '1d', not a boolean")
     if isinstance(value, int | float):
@@ -166,7 +173,7 @@ class TransitionSpec(_Spec):
 
 
 #: A transition written as a bare target, one mapping, or a list tried in order.
-TransitionsWritten = Name | TransitionSpec | list[TransitionSpec]
+TransitionsWritten = Name | TransitionSpec | list[Name | TransitionSpec]
 
 
 class AfterSpec(_Spec):
@@ -198,16 +205,17 @@ class StateSpec(_Spec):
     @field_validator("on", mode="after")
     @classmethod
     def _as_lists(cls, value: dict[str, TransitionsWritten]) -> dict[str, list[TransitionSpec]]:
+        def one(item: str | TransitionSpec) -> TransitionSpec:
+            return TransitionSpec(target=item) if isinstance(item, str) else item
+
         return {
-            event: [TransitionSpec(target=written)] if isinstance(written, str)
-            else [written] if isinstance(written, TransitionSpec) else written
+            event: [one(item) for item in written] if isinstance(written, list) else [one(written)]
             for event, written in value.items()
         }
 
     def transitions(self, event: str) -> list[TransitionSpec]:
         """Gives the transitions declared for `event`, in order (a list, however written)."""
-        written = self.on.get(event, [])
-        return written if isinstance(written, list) else []
+        return self.on.get(event, [])  # type: ignore[return-value]  # normalised by _as_lists
 
 
 class BudgetSpec(_Spec):

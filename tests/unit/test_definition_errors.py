@@ -37,7 +37,8 @@ _BASE: dict[str, Any] = {
     },
     "events": {"go": {}},
     "states": {
-        "start": {"initial": True, "on": {"go": "work"}},
+        "start": {"initial": True, "type": "wait", "after": {"delay": "1h", "target": "failed"},
+                  "on": {"go": "work"}},
         "work": {
             "step": {"tool": "svc.call", "input": {"n": "=context.count"}},
             "on": {"step.succeeded": "done", "step.failed": "failed"},
@@ -443,14 +444,14 @@ def test_outcome_on_non_final_state() -> None:
     data["states"]["start"]["outcome"] = "success"
     with pytest.raises(DefinitionError,
                        match=r"states\.start\.outcome: only final states have an outcome; 'start' "
-                             r"is normal \[outcome-not-final\]"):
+                             r"is wait \[outcome-not-final\]"):
         load_definition(data)
 
 
 def test_wait_state_without_timeout() -> None:
     """A wait state with neither `after` nor an approval could wait forever."""
     data = _base()
-    data["states"]["start"]["type"] = "wait"
+    del data["states"]["start"]["after"]
     with pytest.raises(DefinitionError,
                        match=r"states\.start\.after: wait state 'start' has no timeout; "
                              r"expected `after: \{delay: \.\.\., target: \.\.\.\}` "
@@ -501,6 +502,7 @@ def test_unreachable_state() -> None:
 def test_no_final_state_reachable() -> None:
     """start and work loop into each other; neither final can ever be reached."""
     data = _base()
+    data["states"]["start"] = {"initial": True, "on": {"go": "work"}}
     data["states"]["work"] = {"on": {"go": "start"}}
     with pytest.raises(DefinitionError,
                        match=r"\n  states: no final state can be reached from the initial state "
@@ -741,6 +743,7 @@ def test_blind_retry_of_non_idempotent_tool() -> None:
     data = _base()
     data["tools"]["svc.call"]["idempotency_keys"] = False
     _step(data)["timeout"] = "5s"
+    _step(data)["retry"] = {"retry_on": ["transient", "timeout"]}
     with pytest.raises(DefinitionError,
                        match=r"states\.work\.step\.retry\.retry_on: tool 'svc\.call' neither "
                              r"honours idempotency keys nor is repeatable, so retrying a timeout "
@@ -1178,3 +1181,61 @@ def test_chained_string_repetition_is_capped() -> None:
     guard = compile_expression('"a" * 10000 * 100')
     with pytest.raises(GuardError, match=r"over the limit"):
         guard({}, None)
+
+
+def test_default_retry_of_non_idempotent_tool_is_not_blind() -> None:
+    """Left at its default, retry_on of a tool without keys loads: decide never retries its
+    ambiguous timeouts, so only an explicit `timeout` in retry_on is a mistake."""
+    data = _base()
+    data["tools"]["svc.call"]["idempotency_keys"] = False
+    definition = load_definition(data)
+    step = definition.states["work"].step
+    assert step is not None and not step.retry_safe
+
+
+def test_final_state_inheriting_parent_transitions() -> None:
+    """A final child of a compound parent with transitions would have a way out."""
+    data = _base()
+    data["states"]["group"] = {"on": {"go": "failed"}}
+    data["states"]["done"]["parent"] = "group"
+    data["states"]["inner"] = {"parent": "group", "initial": True, "type": "wait",
+                               "after": {"delay": 5, "target": "done"}}
+    data["states"]["work"]["on"]["step.succeeded"] = "group"
+    with pytest.raises(DefinitionError,
+                       match=r"states\.done\.parent: final state 'done' would inherit "
+                             r"transitions \(go\) from its parents") as info:
+        load_definition(data)
+    assert _with_code(info.value, "final-exit").ids == ("done", "go")
+
+
+def test_stepless_normal_state_is_an_implicit_wait_warning() -> None:
+    """A normal state with no step waits for events with no timeout: a warning at lint."""
+    data = _base()
+    data["states"]["start"] = {"initial": True, "on": {"go": "work"}}
+    findings = lint(data)
+    assert [(f.severity, f.code, f.location) for f in findings] == [
+        (Severity.WARNING, "implicit-wait", "states.start")]
+
+
+def test_budget_on_cost_alone_does_not_hide_a_loop() -> None:
+    """cost_max cannot end a loop of stepless states, so the loop is still reported."""
+    data = _base()
+    data["events"]["back"] = {}
+    data["states"]["start"] = {"initial": True, "type": "wait",
+                               "after": {"delay": 5, "target": "other"}, "on": {"go": "other"}}
+    data["states"]["other"] = {"type": "wait", "after": {"delay": 5, "target": "start"},
+                               "on": {"back": "start"}}
+    data["budgets"] = {"cost_max": 10, "on_exceeded": "failed"}
+    with pytest.raises(DefinitionError, match=r"no final state can be reached"):
+        load_definition(data)
+
+
+def test_compensation_input_expression_is_checked() -> None:
+    """A bad expression in a compensation's input is a located error, not silently dropped."""
+    data = _base()
+    data["compensation_failed"] = "failed"
+    _step(data)["compensation"] = {"tool": "svc.undo",
+                                   "input": {"ok": "=context.count", "bad": "=foo("}}
+    with pytest.raises(DefinitionError,
+                       match=r"states\.work\.step\.compensation\.input\.bad: expression"):
+        load_definition(data)
