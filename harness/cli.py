@@ -65,8 +65,8 @@ def import_modules(modules: Iterable[str]) -> None:
     for module in modules:
         try:
             importlib.import_module(module)
-        except ImportError as exc:
-            raise UsageProblem(f"--import {module}: {exc}") from exc
+        except Exception as exc:  # the user's module failed, not fsmharness
+            raise UsageProblem(f"--import {module}: {type(exc).__name__}: {exc}") from exc
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

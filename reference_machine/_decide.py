@@ -17,6 +17,7 @@ import json
 import re
 import zlib
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from reference_machine._definition import (
@@ -122,8 +123,10 @@ def decide(
                         f"{execution.state!r}; it accepts nothing")
     kind = event.type
     payload = event.payload
+    payload_type = type(payload)
     if not (isinstance(kind, str) and isinstance(event.id, str) and isinstance(event.source, str)
-            and (type(payload) is dict or isinstance(payload, Mapping))):
+            and (payload_type is dict or payload_type is MappingProxyType
+                 or isinstance(payload, Mapping))):  # the ABC check costs ~0.7 us: do it last
         return Rejected(RejectReason.INVALID_PAYLOAD,
                         "an event's id, type and source are strings and its payload a mapping; "
                         f"got {type(event.id).__name__}, {type(kind).__name__}, "
@@ -669,17 +672,29 @@ def _action_hash(step: CompiledStep, step_input: Mapping[str, Any]) -> str:
 
 
 def _canonical(value: Any) -> Any:
-    """Gives a JSON value that is the same in every process: keys as text, sets sorted."""
+    """Gives a JSON value that is the same in every process and distinct for distinct inputs.
+
+    JSON-native values stay as they are (so an approver can hash the JSON action itself).
+    Anything else is tagged under a key starting with NUL: a non-text key becomes
+    `NUL type:json`, a set `{NUL "set": sorted}`; a text key that itself starts with NUL gets a
+    second NUL, so no tagged form can equal a user's value.
+    """
     if isinstance(value, Mapping):
-        return {str(key): _canonical(item) for key, item in value.items()}
+        return {_canonical_key(key): _canonical(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [_canonical(item) for item in value]
     if isinstance(value, set | frozenset):
         items = [_canonical(item) for item in value]
-        return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
+        return {"\x00set": sorted(items, key=lambda item: json.dumps(item, sort_keys=True))}
     if value is None or isinstance(value, str | int | float | bool):
         return value
-    return f"{type(value).__name__}:{value}"
+    return {"\x00" + type(value).__name__: repr(value)}
+
+
+def _canonical_key(key: Any) -> str:
+    if isinstance(key, str):
+        return "\x00" + key if key.startswith("\x00") else key
+    return f"\x00{type(key).__name__}:{json.dumps(_canonical(key), sort_keys=True)}"
 
 
 def _input_failed(state: str, what: str, exc: Exception) -> Rejected:

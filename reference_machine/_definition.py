@@ -39,6 +39,7 @@ Action = Callable[[Mapping[str, Any], Any], Mapping[str, Any] | None]
 PayloadCheck = Callable[[Mapping[str, Any]], str | None]
 _RESERVED_PREFIXES = ("execution.", "step.", "approval.", "timer.", "compensation.")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_SCHEMA_DATA = frozenset({"enum", "const", "default", "examples"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -913,11 +914,14 @@ def _unresolvable_reference(schema: Any) -> str | None:
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
+            if node is not schema and isinstance(node.get("$id"), str):
+                return (f"$id {node['$id']!r} inside the schema starts a new base for "
+                        "references; keep one schema with local '#/$defs/...' references")
             reference = node.get("$ref")
             if isinstance(reference, str):
-                if not reference.startswith("#"):
-                    return (f"$ref {reference!r} points outside the schema; only local "
-                            "references ('#/$defs/...') are allowed, so checks do no I/O")
+                if reference != "#" and not reference.startswith("#/"):
+                    return (f"$ref {reference!r} is not a local JSON pointer; only references "
+                            "such as '#/$defs/name' are allowed, so checks do no I/O")
                 target: Any = schema
                 for part in reference[1:].split("/")[1:]:
                     part = part.replace("~1", "/").replace("~0", "~")
@@ -927,7 +931,8 @@ def _unresolvable_reference(schema: Any) -> str | None:
                         target = target[int(part)]
                     else:
                         return f"$ref {reference!r} points to nothing in the schema"
-            stack.extend(node.values())
+            # data (enum, const, default, examples) is not schema: a "$ref" there is a value
+            stack.extend(value for key, value in node.items() if key not in _SCHEMA_DATA)
         elif isinstance(node, list):
             stack.extend(node)
     return None

@@ -73,7 +73,9 @@ def compile_expression(text: str) -> Compiled:
         raise ExpressionSyntaxError("expression is nested too deeply") from exc
     except ExpressionSyntaxError as exc:
         if exc.col is not None:
-            exc.col += indent  # columns count from the text as written, spaces included
+            # ast counts UTF-8 bytes; people count characters, from the text as written
+            before = text.strip().encode()[: exc.col - 1].decode(errors="ignore")
+            exc.col = len(before) + 1 + indent
         raise
     except (SyntaxError, ValueError) as exc:
         if not isinstance(exc, SyntaxError):

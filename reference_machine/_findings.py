@@ -27,7 +27,8 @@ class Finding:
     def render(self) -> str:
         """Gives the one-line form `line 12: states.x.after: message [code]`."""
         where = f"line {self.line}: " if self.line is not None else ""
-        return f"{where}{self.location}: {self.message} [{self.code}]"
+        location = f"{self.location}: " if self.location else ""
+        return f"{where}{location}{self.message} [{self.code}]"
 
 
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:

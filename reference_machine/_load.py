@@ -95,9 +95,10 @@ def load_spec(source: DefinitionSource) -> tuple[WorkflowSpec, dict[str, int], s
     return _validate(data, lines, name), lines, name
 
 
-def _unreadable(name: str, message: str, line: int | None = None) -> DefinitionSyntaxError:
-    return DefinitionSyntaxError([Finding(Severity.ERROR, "unreadable", "", message, (), line)],
-                                 name)
+def _unreadable(name: str, message: str, line: int | None = None,
+                location: str = "") -> DefinitionSyntaxError:
+    return DefinitionSyntaxError(
+        [Finding(Severity.ERROR, "unreadable", location, message, (), line)], name)
 
 
 def _parse_yaml(text: str, name: str) -> tuple[Any, dict[str, int]]:
@@ -130,14 +131,17 @@ def _walk(node: yaml.Node, path: str, lines: dict[str, int], name: str,
         raise _unreadable(name, f"the document expands to more than {_EXPANDED_NODES_MAX} "
                           "nodes through aliases", node.start_mark.line + 1)
     if id(node) in open_nodes:
-        raise _unreadable(name, f"{path or 'the document'}: a YAML alias refers to itself",
-                          node.start_mark.line + 1)
+        raise _unreadable(name, "a YAML alias refers to itself", node.start_mark.line + 1,
+                          path)
     if not isinstance(node, yaml.MappingNode | yaml.SequenceNode):
         return
     open_nodes.add(id(node))
     if isinstance(node, yaml.MappingNode):
         seen: dict[str, int] = {}
         for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):  # and never expand it to print it
+                raise _unreadable(name, "a key must be plain text, not a list or mapping",
+                                  key_node.start_mark.line + 1, path)
             key = str(key_node.value)
             line = key_node.start_mark.line + 1
             child = f"{path}.{key}" if path else key

@@ -109,7 +109,7 @@ class CompletedStep(NamedTuple):
     tool: str
     input: Mapping[str, Any]
     attempts_max: int
-    retry_safe: bool = True
+    retry_safe: bool = False  # unknown means unsafe: an undo is then never retried on timeout
 
 
 class Execution(NamedTuple):

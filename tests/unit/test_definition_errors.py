@@ -117,7 +117,7 @@ def test_malformed_yaml_is_a_syntax_error_with_line() -> None:
           start: {initial: true
     """)
     with pytest.raises(DefinitionSyntaxError,
-                       match=r"line \d+: : YAML syntax: .*flow mapping") as info:
+                       match=r"line \d+: YAML syntax: .*flow mapping") as info:
         load_definition(text)
     finding = _with_code(info.value, "unreadable")
     assert finding.severity is Severity.ERROR
@@ -127,7 +127,7 @@ def test_malformed_yaml_is_a_syntax_error_with_line() -> None:
 def test_bad_yaml_indentation_is_a_syntax_error() -> None:
     """A mapping value where none is allowed is reported at its line (line 2)."""
     with pytest.raises(DefinitionSyntaxError,
-                       match=r"line 2: : YAML syntax: mapping values are not allowed here"):
+                       match=r"line 2: YAML syntax: mapping values are not allowed here"):
         load_definition("name: wf\n  bad: indent\n")
 
 
@@ -135,7 +135,7 @@ def test_malformed_json_is_a_syntax_error_with_line_and_column() -> None:
     """JSON text with a missing value names the line and column of the problem."""
     text = '{"name": "wf",\n "states": }\n'
     with pytest.raises(DefinitionSyntaxError,
-                       match=r"line 2: : JSON syntax: Expecting value \(column 12\) "
+                       match=r"line 2: JSON syntax: Expecting value \(column 12\) "
                              r"\[unreadable\]"):
         load_definition(text)
 
@@ -145,13 +145,13 @@ def test_malformed_json_file(tmp_path: Path) -> None:
     path = tmp_path / "broken.json"
     path.write_text('{\n  "name": "wf",\n  "states": {},\n}\n', encoding="utf-8")
     with pytest.raises(DefinitionSyntaxError,
-                       match=r"broken\.json: 1 error.*\n  line 4: : JSON syntax: .*\[unreadable\]"):
+                       match=r"broken\.json: 1 error.*\n  line 4: JSON syntax: .*\[unreadable\]"):
         load_definition(path)
 
 
 def test_duplicate_key_in_json_text() -> None:
     """JSON objects with a repeated key are refused instead of keeping the last value."""
-    with pytest.raises(DefinitionSyntaxError, match=r": duplicate key 'name' \[unreadable\]"):
+    with pytest.raises(DefinitionSyntaxError, match=r"duplicate key 'name' \[unreadable\]"):
         load_definition('{"name": "wf",\n "name": "other", "states": {}}\n')
 
 
@@ -160,14 +160,14 @@ def test_empty_file(tmp_path: Path) -> None:
     path = tmp_path / "empty.yaml"
     path.write_text("", encoding="utf-8")
     with pytest.raises(DefinitionSyntaxError,
-                       match=r"empty\.yaml: 1 error.*\n  : the file is empty; expected a workflow "
+                       match=r"empty\.yaml: 1 error.*\n  the file is empty; expected a workflow "
                              r"definition mapping \[unreadable\]"):
         load_definition(path)
 
 
 def test_comment_only_text_is_empty() -> None:
     """YAML text holding only a comment is as empty as an empty file."""
-    with pytest.raises(DefinitionSyntaxError, match=r"<text>: 1 error.*\n  : the file is empty"):
+    with pytest.raises(DefinitionSyntaxError, match=r"<text>: 1 error.*\n  the file is empty"):
         load_definition("# nothing here\n")
 
 
@@ -175,7 +175,7 @@ def test_missing_file_path() -> None:
     """A path (str ending in .yaml) to no file is a DefinitionSyntaxError naming the path."""
     missing = "/nonexistent/dir/workflow.yaml"
     with pytest.raises(DefinitionSyntaxError,
-                       match=r"/nonexistent/dir/workflow\.yaml: 1 error.*\n  : file not found"):
+                       match=r"/nonexistent/dir/workflow\.yaml: 1 error.*\n  file not found"):
         load_definition(missing)
 
 
@@ -183,7 +183,7 @@ def test_missing_file_as_path_object(tmp_path: Path) -> None:
     """A `Path` to no file is refused the same way, with the path as the source."""
     path = tmp_path / "nope.yml"
     with pytest.raises(DefinitionSyntaxError,
-                       match=r"nope\.yml: 1 error.*\n  : file not found \[unreadable\]") as info:
+                       match=r"nope\.yml: 1 error.*\n  file not found \[unreadable\]") as info:
         load_definition(path)
     assert info.value.source == str(path)
 
@@ -191,7 +191,7 @@ def test_missing_file_as_path_object(tmp_path: Path) -> None:
 def test_top_level_list() -> None:
     """A YAML list is read but is not a definition: not-a-mapping, not a syntax error."""
     with pytest.raises(DefinitionError,
-                       match=r"\n  : expected a mapping with name, states, \.\.\., got list "
+                       match=r"\n  expected a mapping with name, states, \.\.\., got list "
                              r"\[not-a-mapping\]") as info:
         load_definition("- start\n- done\n")
     assert not isinstance(info.value, DefinitionSyntaxError)
@@ -1043,7 +1043,7 @@ def test_lint_returns_errors_without_raising() -> None:
 
 def test_lint_still_raises_on_syntax_errors() -> None:
     """`lint` cannot report on what it cannot read: syntax errors still raise."""
-    with pytest.raises(DefinitionSyntaxError, match=r"line \d+: : YAML syntax"):
+    with pytest.raises(DefinitionSyntaxError, match=r"line \d+: YAML syntax"):
         lint("name: wf\nstates: {start: [\n")
 
 
