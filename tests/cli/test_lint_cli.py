@@ -104,7 +104,7 @@ class TestSchema:
         schema = json.loads(out.read_text())
         validator = jsonschema.Draft202012Validator(schema)
         for path in bundled():
-            data = yaml.load(path.read_text(), Loader=yaml.SafeLoader)
+            data = yaml.safe_load(path.read_text())
             data["states"] = {k: {("on" if key is True else key): value
                                   for key, value in v.items()} for k, v in data["states"].items()}
             assert not list(validator.iter_errors(data)), path

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import driving
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -42,15 +43,12 @@ from reference_machine import (
     ScheduleTimer,
     Source,
     Status,
-    Timer,
     TimerPurpose,
     Transition,
     WorkflowDefinition,
     action_hash,
-    compile_definition,
     decide,
     load_definition,
-    load_spec,
     new_execution,
     start_event,
 )
@@ -79,80 +77,14 @@ CATEGORIES = [str(c) for c in Category]  # transient first: retryable failures k
 # -- driving executions ---------------------------------------------------------------------------
 
 
-class Run:
-    """An execution driven through `decide`, with its virtual clock and event counter."""
+class Run(driving.Run):
+    """A refund run (by default) driven through `decide`."""
 
     def __init__(self, definition: WorkflowDefinition = REFUND, execution_id: str = XID,
                  context: Mapping[str, Any] | None = None) -> None:
-        self.definition = definition
         if context is None and definition is REFUND:
             context = {"order_id": ORDER}
-        self.ex = new_execution(definition, execution_id, context=context)
-        self.now = 0
-        self.count = 0
-
-    def next_id(self) -> str:
-        self.count += 1
-        return f"{self.ex.id}-e{self.count}"
-
-    def decide(self, event: Event, *, at: int | None = None,
-               entropy: float | None = None) -> Decision:
-        if at is not None:
-            self.now = at
-        return decide(self.definition, self.ex, event, self.now, entropy=entropy)
-
-    def apply(self, event: Event, *, at: int | None = None,
-              entropy: float | None = None) -> Accepted:
-        decision = self.decide(event, at=at, entropy=entropy)
-        assert isinstance(decision, Accepted), decision
-        self.ex = decision.execution
-        return decision
-
-    def start(self) -> Accepted:
-        return self.apply(start_event(self.ex.id))
-
-    # events ---------------------------------------------------------------------------------
-    def result(self, payload: Mapping[str, Any], *, ok: bool = True, source: str = "tool",
-               answers: str | None = None) -> Event:
-        if answers is None:
-            assert self.ex.effect is not None, "no effect pending"
-            answers = self.ex.effect.effect_id
-        kind = STEP_SUCCEEDED if ok else STEP_FAILED
-        return Event(self.next_id(), kind, source, payload, answers)
-
-    def failure(self, category: str, **kwargs: Any) -> Event:
-        return self.result({"category": category}, ok=False, **kwargs)
-
-    def compensation(self, category: str | None = None) -> Event:
-        assert self.ex.effect is not None and self.ex.effect.compensation
-        if category is None:
-            return Event(self.next_id(), COMPENSATION_SUCCEEDED, "tool", {},
-                         self.ex.effect.effect_id)
-        return Event(self.next_id(), COMPENSATION_FAILED, "tool", {"category": category},
-                     self.ex.effect.effect_id)
-
-    def timer(self, purpose: TimerPurpose) -> Timer:
-        (timer,) = [t for t in self.ex.timers if t.purpose == purpose]
-        return timer
-
-    def fired(self, purpose: TimerPurpose, source: str = "timer") -> tuple[Event, int]:
-        timer = self.timer(purpose)
-        return Event(self.next_id(), TIMER_FIRED, source, {}, timer.id), max(self.now,
-                                                                            timer.fire_at)
-
-    def fire(self, purpose: TimerPurpose, **kwargs: Any) -> Accepted:
-        event, at = self.fired(purpose)
-        return self.apply(event, at=at, **kwargs)
-
-    def approval(self, kind: str = APPROVAL_GRANTED, *, role: str = "supervisor",
-                 source: str = "human", action: str | None = None,
-                 answers: str | None = None) -> Event:
-        request = self.ex.approval
-        assert request is not None or (action is not None and answers is not None)
-        payload = {"role": role,
-                   "action_hash": request.action_hash if action is None else action}
-        return Event(self.next_id(), kind, source, payload,
-                     request.request_id if answers is None else answers)
+        super().__init__(definition, execution_id, context)
 
     def ticket(self, payload: Mapping[str, Any] | None = None, source: str = "human") -> Event:
         return Event(self.next_id(), "ticket.updated", source,
@@ -194,13 +126,7 @@ def drive_to(state: str) -> Run:
     return run
 
 
-def load_variant(name: str, **budgets: Any) -> WorkflowDefinition:
-    """Gives the workflow `tests/unit/workflows/<name>.yaml`, with its budgets replaced."""
-    spec, _, _ = load_spec(WORKFLOWS / f"{name}.yaml")
-    merged = {"on_exceeded": spec.budgets.on_exceeded, "on_cycle": spec.budgets.on_cycle,
-              **budgets}
-    spec = spec.model_copy(update={"budgets": type(spec.budgets)(**merged)})
-    return compile_definition(spec)
+load_variant = driving.load_variant
 
 
 # -- 1. every permitted transition of the refund workflow --------------------------------------

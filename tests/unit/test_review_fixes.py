@@ -13,18 +13,16 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from driving import Run, load_variant
 
 from reference_machine import (
     COMPENSATION_FAILED,
     STEP_FAILED,
     STEP_SUCCEEDED,
-    TIMER_FIRED,
-    Accepted,
     Decision,
     DefinitionError,
     DefinitionSyntaxError,
@@ -40,14 +38,9 @@ from reference_machine import (
     Status,
     TimerPurpose,
     Transition,
-    WorkflowDefinition,
     action_hash,
-    compile_definition,
-    decide,
     lint,
     load_definition,
-    load_spec,
-    new_execution,
     start_event,
 )
 from reference_machine._expr import ExpressionSyntaxError, compile_expression
@@ -89,57 +82,6 @@ def _step(data: dict[str, Any], state: str = "work") -> dict[str, Any]:
     return step
 
 
-class _Run:
-    """An execution driven through `decide`, with a virtual clock and an event counter."""
-
-    def __init__(self, definition: WorkflowDefinition, *, xid: str = "x1",
-                 context: Mapping[str, Any] | None = None) -> None:
-        self.definition = definition
-        self.ex = new_execution(definition, xid, context=context)
-        self.now = 0
-        self.count = 0
-
-    def next_id(self) -> str:
-        self.count += 1
-        return f"{self.ex.id}-e{self.count}"
-
-    def decide(self, event: Event, *, entropy: float | None = None) -> Decision:
-        return decide(self.definition, self.ex, event, self.now, entropy=entropy)
-
-    def apply(self, event: Event, *, entropy: float | None = None) -> Accepted:
-        decision = self.decide(event, entropy=entropy)
-        assert isinstance(decision, Accepted), decision
-        self.ex = decision.execution
-        return decision
-
-    def start(self) -> Accepted:
-        return self.apply(start_event(self.ex.id))
-
-    def user(self, kind: str, payload: Any = None, source: Any = "human") -> Event:
-        return Event(self.next_id(), kind, source, {} if payload is None else payload)
-
-    def result(self, payload: Any = None, *, ok: bool = True, kind: Any = None,
-               source: Any = "tool") -> Event:
-        assert self.ex.effect is not None, "no effect pending"
-        if kind is None:
-            kind = STEP_SUCCEEDED if ok else STEP_FAILED
-        return Event(self.next_id(), kind, source, {} if payload is None else payload,
-                     self.ex.effect.effect_id)
-
-    def failure(self, category: str) -> Event:
-        return self.result({"category": category}, ok=False)
-
-    def undo_failed(self, category: str) -> Event:
-        assert self.ex.effect is not None and self.ex.effect.compensation
-        return Event(self.next_id(), COMPENSATION_FAILED, "tool", {"category": category},
-                     self.ex.effect.effect_id)
-
-    def fire(self, purpose: TimerPurpose) -> Accepted:
-        (timer,) = [t for t in self.ex.timers if t.purpose == purpose]
-        self.now = max(self.now, timer.fire_at)
-        return self.apply(Event(self.next_id(), TIMER_FIRED, "timer", {}, timer.id))
-
-
 def _rejected(decision: Decision, reason: RejectReason, pattern: str) -> None:
     """Asserts `decision` is a rejection for `reason` whose detail matches `pattern`."""
     assert isinstance(decision, Rejected), decision
@@ -147,13 +89,6 @@ def _rejected(decision: Decision, reason: RejectReason, pattern: str) -> None:
     assert re.search(pattern, decision.detail), decision.detail
 
 
-def _load_variant(name: str, **budgets: Any) -> WorkflowDefinition:
-    """Gives `tests/unit/workflows/<name>.yaml` with its budgets replaced (as test_decide does)."""
-    spec, _, _ = load_spec(WORKFLOWS / f"{name}.yaml")
-    merged = {"on_exceeded": spec.budgets.on_exceeded, "on_cycle": spec.budgets.on_cycle,
-              **budgets}
-    spec = spec.model_copy(update={"budgets": type(spec.budgets)(**merged)})
-    return compile_definition(spec)
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -196,7 +131,7 @@ def test_json_schema_ref_must_be_local_and_resolve(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(socket, "create_connection", no_network)
     data = _base()
     data["events"]["go"]["payload"] = schema
-    run = _Run(load_definition(data))
+    run = Run(load_definition(data))
     run.start()
     _rejected(run.decide(run.user("go", {"amount": "ten"})), RejectReason.INVALID_PAYLOAD,
               r"payload of 'go' does not match its schema: amount: 'ten' is not of type "
@@ -219,10 +154,10 @@ def test_failing_step_approval_and_compensation_inputs_are_action_errors() -> No
                                "on": {"step.succeeded": "done", "step.failed": "failed"}}
     del data["states"]["work"]
     definition = load_definition(data)
-    run = _Run(definition)
+    run = Run(definition)
     _rejected(run.decide(start_event(run.ex.id)), RejectReason.ACTION_ERROR,
               r"^step input of state 'start' failed: TypeError: unsupported operand")
-    run = _Run(definition, context={"a": 1})
+    run = Run(definition, context={"a": 1})
     (command,) = [c for c in run.start().commands if isinstance(c, RunEffect)]
     assert command.input == {"n": 2}
 
@@ -230,12 +165,12 @@ def test_failing_step_approval_and_compensation_inputs_are_action_errors() -> No
     data = _base()
     _step(data)["input"] = {"n": "=context.a + 1"}
     definition = load_definition(data)
-    run = _Run(definition)
+    run = Run(definition)
     run.start()
     _rejected(run.decide(run.user("go")), RejectReason.ACTION_ERROR,
               r"^step input of state 'work' failed: TypeError")
     assert run.ex.state == "start"
-    run = _Run(definition, context={"a": 41})
+    run = Run(definition, context={"a": 41})
     run.start()
     (command,) = [c for c in run.apply(run.user("go")).commands if isinstance(c, RunEffect)]
     assert command.input == {"n": 42}
@@ -247,7 +182,7 @@ def test_failing_step_approval_and_compensation_inputs_are_action_errors() -> No
     data["states"]["work"]["on"]["step.succeeded"] = {
         "target": "done", "actions": [{"assign": {"b": "event.payload.b"}}]}
     definition = load_definition(data)
-    run = _Run(definition)
+    run = Run(definition)
     run.start()
     run.apply(run.user("go"))
     _rejected(run.decide(run.result({})), RejectReason.ACTION_ERROR,
@@ -267,11 +202,11 @@ def test_failing_step_approval_and_compensation_inputs_are_action_errors() -> No
     }
     _step(data).update(input={"n": "=context.a + 1"}, needs_approval=True)
     definition = load_definition(data)
-    run = _Run(definition)
+    run = Run(definition)
     run.start()
     _rejected(run.decide(run.user("go")), RejectReason.ACTION_ERROR,
               r"^approved step's input of state 'asking' failed: TypeError")
-    run = _Run(definition, context={"a": 1})
+    run = Run(definition, context={"a": 1})
     run.start()
     (request,) = [c for c in run.apply(run.user("go")).commands
                   if isinstance(c, RequestApproval)]
@@ -284,7 +219,7 @@ def test_failing_step_approval_and_compensation_inputs_are_action_errors() -> No
 @pytest.mark.parametrize("kind", [STEP_FAILED, STEP_SUCCEEDED, "go"])
 def test_malformed_event_is_invalid_payload_not_a_crash(kind: str) -> None:
     """A None or list payload, or a list type or source, is Rejected(invalid_payload)."""
-    run = _Run(load_definition(_base()))
+    run = Run(load_definition(_base()))
     run.start()
     user = kind == "go"
     if not user:
@@ -351,7 +286,7 @@ def test_guards_refuse_string_formatting_and_count_columns_as_written() -> None:
     data["states"]["start"]["on"]["go"] = {"target": "work", "guard": "context.n % 3 == 1"}
     data["states"]["start"]["on"]["submit"] = {"target": "work",
                                                "guard": '"%09999999d" % context.n != ""'}
-    run = _Run(load_definition(data))
+    run = Run(load_definition(data))
     run.start()
     _rejected(run.decide(run.user("submit")), RejectReason.GUARD_ERROR,
               r"failed: GuardError: string formatting with % is not allowed")
@@ -428,7 +363,7 @@ def test_yaml_alias_bombs_are_unreadable_but_reuse_loads() -> None:
 # -- 7. compensation retries after a timeout -----------------------------------------------------
 
 
-def _saga(undo_tool: dict[str, Any]) -> _Run:
+def _saga(undo_tool: dict[str, Any]) -> Run:
     """Gives a run compensating `first` (undo tool `undo_tool`) after `second` failed."""
     data = {
         "name": "saga",
@@ -447,7 +382,7 @@ def _saga(undo_tool: dict[str, Any]) -> _Run:
             "failed": {"type": "final", "outcome": "failure"},
         },
     }
-    run = _Run(load_definition(data))
+    run = Run(load_definition(data))
     run.start()
     run.apply(run.result())
     run.apply(run.failure("permanent"))
@@ -458,7 +393,7 @@ def _saga(undo_tool: dict[str, Any]) -> _Run:
 def test_undo_is_not_retried_blindly_after_a_timeout() -> None:
     """A keyless undo's timeout goes to compensation_failed; transient, or a safe tool, retries."""
     run = _saga({"idempotency_keys": False})
-    decision = run.apply(run.undo_failed("timeout"))
+    decision = run.apply(run.compensation("timeout"))
     assert decision.transition == Transition("second", COMPENSATION_FAILED, "stuck",
                                              "compensation_failed")
     assert run.ex.state == "stuck" and run.ex.status == Status.WAITING
@@ -467,7 +402,7 @@ def test_undo_is_not_retried_blindly_after_a_timeout() -> None:
                            ({"idempotency_keys": True}, "timeout"),
                            ({"repeatable": True}, "timeout")):
         run = _saga(tool)
-        decision = run.apply(run.undo_failed(category))
+        decision = run.apply(run.compensation(category))
         assert decision.transition is None, (tool, category)
         assert run.ex.status == Status.COMPENSATING
         assert [type(c) for c in decision.commands] == [ScheduleTimer]
@@ -530,7 +465,7 @@ def test_backoff_never_overflows_and_clamps_nan_entropy() -> None:
     _step(data)["retry"] = {"attempts_max": 100, "multiplier": 1e10, "delay_initial": "1s",
                             "delay_max": "1h", "jitter": 0.5}
     definition = load_definition(data)
-    run = _Run(definition)
+    run = Run(definition)
     run.start()
     delays = []
     for _ in range(99):
@@ -545,7 +480,7 @@ def test_backoff_never_overflows_and_clamps_nan_entropy() -> None:
     assert exhausted.transition == Transition("work", STEP_FAILED, "failed", "")
 
     for attempts, expected in ((1, 500), (60, HOUR // 2)):  # NaN draws the low end
-        run = _Run(definition)
+        run = Run(definition)
         run.start()
         for _ in range(attempts - 1):
             run.apply(run.failure("transient"))
@@ -560,7 +495,7 @@ def test_backoff_never_overflows_and_clamps_nan_entropy() -> None:
 
 def test_cycle_counts_the_same_error_in_a_row() -> None:
     """Other errors in between reset the count; three of the same in a row force 'cycle'."""
-    run = _Run(_load_variant("budget_loop", cycle_threshold=3), xid="b1")
+    run = Run(load_variant("budget_loop", cycle_threshold=3), execution_id="b1")
     run.start()
     for category in ("transient", "transient", "permanent", "rate_limited", "transient",
                      "transient"):
