@@ -1,0 +1,137 @@
+"""Records to JSON text and back, for stores: the same record always gives the same bytes.
+
+Every record is a NamedTuple; its JSON form is an object of its fields (enums as their values),
+and a command carries its kind. Decoding rebuilds the exact record, so a stored execution
+compares equal to the one `decide` produced.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from reference_machine._records import (
+    CancelTimer,
+    Command,
+    CompletedStep,
+    Event,
+    Execution,
+    PendingApproval,
+    PendingEffect,
+    RequestApproval,
+    RunCompensation,
+    RunEffect,
+    ScheduleTimer,
+    Status,
+    Timer,
+    TimerPurpose,
+    Transition,
+)
+
+_COMMANDS: dict[str, type[Any]] = {
+    cls.__name__: cls
+    for cls in (RunEffect, RunCompensation, ScheduleTimer, CancelTimer, RequestApproval)
+}
+
+
+def dumps(value: Any) -> str:
+    """Gives canonical JSON text (sorted keys, no spaces) for a JSON-able value."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _plain(value: Any) -> Any:
+    """Gives the JSON form of a record or container (NamedTuples become objects)."""
+    if isinstance(value, tuple) and hasattr(value, "_asdict"):
+        return {key: _plain(item) for key, item in value._asdict().items()}
+    if isinstance(value, Mapping):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    if isinstance(value, str):
+        return str(value)  # StrEnum members become their plain values
+    return value
+
+
+def encode_execution(execution: Execution) -> str:
+    """Gives the canonical JSON text of an execution."""
+    return dumps(_plain(execution))
+
+
+def decode_execution(text: str) -> Execution:
+    """Gives the execution a text from `encode_execution` describes."""
+    data = json.loads(text)
+    effect = data["effect"]
+    approval = data["approval"]
+    return Execution(
+        id=data["id"],
+        definition=data["definition"],
+        version=data["version"],
+        state=data["state"],
+        status=Status(data["status"]),
+        outcome=data["outcome"],
+        context=data["context"],
+        sequence=data["sequence"],
+        started_at=data["started_at"],
+        transitions=data["transitions"],
+        visits=data["visits"],
+        attempt=data["attempt"],
+        effect=None if effect is None else PendingEffect(**effect),
+        timers=tuple(_timer(t) for t in data["timers"]),
+        approval=None if approval is None else PendingApproval(
+            **{**approval, "roles": tuple(approval["roles"])}),
+        approved=tuple(data["approved"]),
+        completed=tuple(CompletedStep(**s) for s in data["completed"]),
+        compensating=tuple(CompletedStep(**s) for s in data["compensating"]),
+        after_compensation=data["after_compensation"],
+        cost=data["cost"],
+        failures=data["failures"],
+        exceeded=data["exceeded"],
+        answered=data["answered"],
+        last_event_id=data["last_event_id"],
+    )
+
+
+def _timer(data: Mapping[str, Any]) -> Timer:
+    return Timer(data["id"], TimerPurpose(data["purpose"]), data["fire_at"])
+
+
+def encode_event(event: Event) -> str:
+    """Gives the canonical JSON text of an event."""
+    return dumps(_plain(event))
+
+
+def decode_event(text: str) -> Event:
+    """Gives the event a text from `encode_event` describes."""
+    data = json.loads(text)
+    return Event(data["id"], data["type"], data["source"], data["payload"], data["answers"])
+
+
+def encode_command(command: Command) -> str:
+    """Gives the canonical JSON text of a command, with its kind."""
+    return dumps({"kind": type(command).__name__, **_plain(command)})
+
+
+def decode_command(text: str) -> Command:
+    """Gives the command a text from `encode_command` describes."""
+    data = json.loads(text)
+    kind = data.pop("kind")
+    cls = _COMMANDS.get(kind)
+    if cls is None:
+        msg = f"unknown command kind {kind!r} in stored outbox"
+        raise ValueError(msg)
+    if cls is ScheduleTimer:
+        return ScheduleTimer(data["timer_id"], TimerPurpose(data["purpose"]), data["fire_at"])
+    if cls is RequestApproval:
+        data["roles"] = tuple(data["roles"])
+    return cls(**data)  # type: ignore[no-any-return]
+
+
+def encode_transition(transition: Transition) -> str:
+    """Gives the canonical JSON text of a transition record."""
+    return dumps(_plain(transition))
+
+
+def decode_transition(text: str) -> Transition:
+    """Gives the transition a text from `encode_transition` describes."""
+    return Transition(**json.loads(text))

@@ -1,0 +1,309 @@
+"""The SQLite event store: the embedded default (WAL mode, `synchronous` configurable).
+
+One transaction per commit: the consumed-id insert (a primary key, so the database itself
+refuses a duplicate), the log append, the execution update guarded by its version, the outbox,
+timers and the transition record. Driver errors are wrapped as `StoreError`s.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal
+
+from reference_machine._codec import (
+    decode_command,
+    decode_event,
+    decode_execution,
+    decode_transition,
+    encode_command,
+    encode_event,
+    encode_execution,
+    encode_transition,
+)
+from reference_machine._records import (
+    CancelTimer,
+    Event,
+    Execution,
+    ScheduleTimer,
+    Status,
+    Timer,
+    TimerPurpose,
+)
+from reference_machine._store import (
+    Commit,
+    ConflictError,
+    DuplicateEventError,
+    ExecutionExistsError,
+    LogEntry,
+    OutboxEntry,
+    StoredExecution,
+    StoreError,
+    TransitionRecord,
+    UnknownExecutionError,
+    outbound,
+    transition_record,
+)
+
+SCHEMA_VERSION = 1
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS executions (
+    id TEXT PRIMARY KEY,
+    version INTEGER NOT NULL,
+    final INTEGER NOT NULL,
+    record TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS log (
+    execution_id TEXT NOT NULL REFERENCES executions(id),
+    sequence INTEGER NOT NULL,
+    event TEXT NOT NULL,
+    decision TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    PRIMARY KEY (execution_id, sequence)
+);
+CREATE TABLE IF NOT EXISTS consumed (
+    execution_id TEXT NOT NULL,
+    event_id TEXT NOT NULL,
+    PRIMARY KEY (execution_id, event_id)
+);
+CREATE TABLE IF NOT EXISTS outbox (
+    execution_id TEXT NOT NULL,
+    command_id TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    command TEXT NOT NULL,
+    result TEXT,
+    delivered INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (execution_id, command_id)
+);
+CREATE TABLE IF NOT EXISTS timers (
+    execution_id TEXT NOT NULL,
+    timer_id TEXT NOT NULL,
+    purpose TEXT NOT NULL,
+    fire_at INTEGER NOT NULL,
+    PRIMARY KEY (execution_id, timer_id)
+);
+CREATE INDEX IF NOT EXISTS timers_due ON timers (fire_at, timer_id);
+CREATE TABLE IF NOT EXISTS transitions (
+    execution_id TEXT NOT NULL,
+    sequence INTEGER NOT NULL,
+    definition_version TEXT NOT NULL,
+    record TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    at INTEGER NOT NULL,
+    duration_ms INTEGER NOT NULL,
+    tool TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    PRIMARY KEY (execution_id, sequence)
+);
+"""
+
+
+class SQLiteStore:
+    """An event store in one SQLite file (or `":memory:"`)."""
+
+    def __init__(self, path: str | Path, *, synchronous: Synchronous = "NORMAL",
+                 timeout_s: float = 30.0) -> None:
+        if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            msg = f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}"
+            raise ValueError(msg)
+        self.path = str(path)
+        try:
+            # autocommit mode: transactions are opened explicitly with BEGIN IMMEDIATE
+            self._db = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA synchronous={synchronous}")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._open_schema()
+        except sqlite3.DatabaseError as exc:
+            self._close_quietly()
+            raise StoreError(f"{self.path}: not a usable fsmharness store: {exc}") from exc
+
+    def _close_quietly(self) -> None:
+        db = getattr(self, "_db", None)
+        if db is not None:
+            db.close()
+
+    def _open_schema(self) -> None:
+        tables = {row[0] for row in self._db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if tables and "schema_version" not in tables:
+            raise StoreError(f"{self.path}: holds tables but no schema_version; it is not an "
+                             "fsmharness store")
+        with self._transaction():
+            if not tables:  # executescript would commit; run the statements one by one
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        self._db.execute(statement)
+            row = self._db.execute("SELECT version FROM schema_version").fetchone()
+            if row is None:
+                self._db.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
+            elif row[0] != SCHEMA_VERSION:
+                newer = "a newer" if row[0] > SCHEMA_VERSION else "an unknown"
+                raise StoreError(f"{self.path}: schema version {row[0]} is {newer} schema; "
+                                 f"this fsmharness reads version {SCHEMA_VERSION}")
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        else:
+            self._db.execute("COMMIT")
+
+    # -- the protocol ---------------------------------------------------------------------------
+
+    def create(self, execution: Execution) -> None:
+        try:
+            with self._transaction():
+                self._db.execute(
+                    "INSERT INTO executions (id, version, final, record) VALUES (?, 0, ?, ?)",
+                    (execution.id, execution.status == Status.FINAL,
+                     encode_execution(execution)))
+        except sqlite3.IntegrityError as exc:
+            raise ExecutionExistsError(execution.id) from exc
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: create {execution.id!r} failed: {exc}") from exc
+
+    def load(self, execution_id: str) -> StoredExecution:
+        row = self._query_one("SELECT record, version FROM executions WHERE id = ?",
+                              (execution_id,))
+        if row is None:
+            raise UnknownExecutionError(execution_id)
+        return StoredExecution(decode_execution(row[0]), row[1])
+
+    def commit(self, commit: Commit) -> int:
+        try:
+            with self._transaction():
+                return self._write(commit)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: commit of event {commit.event.id!r} failed: "
+                             f"{exc}") from exc
+
+    def _write(self, commit: Commit) -> int:
+        db = self._db
+        execution_id = commit.execution_id
+        row = db.execute("SELECT version FROM executions WHERE id = ?",
+                         (execution_id,)).fetchone()
+        if row is None:
+            raise UnknownExecutionError(execution_id)
+        version = row[0]
+        try:
+            db.execute("INSERT INTO consumed (execution_id, event_id) VALUES (?, ?)",
+                       (execution_id, commit.event.id))
+        except sqlite3.IntegrityError as exc:
+            raise DuplicateEventError(execution_id, commit.event.id) from exc
+        if commit.execution is not None and version != commit.expected_version:
+            raise ConflictError(execution_id, commit.expected_version, version)
+        sequence = db.execute("SELECT COALESCE(MAX(sequence), 0) + 1 FROM log WHERE "
+                              "execution_id = ?", (execution_id,)).fetchone()[0]
+        db.execute("INSERT INTO log VALUES (?, ?, ?, ?, ?)",
+                   (execution_id, sequence, encode_event(commit.event), commit.decision,
+                    commit.at))
+        if commit.event.answers:
+            db.execute("UPDATE outbox SET delivered = 1 WHERE execution_id = ? AND "
+                       "command_id = ?", (execution_id, commit.event.answers))
+        if commit.execution is None:
+            return int(version)
+        new_version = version + 1
+        updated = db.execute(
+            "UPDATE executions SET version = ?, final = ?, record = ? WHERE id = ? AND "
+            "version = ?",
+            (new_version, commit.execution.status == Status.FINAL,
+             encode_execution(commit.execution), execution_id, version))
+        if updated.rowcount != 1:  # unreachable while BEGIN IMMEDIATE holds the write lock
+            raise ConflictError(execution_id, commit.expected_version, version)
+        for command in commit.commands:
+            if isinstance(command, ScheduleTimer):
+                db.execute("INSERT OR REPLACE INTO timers VALUES (?, ?, ?, ?)",
+                           (execution_id, command.timer_id, str(command.purpose),
+                            command.fire_at))
+            elif isinstance(command, CancelTimer):
+                db.execute("DELETE FROM timers WHERE execution_id = ? AND timer_id = ?",
+                           (execution_id, command.timer_id))
+        for position, command in enumerate(outbound(commit.commands)):
+            entry = OutboxEntry(execution_id, command)
+            db.execute("INSERT OR IGNORE INTO outbox (execution_id, command_id, position, "
+                       "command) VALUES (?, ?, ?, ?)",
+                       (execution_id, entry.command_id, sequence * 1000 + position,
+                        encode_command(command)))
+        record = transition_record(commit)
+        if record is not None:
+            db.execute("INSERT INTO transitions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (execution_id, record.sequence, record.definition_version,
+                        encode_transition(record.transition), record.attempt, record.at,
+                        record.duration_ms, record.tool, record.outcome))
+        return int(new_version)
+
+    def record_result(self, execution_id: str, command_id: str, result: Event) -> None:
+        try:
+            with self._transaction():
+                updated = self._db.execute(
+                    "UPDATE outbox SET result = COALESCE(result, ?) WHERE execution_id = ? AND "
+                    "command_id = ?", (encode_event(result), execution_id, command_id))
+                if updated.rowcount != 1:
+                    raise StoreError(f"execution {execution_id!r} has no outbox command "
+                                     f"{command_id!r}")
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: recording the result of {command_id!r} failed: "
+                             f"{exc}") from exc
+
+    def pending(self, execution_id: str | None = None) -> list[OutboxEntry]:
+        where, args = ("AND execution_id = ?", (execution_id,)) if execution_id else ("", ())
+        rows = self._query(f"SELECT execution_id, command, result FROM outbox WHERE delivered = "
+                           f"0 {where} ORDER BY execution_id, position", args)
+        return [self._entry(row) for row in rows]
+
+    def outbox(self, execution_id: str) -> list[OutboxEntry]:
+        rows = self._query("SELECT execution_id, command, result FROM outbox WHERE "
+                           "execution_id = ? ORDER BY position", (execution_id,))
+        return [self._entry(row) for row in rows]
+
+    @staticmethod
+    def _entry(row: tuple[str, str, str | None]) -> OutboxEntry:
+        command = decode_command(row[1])
+        result = None if row[2] is None else decode_event(row[2])
+        return OutboxEntry(row[0], command, result)  # type: ignore[arg-type]
+
+    def log(self, execution_id: str) -> list[LogEntry]:
+        rows = self._query("SELECT sequence, event, decision, at FROM log WHERE "
+                           "execution_id = ? ORDER BY sequence", (execution_id,))
+        return [LogEntry(row[0], decode_event(row[1]), row[2], row[3]) for row in rows]
+
+    def due_timers(self, now: int) -> list[tuple[str, Timer]]:
+        rows = self._query("SELECT execution_id, timer_id, purpose, fire_at FROM timers WHERE "
+                           "fire_at <= ? ORDER BY fire_at, timer_id", (now,))
+        return [(row[0], Timer(row[1], TimerPurpose(row[2]), row[3])) for row in rows]
+
+    def execution_ids(self, *, unfinished: bool = False) -> list[str]:
+        query = "SELECT id FROM executions" + (" WHERE final = 0" if unfinished else "")
+        return [row[0] for row in self._query(query + " ORDER BY id", ())]
+
+    def transitions(self, execution_id: str) -> list[TransitionRecord]:
+        rows = self._query("SELECT execution_id, definition_version, sequence, record, "
+                           "attempt, at, duration_ms, tool, outcome FROM transitions WHERE "
+                           "execution_id = ? ORDER BY sequence", (execution_id,))
+        return [TransitionRecord(row[0], row[1], row[2], decode_transition(row[3]), *row[4:])
+                for row in rows]
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def _query(self, sql: str, args: tuple[object, ...]) -> list[tuple[object, ...]]:
+        try:
+            return self._db.execute(sql, args).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: read failed: {exc}") from exc
+
+    def _query_one(self, sql: str, args: tuple[object, ...]) -> tuple[object, ...] | None:
+        rows = self._query(sql, args)
+        return rows[0] if rows else None

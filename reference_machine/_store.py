@@ -1,0 +1,339 @@
+"""The event store protocol and its in-memory implementation.
+
+Per execution a store keeps the append-only log of delivered events (strictly increasing sequence
+numbers), the current execution record with its version, the outbox of commands that reach the
+outside world (effects, compensations, approval requests) with their recorded results, durable
+timers, consumed event ids, and a record of every transition. `commit` writes all of one event's
+consequences atomically, with an optimistic check of the execution's version.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from reference_machine._records import (
+    CancelTimer,
+    Command,
+    Event,
+    Execution,
+    RequestApproval,
+    RunCompensation,
+    RunEffect,
+    ScheduleTimer,
+    Status,
+    Timer,
+    Transition,
+)
+from reference_machine.errors import ReferenceMachineError
+
+__all__ = [
+    "Commit",
+    "ConflictError",
+    "DuplicateEventError",
+    "EventStore",
+    "ExecutionExistsError",
+    "LogEntry",
+    "MemoryStore",
+    "OutboxEntry",
+    "StoreError",
+    "StoredExecution",
+    "TransitionRecord",
+    "UnknownExecutionError",
+]
+
+
+class StoreError(ReferenceMachineError):
+    """A store refused or failed an operation."""
+
+
+class ConflictError(StoreError):
+    """Another writer advanced the execution first: reload and decide again."""
+
+    def __init__(self, execution_id: str, expected: int, actual: int) -> None:
+        self.execution_id, self.expected, self.actual = execution_id, expected, actual
+        super().__init__(f"execution {execution_id!r} is at version {actual}, not {expected}: "
+                         "another worker advanced it; reload and decide again")
+
+
+class DuplicateEventError(StoreError):
+    """The event id was consumed before: it is never applied twice."""
+
+    def __init__(self, execution_id: str, event_id: str) -> None:
+        self.execution_id, self.event_id = execution_id, event_id
+        super().__init__(f"event {event_id!r} was already consumed by execution "
+                         f"{execution_id!r}")
+
+
+class UnknownExecutionError(StoreError, KeyError):
+    """No execution has this id."""
+
+    def __init__(self, execution_id: str) -> None:
+        self.execution_id = execution_id
+        super().__init__(f"no execution {execution_id!r} in the store")
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0])
+
+
+class ExecutionExistsError(StoreError):
+    """An execution with this id was created before."""
+
+    def __init__(self, execution_id: str) -> None:
+        self.execution_id = execution_id
+        super().__init__(f"execution {execution_id!r} already exists")
+
+
+@dataclass(frozen=True, slots=True)
+class StoredExecution:
+    """An execution record and the version the optimistic check compares against."""
+
+    execution: Execution
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    """One delivered event in an execution's log, with what `decide` made of it."""
+
+    sequence: int
+    event: Event
+    decision: str
+    at: int
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxEntry:
+    """A command that reaches the outside world, and its result once recorded."""
+
+    execution_id: str
+    command: RunEffect | RunCompensation | RequestApproval
+    result: Event | None = None
+
+    @property
+    def command_id(self) -> str:
+        """Gives the id a result answers: the effect id or the approval request id."""
+        return _command_id(self.command)
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionRecord:
+    """What one accepted transition did, for observability: metrics derive from these."""
+
+    execution_id: str
+    definition_version: str
+    sequence: int
+    transition: Transition
+    attempt: int
+    at: int
+    duration_ms: int
+    tool: str
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """Everything one delivered event changes, written in one transaction.
+
+    `execution` is the new record when the event was accepted (None when it was ignored or
+    rejected: the event is still logged and consumed). `expected_version` is the version the
+    execution was loaded at.
+    """
+
+    execution_id: str
+    expected_version: int
+    event: Event
+    decision: str
+    at: int
+    execution: Execution | None = None
+    commands: tuple[Command, ...] = ()
+    transition: Transition | None = None
+    duration_ms: int = 0
+
+
+@runtime_checkable
+class EventStore(Protocol):
+    """What the runtime needs from a store; `MemoryStore` and `SQLiteStore` implement it."""
+
+    def create(self, execution: Execution) -> None:
+        """Stores a new execution at version 0; raises `ExecutionExistsError` for a known id."""
+
+    def load(self, execution_id: str) -> StoredExecution:
+        """Gives the execution and its version; raises `UnknownExecutionError`."""
+
+    def commit(self, commit: Commit) -> int:
+        """Writes one event's consequences atomically and gives the new version.
+
+        Raises `DuplicateEventError` for a consumed event id and `ConflictError` when the
+        execution is no longer at `commit.expected_version`; then nothing is written.
+        """
+
+    def record_result(self, execution_id: str, command_id: str, result: Event) -> None:
+        """Records the result of an outbox command (before it is delivered as an event)."""
+
+    def pending(self, execution_id: str | None = None) -> list[OutboxEntry]:
+        """Gives outbox entries whose result was delivered to no one yet, oldest first."""
+
+    def outbox(self, execution_id: str) -> list[OutboxEntry]:
+        """Gives every outbox entry of an execution, with results, oldest first."""
+
+    def log(self, execution_id: str) -> list[LogEntry]:
+        """Gives the execution's log in sequence order."""
+
+    def due_timers(self, now: int) -> list[tuple[str, Timer]]:
+        """Gives (execution id, timer) for every timer due at `now`, by fire time then id."""
+
+    def execution_ids(self, *, unfinished: bool = False) -> list[str]:
+        """Gives every execution id (only those not final, when `unfinished`), sorted."""
+
+    def transitions(self, execution_id: str) -> list[TransitionRecord]:
+        """Gives the transition records of an execution in order."""
+
+    def close(self) -> None:
+        """Releases the store's resources."""
+
+
+def _command_id(command: Command) -> str:
+    if isinstance(command, RequestApproval):
+        return command.request_id
+    if isinstance(command, RunEffect | RunCompensation):
+        return command.effect_id
+    msg = f"{type(command).__name__} does not go to the outbox"
+    raise TypeError(msg)
+
+
+def outbound(commands: Iterable[Command]) -> list[RunEffect | RunCompensation | RequestApproval]:
+    """Gives the commands that reach the outside world (the outbox's part of a commit)."""
+    return [c for c in commands if isinstance(c, RunEffect | RunCompensation | RequestApproval)]
+
+
+def transition_record(commit: Commit) -> TransitionRecord | None:
+    """Gives the observability record of a commit's transition, if it made one."""
+    if commit.transition is None or commit.execution is None:
+        return None
+    execution = commit.execution
+    effect = next((c for c in commit.commands if isinstance(c, RunEffect)), None)
+    return TransitionRecord(
+        execution_id=commit.execution_id,
+        definition_version=execution.version,
+        sequence=execution.sequence,
+        transition=commit.transition,
+        attempt=execution.attempt,
+        at=commit.at,
+        duration_ms=commit.duration_ms,
+        tool=effect.tool if effect is not None else "",
+        outcome=execution.outcome or str(execution.status),
+    )
+
+
+@dataclass
+class _Memory:
+    execution: Execution
+    version: int = 0
+    log: list[LogEntry] = field(default_factory=list)
+    consumed: set[str] = field(default_factory=set)
+    outbox: dict[str, OutboxEntry] = field(default_factory=dict)
+    delivered: set[str] = field(default_factory=set)
+    timers: dict[str, Timer] = field(default_factory=dict)
+    transitions: list[TransitionRecord] = field(default_factory=list)
+
+
+class MemoryStore:
+    """An event store in this process's memory: fast, and gone with the process."""
+
+    def __init__(self) -> None:
+        self._runs: dict[str, _Memory] = {}
+
+    def _run(self, execution_id: str) -> _Memory:
+        run = self._runs.get(execution_id)
+        if run is None:
+            raise UnknownExecutionError(execution_id)
+        return run
+
+    def create(self, execution: Execution) -> None:
+        if execution.id in self._runs:
+            raise ExecutionExistsError(execution.id)
+        self._runs[execution.id] = _Memory(execution)
+
+    def load(self, execution_id: str) -> StoredExecution:
+        run = self._run(execution_id)
+        return StoredExecution(run.execution, run.version)
+
+    def commit(self, commit: Commit) -> int:
+        run = self._run(commit.execution_id)
+        event_id = commit.event.id
+        if event_id in run.consumed:
+            raise DuplicateEventError(commit.execution_id, event_id)
+        if commit.execution is not None and run.version != commit.expected_version:
+            raise ConflictError(commit.execution_id, commit.expected_version, run.version)
+        # everything is checked above: from here on nothing can fail half-way
+        run.consumed.add(event_id)
+        run.log.append(LogEntry(len(run.log) + 1, commit.event, commit.decision, commit.at))
+        if commit.event.answers:
+            run.delivered.add(commit.event.answers)
+        if commit.execution is None:
+            return run.version
+        run.execution = commit.execution
+        run.version += 1
+        for command in commit.commands:
+            if isinstance(command, ScheduleTimer):
+                run.timers[command.timer_id] = Timer(*command)
+            elif isinstance(command, CancelTimer):
+                run.timers.pop(command.timer_id, None)
+            else:
+                entry = OutboxEntry(commit.execution_id, command)
+                run.outbox.setdefault(entry.command_id, entry)
+        record = transition_record(commit)
+        if record is not None:
+            run.transitions.append(record)
+        return run.version
+
+    def record_result(self, execution_id: str, command_id: str, result: Event) -> None:
+        run = self._run(execution_id)
+        entry = run.outbox.get(command_id)
+        if entry is None:
+            raise StoreError(f"execution {execution_id!r} has no outbox command {command_id!r}")
+        if entry.result is None:  # the first recorded result wins, as in SQLite
+            run.outbox[command_id] = OutboxEntry(execution_id, entry.command, result)
+
+    def pending(self, execution_id: str | None = None) -> list[OutboxEntry]:
+        ids = [execution_id] if execution_id is not None else sorted(self._runs)
+        return [entry for run_id in ids for key, entry in self._run(run_id).outbox.items()
+                if key not in self._run(run_id).delivered]
+
+    def outbox(self, execution_id: str) -> list[OutboxEntry]:
+        return list(self._run(execution_id).outbox.values())
+
+    def log(self, execution_id: str) -> list[LogEntry]:
+        return list(self._run(execution_id).log)
+
+    def due_timers(self, now: int) -> list[tuple[str, Timer]]:
+        due = [(run_id, timer) for run_id, run in self._runs.items()
+               for timer in run.timers.values() if timer.fire_at <= now]
+        return sorted(due, key=lambda item: (item[1].fire_at, item[1].id))
+
+    def execution_ids(self, *, unfinished: bool = False) -> list[str]:
+        return sorted(run_id for run_id, run in self._runs.items()
+                      if not unfinished or run.execution.status != Status.FINAL)
+
+    def transitions(self, execution_id: str) -> list[TransitionRecord]:
+        return list(self._run(execution_id).transitions)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def snapshot(self) -> MemoryStore:
+        """Gives an independent copy (a "disk image" for crash tests)."""
+        return copy.deepcopy(self)
+
+
+def check_commits(commits: Sequence[Commit]) -> None:
+    """Refuses a batch that names one execution twice (group commit is one event each)."""
+    seen: set[str] = set()
+    for commit in commits:
+        if commit.execution_id in seen:
+            msg = f"a batch holds execution {commit.execution_id!r} twice; commit it in order"
+            raise StoreError(msg)
+        seen.add(commit.execution_id)
