@@ -509,7 +509,8 @@ def _compensate(step: CompletedStep, attempt: int) -> tuple[PendingEffect, RunCo
     key = f"{step.key}/undo"
     effect_id = f"{key}#{attempt}"
     return (PendingEffect(effect_id, key, step.state, step.tool, attempt, True),
-            RunCompensation(effect_id, key, step.state, step.tool, step.input, attempt, step.key))
+            RunCompensation(effect_id, key, step.state, step.tool, step.input, attempt, step.key,
+                            step.retry_safe))
 
 
 def _on_compensation_result(definition: WorkflowDefinition, ex: Execution, event: Event,

@@ -168,6 +168,7 @@ class RunCompensation(NamedTuple):
     input: Mapping[str, Any]
     attempt: int
     compensates: str
+    idempotent: bool = False  # the undo tool honours keys (or is repeatable)
 
 
 class ScheduleTimer(NamedTuple):

@@ -24,6 +24,7 @@ from reference_machine._codec import (
     encode_transition,
 )
 from reference_machine._records import (
+    TIMER_FIRED,
     CancelTimer,
     Event,
     Execution,
@@ -210,6 +211,9 @@ class SQLiteStore:
         if commit.event.answers:
             db.execute("UPDATE outbox SET delivered = 1 WHERE execution_id = ? AND "
                        "command_id = ?", (execution_id, commit.event.answers))
+            if commit.event.type == TIMER_FIRED:  # a fired timer is gone, whatever decide said
+                db.execute("DELETE FROM timers WHERE execution_id = ? AND timer_id = ?",
+                           (execution_id, commit.event.answers))
         if commit.execution is None:
             return int(version)
         new_version = version + 1

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from reference_machine._records import (
+    TIMER_FIRED,
     CancelTimer,
     Command,
     Event,
@@ -273,6 +274,8 @@ class MemoryStore:
         run.log.append(LogEntry(len(run.log) + 1, commit.event, commit.decision, commit.at))
         if commit.event.answers:
             run.delivered.add(commit.event.answers)
+            if commit.event.type == TIMER_FIRED:  # a fired timer is gone, whatever decide said
+                run.timers.pop(commit.event.answers, None)
         if commit.execution is None:
             return run.version
         run.execution = commit.execution

@@ -1,0 +1,301 @@
+"""The durable runtime: persist before effect, then dispatch; recover and replay from the store.
+
+For each delivered event, one store transaction holds everything `decide` produced (the event
+consumed and logged, the new execution under a version check, its outbox and timers). Only then
+are commands dispatched to tools. Each tool result is recorded in the outbox before it is
+delivered as the next event, so a crash anywhere leaves either a command with no result (sent
+again under the same idempotency key, or, for a tool that honours no keys, reported as an
+ambiguous timeout so the definition's policy sends it to a human) or a recorded result (delivered).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from reference_machine._decide import decide, new_execution, start_event
+from reference_machine._definition import WorkflowDefinition
+from reference_machine._records import (
+    COMPENSATION_FAILED,
+    COMPENSATION_SUCCEEDED,
+    STEP_FAILED,
+    STEP_SUCCEEDED,
+    TIMER_FIRED,
+    Accepted,
+    Decision,
+    Event,
+    Execution,
+    Ignored,
+    IgnoreReason,
+    RequestApproval,
+    RunCompensation,
+    RunEffect,
+)
+from reference_machine._spec import Category, Source
+from reference_machine._store import (
+    Commit,
+    ConflictError,
+    DuplicateEventError,
+    EventStore,
+    ExecutionExistsError,
+    OutboxEntry,
+)
+from reference_machine.errors import ReferenceMachineError
+
+#: The named places where a crash hook is called, in the order a delivery passes them.
+CRASH_POINTS = (
+    "before_commit",
+    "after_commit_before_dispatch",
+    "after_apply_before_record",
+    "after_record_before_event",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Success:
+    """A tool call that succeeded, with its output."""
+
+    output: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A tool call that failed, with its category (transient, rate_limited, timeout, permanent)."""
+
+    category: str
+    message: str = ""
+
+
+ToolOutcome = Success | Failure
+
+
+class Tool(Protocol):
+    """A tool the runtime calls: the same idempotency key for every retry of one step."""
+
+    def __call__(self, input: Mapping[str, Any], idempotency_key: str) -> ToolOutcome:
+        """Calls the tool and gives its outcome."""
+
+
+class EngineError(ReferenceMachineError):
+    """The runtime could not go on (unknown definition, unknown tool, replay mismatch)."""
+
+
+class UnknownDefinitionError(EngineError, KeyError):
+    """No definition with this (name, version) is registered."""
+
+    def __init__(self, name: str, version: str) -> None:
+        self.name, self.version = name, version
+        super().__init__(f"no definition {name!r} version {version!r} is registered")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class ReplayMismatchError(EngineError):
+    """Replaying the log did not reproduce the stored execution."""
+
+    def __init__(self, execution_id: str, sequence: int, detail: str) -> None:
+        self.execution_id, self.sequence, self.detail = execution_id, sequence, detail
+        super().__init__(f"replay of {execution_id!r} diverges at sequence {sequence}: {detail}")
+
+
+class Registry:
+    """Definitions by (name, version), so old runs keep the version they started on."""
+
+    def __init__(self, definitions: Iterable[WorkflowDefinition] = ()) -> None:
+        self._definitions: dict[tuple[str, str], WorkflowDefinition] = {}
+        for definition in definitions:
+            self.register(definition)
+
+    def register(self, definition: WorkflowDefinition) -> None:
+        """Adds a definition; registering another one under the same (name, version) fails."""
+        key = (definition.name, definition.version)
+        known = self._definitions.get(key)
+        if known is not None and known.spec != definition.spec:
+            msg = (f"definition {definition.name!r} version {definition.version!r} is already "
+                   "registered with different content; give the new one a new version")
+            raise EngineError(msg)
+        self._definitions[key] = definition
+
+    def get(self, name: str, version: str) -> WorkflowDefinition:
+        """Gives the definition, or raises `UnknownDefinitionError`."""
+        definition = self._definitions.get((name, version))
+        if definition is None:
+            raise UnknownDefinitionError(name, version)
+        return definition
+
+
+class Runtime:
+    """Runs executions durably against an `EventStore`, calling the tools it is given.
+
+    `crash` is called with each name in `CRASH_POINTS` as a delivery passes it; a fault injector
+    raises there (or kills the process) to test recovery. `notify` receives approval requests.
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        definitions: Registry | Iterable[WorkflowDefinition],
+        tools: Mapping[str, Tool],
+        *,
+        crash: Callable[[str], None] | None = None,
+        notify: Callable[[str, RequestApproval], None] | None = None,
+        conflict_retries: int = 16,
+    ) -> None:
+        self.store = store
+        self.registry = definitions if isinstance(definitions, Registry) else Registry(
+            definitions)
+        self.tools = dict(tools)
+        self._crash = crash or (lambda point: None)
+        self._notify = notify or (lambda execution_id, request: None)
+        self._conflict_retries = conflict_retries
+
+    # -- delivering --------------------------------------------------------------------------
+
+    def start(self, definition: WorkflowDefinition, execution_id: str, *,
+              context: Mapping[str, Any] | None = None, now: int = 0) -> Decision:
+        """Creates an execution and starts it; the context travels in the start event, so the
+        log alone rebuilds the run. Idempotent, so a client can retry a start it saw no answer
+        to: a second start of a started run is ignored as a duplicate."""
+        self.registry.register(definition)
+        try:
+            self.store.create(new_execution(definition, execution_id))
+        except ExecutionExistsError:
+            pass  # created before a crash, maybe started too: the start event's id decides
+        return self.deliver(execution_id, start_event(execution_id, context), now)
+
+    def deliver(self, execution_id: str, event: Event, now: int) -> Decision:
+        """Decides and commits `event`, then dispatches what it commanded."""
+        for _ in range(self._conflict_retries):
+            stored = self.store.load(execution_id)
+            definition = self._definition(stored.execution)
+            decision = decide(definition, stored.execution, event, now)
+            accepted = isinstance(decision, Accepted)
+            commit = Commit(
+                execution_id, stored.version, event, decision.kind, now,
+                decision.execution if accepted else None,  # type: ignore[union-attr]
+                decision.commands if accepted else (),  # type: ignore[union-attr]
+                decision.transition if accepted else None,  # type: ignore[union-attr]
+            )
+            self._crash("before_commit")
+            try:
+                self.store.commit(commit)
+            except ConflictError:
+                continue  # another worker moved first: reload and decide again
+            except DuplicateEventError as exc:
+                return Ignored(IgnoreReason.DUPLICATE, str(exc))
+            self._crash("after_commit_before_dispatch")
+            if accepted:
+                self._dispatch(execution_id, decision.commands, now)  # type: ignore[union-attr]
+            return decision
+        msg = (f"execution {execution_id!r}: {self._conflict_retries} version conflicts in a "
+               "row; another worker keeps advancing it")
+        raise EngineError(msg)
+
+    def tick(self, now: int) -> list[Decision]:
+        """Fires every timer due at `now`, oldest first, as `timer.fired` events."""
+        decisions = []
+        for execution_id, timer in self.store.due_timers(now):
+            event = Event(f"{timer.id}/fired", TIMER_FIRED, Source.TIMER, {}, timer.id)
+            decisions.append(self.deliver(execution_id, event, now))
+        return decisions
+
+    # -- dispatching -------------------------------------------------------------------------
+
+    def _dispatch(self, execution_id: str, commands: Iterable[object], now: int) -> None:
+        for command in commands:
+            if isinstance(command, RunEffect | RunCompensation):
+                self._call(execution_id, command, now)
+            elif isinstance(command, RequestApproval):
+                self._notify(execution_id, command)
+
+    def _call(self, execution_id: str, command: RunEffect | RunCompensation, now: int) -> None:
+        tool = self.tools.get(command.tool)
+        if tool is None:
+            msg = f"no tool {command.tool!r} was given to the runtime"
+            raise EngineError(msg)
+        outcome = tool(command.input, command.key)
+        self._crash("after_apply_before_record")
+        result = _result_event(command, outcome)
+        self.store.record_result(execution_id, command.effect_id, result)
+        self._crash("after_record_before_event")
+        self.deliver(execution_id, result, now)
+
+    # -- recovering --------------------------------------------------------------------------
+
+    def recover(self, now: int) -> list[str]:
+        """Finishes, for every unfinished execution, what was committed but not done; gives
+        the ids of the executions it touched."""
+        touched = []
+        for execution_id in self.store.execution_ids(unfinished=True):
+            entries = self.store.pending(execution_id)
+            if entries:
+                touched.append(execution_id)
+            for entry in entries:
+                self._resume(entry, now)
+        return touched
+
+    def _resume(self, entry: OutboxEntry, now: int) -> None:
+        execution_id, command = entry.execution_id, entry.command
+        execution = self.store.load(execution_id).execution
+        if isinstance(command, RequestApproval):
+            if execution.approval is not None and (
+                    execution.approval.request_id == command.request_id):
+                self._notify(execution_id, command)  # idempotent by request id
+            return
+        if execution.effect is None or execution.effect.effect_id != command.effect_id:
+            return  # superseded: the run moved on, and decide would ignore its result
+        if entry.result is not None:
+            self.deliver(execution_id, entry.result, now)  # recorded but never delivered
+        elif command.idempotent:
+            self._call(execution_id, command, now)  # the same key: at most one effect
+        else:
+            # the tool may or may not have applied it and honours no key: never a blind
+            # retry; report the ambiguous outcome and let the step's policy decide
+            failure = Failure(Category.TIMEOUT, "crashed before the result was recorded")
+            result = _result_event(command, failure)
+            self.store.record_result(execution_id, command.effect_id, result)
+            self.deliver(execution_id, result, now)
+
+    # -- replaying ---------------------------------------------------------------------------
+
+    def replay(self, execution_id: str) -> Execution:
+        """Gives the execution rebuilt from its log alone, checked against the stored record
+        and transition records; raises `ReplayMismatchError` naming the first divergence."""
+        stored = self.store.load(execution_id).execution
+        definition = self._definition(stored)
+        records = {r.sequence: r.transition for r in self.store.transitions(execution_id)}
+        execution = new_execution(definition, execution_id)
+        for entry in self.store.log(execution_id):
+            decision = decide(definition, execution, entry.event, entry.at)
+            if decision.kind != entry.decision:
+                raise ReplayMismatchError(execution_id, entry.sequence,
+                                          f"logged {entry.decision}, replayed {decision.kind}")
+            if isinstance(decision, Accepted):
+                execution = decision.execution
+                logged = records.get(execution.sequence)
+                if decision.transition is not None and logged != decision.transition:
+                    raise ReplayMismatchError(
+                        execution_id, entry.sequence,
+                        f"recorded transition {logged}, replayed {decision.transition}")
+        if execution != stored:
+            raise ReplayMismatchError(execution_id, len(self.store.log(execution_id)),
+                                      "the replayed execution differs from the stored record")
+        return execution
+
+    def _definition(self, execution: Execution) -> WorkflowDefinition:
+        return self.registry.get(execution.definition, execution.version)
+
+
+def _result_event(command: RunEffect | RunCompensation, outcome: ToolOutcome) -> Event:
+    """Gives the event a tool outcome becomes; its id derives from the effect id, so a result
+    delivered twice is refused as a duplicate."""
+    compensation = isinstance(command, RunCompensation)
+    if isinstance(outcome, Success):
+        kind = COMPENSATION_SUCCEEDED if compensation else STEP_SUCCEEDED
+        return Event(f"{command.effect_id}/result", kind, Source.TOOL, dict(outcome.output),
+                     command.effect_id)
+    kind = COMPENSATION_FAILED if compensation else STEP_FAILED
+    payload = {"category": str(outcome.category), "error": outcome.message or outcome.category}
+    return Event(f"{command.effect_id}/result", kind, Source.TOOL, payload, command.effect_id)
