@@ -238,7 +238,7 @@ def test_permitted_transition(state: str, event: str, target: str):
         assert decision.commands == (
             CancelTimer(f"{XID}/verifying/1#1/timeout"),
             RunCompensation(f"{key}/undo#1", f"{key}/undo", "executing_refund",
-                            "payments.void_refund", {"order_id": ORDER}, 1, key),
+                            "payments.void_refund", {"order_id": ORDER}, 1, key, True),
         )
         run.ex = after
         before = after
@@ -867,7 +867,7 @@ def test_compensation_retryable_failure_is_retried_via_timer():
     decision = run.fire(TimerPurpose.RETRY)
     assert decision.commands == (RunCompensation(f"{key}#2", key, "executing_refund",
                                                  "payments.void_refund", {"order_id": ORDER}, 2,
-                                                 f"{XID}/executing_refund/1"),)
+                                                 f"{XID}/executing_refund/1", True),)
     decision = run.apply(run.compensation("timeout"))
     assert decision.commands == (ScheduleTimer(f"{key}/retry/2", TimerPurpose.RETRY,
                                                run.now + 2000),)
