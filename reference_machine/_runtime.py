@@ -10,7 +10,8 @@ ambiguous timeout so the definition's policy sends it to a human) or a recorded 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import contextlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -159,10 +160,9 @@ class Runtime:
         log alone rebuilds the run. Idempotent, so a client can retry a start it saw no answer
         to: a second start of a started run is ignored as a duplicate."""
         self.registry.register(definition)
-        try:
+        # created before a crash, maybe started too: the start event's id decides
+        with contextlib.suppress(ExecutionExistsError):
             self.store.create(new_execution(definition, execution_id))
-        except ExecutionExistsError:
-            pass  # created before a crash, maybe started too: the start event's id decides
         return self.deliver(execution_id, start_event(execution_id, context), now)
 
     def deliver(self, execution_id: str, event: Event, now: int) -> Decision:
@@ -171,13 +171,7 @@ class Runtime:
             stored = self.store.load(execution_id)
             definition = self._definition(stored.execution)
             decision = decide(definition, stored.execution, event, now)
-            accepted = isinstance(decision, Accepted)
-            commit = Commit(
-                execution_id, stored.version, event, decision.kind, now,
-                decision.execution if accepted else None,  # type: ignore[union-attr]
-                decision.commands if accepted else (),  # type: ignore[union-attr]
-                decision.transition if accepted else None,  # type: ignore[union-attr]
-            )
+            commit = _commit(execution_id, stored.version, event, decision, now)
             self._crash("before_commit")
             try:
                 self.store.commit(commit)
@@ -186,12 +180,39 @@ class Runtime:
             except DuplicateEventError as exc:
                 return Ignored(IgnoreReason.DUPLICATE, str(exc))
             self._crash("after_commit_before_dispatch")
-            if accepted:
-                self._dispatch(execution_id, decision.commands, now)  # type: ignore[union-attr]
+            if isinstance(decision, Accepted):
+                self._dispatch(execution_id, decision.commands, now)
             return decision
         msg = (f"execution {execution_id!r}: {self._conflict_retries} version conflicts in a "
                "row; another worker keeps advancing it")
         raise EngineError(msg)
+
+    def deliver_many(self, deliveries: Sequence[tuple[str, Event]], now: int) -> list[Decision]:
+        """Delivers one event to each of many executions with one store transaction (group
+        commit: one fsync for the batch), then dispatches. A delivery that meets a version
+        conflict is delivered again on its own; a duplicate is ignored."""
+        staged = []
+        for execution_id, event in deliveries:
+            stored = self.store.load(execution_id)
+            decision = decide(self._definition(stored.execution), stored.execution, event, now)
+            staged.append((execution_id, event, decision, _commit(
+                execution_id, stored.version, event, decision, now)))
+        self._crash("before_commit")
+        results = self.store.commit_many([commit for *_, commit in staged])
+        self._crash("after_commit_before_dispatch")
+        decisions: list[Decision] = []
+        for (execution_id, event, decision, _), result in zip(staged, results, strict=True):
+            if isinstance(result, DuplicateEventError):
+                decisions.append(Ignored(IgnoreReason.DUPLICATE, str(result)))
+            elif isinstance(result, ConflictError):
+                decisions.append(self.deliver(execution_id, event, now))
+            elif isinstance(result, Exception):
+                raise result
+            else:
+                if isinstance(decision, Accepted):
+                    self._dispatch(execution_id, decision.commands, now)
+                decisions.append(decision)
+        return decisions
 
     def tick(self, now: int) -> list[Decision]:
         """Fires every timer due at `now`, oldest first, as `timer.fired` events."""
@@ -286,6 +307,15 @@ class Runtime:
 
     def _definition(self, execution: Execution) -> WorkflowDefinition:
         return self.registry.get(execution.definition, execution.version)
+
+
+def _commit(execution_id: str, version: int, event: Event, decision: Decision,
+            now: int) -> Commit:
+    """Gives the commit of one decision: an accepted one carries its record and commands."""
+    if isinstance(decision, Accepted):
+        return Commit(execution_id, version, event, decision.kind, now, decision.execution,
+                      decision.commands, decision.transition)
+    return Commit(execution_id, version, event, decision.kind, now)
 
 
 def _result_event(command: RunEffect | RunCompensation, outcome: ToolOutcome) -> Event:

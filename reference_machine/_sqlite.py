@@ -8,7 +8,7 @@ timers and the transition record. Driver errors are wrapped as `StoreError`s.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
@@ -44,6 +44,7 @@ from reference_machine._store import (
     StoreError,
     TransitionRecord,
     UnknownExecutionError,
+    check_commits,
     outbound,
     transition_record,
 )
@@ -187,6 +188,25 @@ class SQLiteStore:
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: commit of event {commit.event.id!r} failed: "
                              f"{exc}") from exc
+
+    def commit_many(self, commits: Sequence[Commit]) -> list[int | StoreError]:
+        check_commits(commits)
+        results: list[int | StoreError] = []
+        try:
+            with self._transaction():
+                for commit in commits:
+                    # a savepoint per execution: a refused commit rolls back only its own part
+                    self._db.execute("SAVEPOINT one")
+                    try:
+                        results.append(self._write(commit))
+                    except StoreError as exc:
+                        self._db.execute("ROLLBACK TO one")
+                        results.append(exc)
+                    self._db.execute("RELEASE one")
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: group commit of {len(commits)} events failed: "
+                             f"{exc}") from exc
+        return results
 
     def _write(self, commit: Commit) -> int:
         db = self._db

@@ -171,6 +171,11 @@ class EventStore(Protocol):
         execution is no longer at `commit.expected_version`; then nothing is written.
         """
 
+    def commit_many(self, commits: Sequence[Commit]) -> list[int | StoreError]:
+        """Writes many executions' events in one transaction (group commit): each commit is
+        still all-or-nothing for its execution; a failed one gives its error in its place and
+        leaves the others written."""
+
     def record_result(self, execution_id: str, command_id: str, result: Event) -> None:
         """Records the result of an outbox command (before it is delivered as an event)."""
 
@@ -292,6 +297,16 @@ class MemoryStore:
         if record is not None:
             run.transitions.append(record)
         return run.version
+
+    def commit_many(self, commits: Sequence[Commit]) -> list[int | StoreError]:
+        check_commits(commits)
+        results: list[int | StoreError] = []
+        for commit in commits:
+            try:
+                results.append(self.commit(commit))
+            except StoreError as exc:  # commit checks everything before it writes anything
+                results.append(exc)
+        return results
 
     def record_result(self, execution_id: str, command_id: str, result: Event) -> None:
         run = self._run(execution_id)

@@ -42,6 +42,8 @@ class TestExports:
             "Commit", "ConflictError", "DuplicateEventError", "EventStore",
             "ExecutionExistsError", "LogEntry", "MemoryStore", "OutboxEntry", "SQLiteStore",
             "StoredExecution", "StoreError", "TransitionRecord", "UnknownExecutionError",
+            "CRASH_POINTS", "EngineError", "Failure", "Registry", "ReplayMismatchError",
+            "Runtime", "Success", "Tool", "ToolOutcome", "UnknownDefinitionError",
             "action_hash", "check_spec", "compile_definition", "decide", "lint",
             "load_definition", "load_spec", "new_execution", "parse_duration_ms",
             "register_function", "registered_functions", "start_event",
