@@ -154,6 +154,7 @@ class WorkflowDefinition:
     budgets: Budgets
     compensation_failed: str | None
     initial_context: Mapping[str, Any]
+    secrets: frozenset[str] = frozenset()
     source: str = "<definition>"
     warnings: tuple[Finding, ...] = field(default=())
 
@@ -267,6 +268,11 @@ class _Builder:
             self._check_state(name, state, children, leaf_of)
         self._check_budgets()
         self._check_approvals()
+        for index, key in enumerate(spec.secrets):
+            if key not in spec.context:
+                self.error("unknown-secret", f"secrets[{index}]",
+                           f"secret {key!r} is not a context key; declare it under `context:` "
+                           f"(known: {', '.join(sorted(spec.context)) or 'none'})", key)
 
         compiled_states: dict[str, CompiledState] = {}
         for name, state in self.states.items():
@@ -314,6 +320,7 @@ class _Builder:
             ),
             compensation_failed=leaf_of.get(spec.compensation_failed or ""),
             initial_context=MappingProxyType(dict(spec.context)),
+            secrets=frozenset(spec.secrets),
             source=source,
             warnings=tuple(f for f in self.findings if f.severity is Severity.WARNING),
         )

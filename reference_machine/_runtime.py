@@ -33,6 +33,7 @@ from reference_machine._records import (
     RunCompensation,
     RunEffect,
 )
+from reference_machine._secrets import MemoryVault, Vault, conceal, reveal
 from reference_machine._spec import Category, Source
 from reference_machine._store import (
     Commit,
@@ -142,6 +143,7 @@ class Runtime:
         *,
         crash: Callable[[str], None] | None = None,
         notify: Callable[[str, RequestApproval], None] | None = None,
+        vault: Vault | None = None,
         conflict_retries: int = 16,
     ) -> None:
         self.store = store
@@ -151,6 +153,7 @@ class Runtime:
         self._crash = crash or (lambda point: None)
         self._notify = notify or (lambda execution_id, request: None)
         self._conflict_retries = conflict_retries
+        self.vault: Vault = vault if vault is not None else MemoryVault()
 
     # -- delivering --------------------------------------------------------------------------
 
@@ -163,6 +166,8 @@ class Runtime:
         # created before a crash, maybe started too: the start event's id decides
         with contextlib.suppress(ExecutionExistsError):
             self.store.create(new_execution(definition, execution_id))
+        if context and definition.secrets:
+            context = conceal(execution_id, context, definition.secrets, self.vault)
         return self.deliver(execution_id, start_event(execution_id, context), now)
 
     def deliver(self, execution_id: str, event: Event, now: int) -> Decision:
@@ -236,7 +241,7 @@ class Runtime:
         if tool is None:
             msg = f"no tool {command.tool!r} was given to the runtime"
             raise EngineError(msg)
-        outcome = tool(command.input, command.key)
+        outcome = tool(reveal(command.input, self.vault), command.key)
         self._crash("after_apply_before_record")
         result = _result_event(command, outcome)
         self.store.record_result(execution_id, command.effect_id, result)

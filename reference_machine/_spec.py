@@ -246,6 +246,11 @@ class WorkflowSpec(_Spec):
     compensation_failed: Name | None = Field(
         None, description="State that asks a human when a compensation fails."
     )
+    secrets: list[Name] = Field(
+        default_factory=list,
+        description="Context keys whose values are secret: stored as references, resolved only "
+                    "in the input handed to a tool.",
+    )
 
     @field_validator("version", mode="before")
     @classmethod

@@ -121,6 +121,9 @@ class SQLiteStore:
             self._db.execute(f"PRAGMA synchronous={synchronous}")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._open_schema()
+        except StoreError:
+            self._close_quietly()  # a refused file is left closed, as it was found
+            raise
         except sqlite3.DatabaseError as exc:
             self._close_quietly()
             raise StoreError(f"{self.path}: not a usable fsmharness store: {exc}") from exc
