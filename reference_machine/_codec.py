@@ -40,10 +40,15 @@ def dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+#: Record fields that hold users' data: stored only if JSON holds them exactly.
+_DATA_FIELDS = frozenset({"context", "payload", "input", "evidence"})
+
+
 def _plain(value: Any) -> Any:
     """Gives the JSON form of a record or container (NamedTuples become objects)."""
     if isinstance(value, tuple) and hasattr(value, "_asdict"):
-        return {key: _plain(item) for key, item in value._asdict().items()}
+        return {key: _data(item, key) if key in _DATA_FIELDS else _plain(item)
+                for key, item in value._asdict().items()}
     if isinstance(value, Mapping):
         return {str(key): _plain(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
@@ -51,6 +56,26 @@ def _plain(value: Any) -> Any:
     if isinstance(value, str):
         return str(value)  # StrEnum members become their plain values
     return value
+
+
+def _data(value: Any, where: str) -> Any:
+    """Gives users' data as JSON, or raises ValueError where JSON would change it (a tuple
+    would come back a list, a number key a text key): refused, never silently altered."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, Mapping):
+        for key in value:
+            if not isinstance(key, str):
+                msg = f"{where}: key {key!r} is not text; JSON would store it as {str(key)!r}"
+                raise ValueError(msg)
+        return {str(key): _data(item, f"{where}.{key}") for key, item in value.items()}
+    if isinstance(value, list):
+        return [_data(item, f"{where}[{index}]") for index, item in enumerate(value)]
+    msg = (f"{where}: a {type(value).__name__} cannot be stored exactly; use a list, a mapping "
+           "with text keys, text, a number, true/false or null")
+    raise ValueError(msg)
 
 
 def encode_execution(execution: Execution) -> str:

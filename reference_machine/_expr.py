@@ -164,8 +164,9 @@ def _compile(node: ast.AST) -> Compiled:
         test, body, orelse = _compile(node.test), _compile(node.body), _compile(node.orelse)
         return lambda c, e: body(c, e) if test(c, e) else orelse(c, e)
     if isinstance(node, ast.List | ast.Tuple | ast.Set):
+        # always a list: what an action stores must come back from JSON unchanged
         items = tuple(_compile(item) for item in node.elts)
-        return lambda c, e: tuple(item(c, e) for item in items)
+        return lambda c, e: [item(c, e) for item in items]
     if isinstance(node, ast.Call):
         if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCTIONS:
             allowed = ", ".join(sorted(_FUNCTIONS))

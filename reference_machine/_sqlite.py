@@ -50,6 +50,7 @@ from reference_machine._store import (
 )
 
 SCHEMA_VERSION = 1
+_TIMER_SOURCES = frozenset({"timer", "system"})
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
 _SCHEMA = """
@@ -117,6 +118,7 @@ class SQLiteStore:
         try:
             # autocommit mode: transactions are opened explicitly with BEGIN IMMEDIATE
             self._db = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None)
+            self._refuse_foreign()  # before any pragma: a refused file is left as it was
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={synchronous}")
             self._db.execute("PRAGMA foreign_keys=ON")
@@ -133,12 +135,24 @@ class SQLiteStore:
         if db is not None:
             db.close()
 
-    def _open_schema(self) -> None:
-        tables = {row[0] for row in self._db.execute(
+    def _tables(self) -> set[str]:
+        return {row[0] for row in self._db.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+    def _refuse_foreign(self) -> None:
+        tables = self._tables()
         if tables and "schema_version" not in tables:
             raise StoreError(f"{self.path}: holds tables but no schema_version; it is not an "
                              "fsmharness store")
+        if tables:
+            row = self._db.execute("SELECT version FROM schema_version").fetchone()
+            if row is not None and row[0] != SCHEMA_VERSION:
+                newer = "a newer" if row[0] > SCHEMA_VERSION else "an unknown"
+                raise StoreError(f"{self.path}: schema version {row[0]} is {newer} schema; "
+                                 f"this fsmharness reads version {SCHEMA_VERSION}")
+
+    def _open_schema(self) -> None:
+        tables = self._tables()
         with self._transaction():
             if not tables:  # executescript would commit; run the statements one by one
                 for statement in _SCHEMA.split(";"):
@@ -188,6 +202,9 @@ class SQLiteStore:
         try:
             with self._transaction():
                 return self._write(commit)
+        except (TypeError, ValueError) as exc:  # data JSON cannot hold exactly: refused
+            raise StoreError(f"{self.path}: event {commit.event.id!r} cannot be stored: "
+                             f"{exc}") from exc
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: commit of event {commit.event.id!r} failed: "
                              f"{exc}") from exc
@@ -205,6 +222,10 @@ class SQLiteStore:
                     except StoreError as exc:
                         self._db.execute("ROLLBACK TO one")
                         results.append(exc)
+                    except (TypeError, ValueError) as exc:  # data JSON cannot hold exactly
+                        self._db.execute("ROLLBACK TO one")
+                        results.append(StoreError(f"{self.path}: event {commit.event.id!r} "
+                                                  f"cannot be stored: {exc}"))
                     self._db.execute("RELEASE one")
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: group commit of {len(commits)} events failed: "
@@ -234,7 +255,9 @@ class SQLiteStore:
         if commit.event.answers:
             db.execute("UPDATE outbox SET delivered = 1 WHERE execution_id = ? AND "
                        "command_id = ?", (execution_id, commit.event.answers))
-            if commit.event.type == TIMER_FIRED:  # a fired timer is gone, whatever decide said
+            if commit.event.type == TIMER_FIRED and commit.event.source in _TIMER_SOURCES:
+                # a fired timer is gone, whatever decide made of it; a forged firing (from a
+                # human or an agent) removes nothing
                 db.execute("DELETE FROM timers WHERE execution_id = ? AND timer_id = ?",
                            (execution_id, commit.event.answers))
         if commit.execution is None:
@@ -282,13 +305,20 @@ class SQLiteStore:
             raise StoreError(f"{self.path}: recording the result of {command_id!r} failed: "
                              f"{exc}") from exc
 
+    def _require(self, execution_id: str) -> None:
+        if self._query_one("SELECT 1 FROM executions WHERE id = ?", (execution_id,)) is None:
+            raise UnknownExecutionError(execution_id)
+
     def pending(self, execution_id: str | None = None) -> list[OutboxEntry]:
+        if execution_id is not None:
+            self._require(execution_id)
         where, args = ("AND execution_id = ?", (execution_id,)) if execution_id else ("", ())
         rows = self._query(f"SELECT execution_id, command, result FROM outbox WHERE delivered = "
                            f"0 {where} ORDER BY execution_id, position", args)
         return [self._entry(row) for row in rows]
 
     def outbox(self, execution_id: str) -> list[OutboxEntry]:
+        self._require(execution_id)
         rows = self._query("SELECT execution_id, command, result FROM outbox WHERE "
                            "execution_id = ? ORDER BY position", (execution_id,))
         return [self._entry(row) for row in rows]
@@ -300,6 +330,7 @@ class SQLiteStore:
         return OutboxEntry(row[0], command, result)  # type: ignore[arg-type]
 
     def log(self, execution_id: str) -> list[LogEntry]:
+        self._require(execution_id)
         rows = self._query("SELECT sequence, event, decision, at FROM log WHERE "
                            "execution_id = ? ORDER BY sequence", (execution_id,))
         return [LogEntry(row[0], decode_event(row[1]), row[2], row[3]) for row in rows]
@@ -314,6 +345,7 @@ class SQLiteStore:
         return [row[0] for row in self._query(query + " ORDER BY id", ())]
 
     def transitions(self, execution_id: str) -> list[TransitionRecord]:
+        self._require(execution_id)
         rows = self._query("SELECT execution_id, definition_version, sequence, record, "
                            "attempt, at, duration_ms, tool, outcome FROM transitions WHERE "
                            "execution_id = ? ORDER BY sequence", (execution_id,))

@@ -9,7 +9,6 @@ consequences atomically, with an optimistic check of the execution's version.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -277,10 +276,11 @@ class MemoryStore:
         # everything is checked above: from here on nothing can fail half-way
         run.consumed.add(event_id)
         run.log.append(LogEntry(len(run.log) + 1, commit.event, commit.decision, commit.at))
-        if commit.event.answers:
-            run.delivered.add(commit.event.answers)
-            if commit.event.type == TIMER_FIRED:  # a fired timer is gone, whatever decide said
-                run.timers.pop(commit.event.answers, None)
+        answers = commit.event.answers
+        if answers in run.outbox:  # an answer that comes before its command hides nothing
+            run.delivered.add(answers)
+        if commit.event.type == TIMER_FIRED and commit.event.source in ("timer", "system"):
+            run.timers.pop(answers, None)  # fired, whatever decide made of it; forged: kept
         if commit.execution is None:
             return run.version
         run.execution = commit.execution
@@ -341,10 +341,6 @@ class MemoryStore:
 
     def close(self) -> None:
         """Nothing to release."""
-
-    def snapshot(self) -> MemoryStore:
-        """Gives an independent copy (a "disk image" for crash tests)."""
-        return copy.deepcopy(self)
 
 
 def check_commits(commits: Sequence[Commit]) -> None:

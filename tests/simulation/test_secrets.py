@@ -65,3 +65,40 @@ def test_secret_must_be_a_context_key() -> None:
     """A secret naming no context key is a definition error at its location."""
     with pytest.raises(DefinitionError, match=r"secrets\[0\]: secret 'cvv' is not a context key"):
         load_definition({**DEFINITION, "secrets": ["cvv"]})
+
+
+def test_group_commit_refuses_only_the_event_json_cannot_hold(tmp_path: Path) -> None:
+    """In a batch, an event whose payload JSON cannot hold exactly is refused alone; the
+    other executions' events are written."""
+    from reference_machine import Event, StoreError
+
+    definition = load_definition({
+        "name": "pingpong", "events": {"ping": {}},
+        "states": {"a": {"initial": True, "type": "wait", "after": {"delay": 60, "target": "z"},
+                         "on": {"ping": "z"}},
+                   "z": {"type": "final", "outcome": "success"}},
+    })
+    store = SQLiteStore(tmp_path / "batch.db")
+    runtime = Runtime(store, [definition], {})
+    runtime.start(definition, "a1")
+    runtime.start(definition, "b1")
+    results = store.commit_many([
+        _commit_of(runtime, "a1", Event("a1/ping", "ping", "system", {})),
+        _commit_of(runtime, "b1", Event("b1/ping", "ping", "system", {"pair": (1, 2)})),
+    ])
+    assert results[0] == 2
+    assert isinstance(results[1], StoreError)
+    assert "cannot be stored" in str(results[1])
+    assert store.load("a1").execution.state == "z"
+    assert store.load("b1").version == 1
+
+
+def _commit_of(runtime: Runtime, execution_id: str, event: Any) -> Any:
+    """Gives the commit that delivering `event` would write."""
+    from reference_machine import decide
+    from reference_machine._runtime import _commit
+
+    stored = runtime.store.load(execution_id)
+    definition = runtime.registry.get(stored.execution.definition, stored.execution.version)
+    decision = decide(definition, stored.execution, event, 1)
+    return _commit(execution_id, stored.version, event, decision, 1)
