@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from reference_machine._records import (
@@ -44,35 +45,49 @@ def dumps(value: Any) -> str:
 _DATA_FIELDS = frozenset({"context", "payload", "input", "evidence"})
 
 
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
 def _plain(value: Any) -> Any:
-    """Gives the JSON form of a record or container (NamedTuples become objects)."""
-    if isinstance(value, tuple) and hasattr(value, "_asdict"):
-        return {key: _data(item, key) if key in _DATA_FIELDS else _plain(item)
-                for key, item in value._asdict().items()}
-    if isinstance(value, Mapping):
-        return {str(key): _plain(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(item) for item in value]
+    """Gives the JSON form of a record or container (NamedTuples become objects). Checks go
+    by exact type first: an `isinstance(x, Mapping)` ABC check costs ~0.5 us on CPython 3.11."""
+    kind = type(value)
+    if kind is str or kind in _SCALARS:
+        return value
     if isinstance(value, str):
         return str(value)  # StrEnum members become their plain values
+    if isinstance(value, tuple):
+        fields = getattr(value, "_fields", None)
+        if fields is None:
+            return [_plain(item) for item in value]
+        return {key: _data(item, key) if key in _DATA_FIELDS else _plain(item)
+                for key, item in zip(fields, value, strict=True)}
+    if kind is dict or kind is MappingProxyType or isinstance(value, Mapping):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if kind is list:
+        return [_plain(item) for item in value]
     return value
 
 
 def _data(value: Any, where: str) -> Any:
     """Gives users' data as JSON, or raises ValueError where JSON would change it (a tuple
     would come back a list, a number key a text key): refused, never silently altered."""
-    if value is None or isinstance(value, bool | int | float):
+    kind = type(value)
+    if kind is str or kind in _SCALARS:
         return value
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, Mapping):
-        for key in value:
+    if kind is dict or kind is MappingProxyType or (
+            kind is not list and isinstance(value, Mapping)):
+        plain = {}
+        for key, item in value.items():
             if not isinstance(key, str):
                 msg = f"{where}: key {key!r} is not text; JSON would store it as {str(key)!r}"
                 raise ValueError(msg)
-        return {str(key): _data(item, f"{where}.{key}") for key, item in value.items()}
-    if isinstance(value, list):
-        return [_data(item, f"{where}[{index}]") for index, item in enumerate(value)]
+            plain[str(key)] = _data(item, where)
+        return plain
+    if kind is list:
+        return [_data(item, where) for item in value]
+    if isinstance(value, str):
+        return str(value)
     msg = (f"{where}: a {type(value).__name__} cannot be stored exactly; use a list, a mapping "
            "with text keys, text, a number, true/false or null")
     raise ValueError(msg)

@@ -162,6 +162,11 @@ class Runtime:
         """Creates an execution and starts it; the context travels in the start event, so the
         log alone rebuilds the run. Idempotent, so a client can retry a start it saw no answer
         to: a second start of a started run is ignored as a duplicate."""
+        missing = sorted(set(definition.tools) - set(self.tools))
+        if missing:
+            msg = (f"definition {definition.name!r} uses tools that were not given to the "
+                   f"runtime: {', '.join(missing)}")
+            raise EngineError(msg)
         self.registry.register(definition)
         # created before a crash, maybe started too: the start event's id decides
         with contextlib.suppress(ExecutionExistsError):

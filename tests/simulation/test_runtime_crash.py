@@ -214,3 +214,35 @@ def test_tool_without_keys_is_not_retried_blindly_after_a_crash(tmp_path: Path) 
     (entry,) = [e for e in recovered.store.outbox("r1")
                 if getattr(e.command, "tool", "") == "email.send"]
     assert entry.result is not None and entry.result.payload["category"] == "timeout"
+
+
+def test_bad_deliveries_are_clear_and_lose_nothing(tmp_path: Path) -> None:
+    """An event for an unknown execution is an UnknownExecutionError writing nothing; an event
+    type the definition lacks is logged as rejected and changes nothing else."""
+    from reference_machine import UnknownExecutionError
+
+    store = SQLiteStore(tmp_path / "bad.db")
+    runtime = Runtime(store, [REFUND], World().tools())
+    runtime.start(REFUND, "r1", context={"order_id": "o-1"})
+    before = store.load("r1")
+    with pytest.raises(UnknownExecutionError, match=r"no execution 'nobody' in the store"):
+        runtime.deliver("nobody", Event("e-1", "ticket.updated", "human", {}), 5)
+    assert store.execution_ids() == ["r1"]
+    decision = runtime.deliver("r1", Event("e-2", "refund.teleported", "agent", {}), 5)
+    assert decision.kind == "rejected"
+    assert store.log("r1")[-1].decision == "rejected"
+    assert store.load("r1") == before
+    assert runtime.replay("r1") == before.execution
+
+
+def test_start_refuses_a_definition_whose_tools_were_not_given() -> None:
+    """Starting a run whose tools the runtime lacks fails at once, naming them, and creates
+    nothing."""
+    from reference_machine import EngineError
+
+    store = MemoryStore()
+    runtime = Runtime(store, [REFUND], {"crm.lookup_order": World().tool("crm.lookup_order")})
+    with pytest.raises(EngineError, match=r"uses tools that were not given to the runtime: "
+                                          r"agent\.plan_refund, email\.send"):
+        runtime.start(REFUND, "r1", context={"order_id": "o-1"})
+    assert store.execution_ids() == []

@@ -60,7 +60,7 @@ def test_two_processes_advance_one_execution_without_double_application(tmp_path
     counter = load_definition(HERE / "workflows" / "counter.yaml")
     with sqlite3.connect(ledger) as db:
         db.execute("CREATE TABLE applied (tool TEXT, key TEXT)")
-    setup = Runtime(SQLiteStore(store), [counter], {})
+    setup = Runtime(SQLiteStore(store), [counter], {"counter.bump": lambda p, k: Success({})})
     setup.start(counter, "c1")
     workers = [subprocess.Popen([sys.executable, str(HERE / "bumper.py"), str(store),
                                  str(ledger), order], cwd=ROOT, stderr=subprocess.PIPE,

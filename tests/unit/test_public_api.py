@@ -79,9 +79,20 @@ class TestReadme:
 
     def test_python_example_runs(self, tmp_path: Path) -> None:
         """The README's Python example runs as written and reaches the planning step."""
-        (example,) = fenced("python")
+        example = fenced("python")[0]
         script = tmp_path / "example.py"
         script.write_text(example + "\nassert decision.execution.state == 'planning', decision\n")
         result = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True,
+                                text=True, check=False)
+        assert result.returncode == 0, result.stderr
+
+
+    def test_runtime_example_runs(self, tmp_path: Path) -> None:
+        """The README's runtime example runs as written, up to the supervisor's approval."""
+        example = fenced("python")[1]
+        script = tmp_path / "runtime_example.py"
+        script.write_text(example.replace('"scenarios/', f'"{ROOT}/scenarios/') + "\nassert "
+                          "runtime.store.load('run-1').execution.state == 'awaiting_approval'\n")
+        result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
                                 text=True, check=False)
         assert result.returncode == 0, result.stderr
