@@ -42,8 +42,11 @@ from reference_machine._store import (
     EventStore,
     ExecutionExistsError,
     OutboxEntry,
+    StoredExecution,
 )
 from reference_machine.errors import ReferenceMachineError
+
+_CACHE_MAX = 10_000  # executions whose last committed record this runtime keeps
 
 #: The named places where a crash hook is called, in the order a delivery passes them.
 CRASH_POINTS = (
@@ -154,6 +157,7 @@ class Runtime:
         self._notify = notify or (lambda execution_id, request: None)
         self._conflict_retries = conflict_retries
         self.vault: Vault = vault if vault is not None else MemoryVault()
+        self._cache: dict[str, StoredExecution] = {}
 
     # -- delivering --------------------------------------------------------------------------
 
@@ -178,17 +182,19 @@ class Runtime:
     def deliver(self, execution_id: str, event: Event, now: int) -> Decision:
         """Decides and commits `event`, then dispatches what it commanded."""
         for _ in range(self._conflict_retries):
-            stored = self.store.load(execution_id)
+            stored = self._load(execution_id)
             definition = self._definition(stored.execution)
             decision = decide(definition, stored.execution, event, now)
             commit = _commit(execution_id, stored.version, event, decision, now)
             self._crash("before_commit")
             try:
-                self.store.commit(commit)
+                version = self.store.commit(commit)
             except ConflictError:
+                self._cache.pop(execution_id, None)
                 continue  # another worker moved first: reload and decide again
             except DuplicateEventError as exc:
                 return Ignored(IgnoreReason.DUPLICATE, str(exc))
+            self._remember(execution_id, commit, version)
             self._crash("after_commit_before_dispatch")
             if isinstance(decision, Accepted):
                 self._dispatch(execution_id, decision.commands, now)
@@ -203,7 +209,7 @@ class Runtime:
         conflict is delivered again on its own; a duplicate is ignored."""
         staged = []
         for execution_id, event in deliveries:
-            stored = self.store.load(execution_id)
+            stored = self._load(execution_id)
             decision = decide(self._definition(stored.execution), stored.execution, event, now)
             staged.append((execution_id, event, decision, _commit(
                 execution_id, stored.version, event, decision, now)))
@@ -211,18 +217,33 @@ class Runtime:
         results = self.store.commit_many([commit for *_, commit in staged])
         self._crash("after_commit_before_dispatch")
         decisions: list[Decision] = []
-        for (execution_id, event, decision, _), result in zip(staged, results, strict=True):
+        for (execution_id, event, decision, commit), result in zip(staged, results,
+                                                                   strict=True):
             if isinstance(result, DuplicateEventError):
                 decisions.append(Ignored(IgnoreReason.DUPLICATE, str(result)))
             elif isinstance(result, ConflictError):
+                self._cache.pop(execution_id, None)
                 decisions.append(self.deliver(execution_id, event, now))
             elif isinstance(result, Exception):
                 raise result
             else:
+                self._remember(execution_id, commit, result)
                 if isinstance(decision, Accepted):
                     self._dispatch(execution_id, decision.commands, now)
                 decisions.append(decision)
         return decisions
+
+    def _load(self, execution_id: str) -> StoredExecution:
+        """Gives the execution as this runtime last committed it, or as the store has it. A
+        stale copy is safe: the store's version check refuses a decision made on it."""
+        cached = self._cache.get(execution_id)
+        return cached if cached is not None else self.store.load(execution_id)
+
+    def _remember(self, execution_id: str, commit: Commit, version: int) -> None:
+        if commit.execution is not None:
+            self._cache[execution_id] = StoredExecution(commit.execution, version)
+            if len(self._cache) > _CACHE_MAX:
+                self._cache.pop(next(iter(self._cache)))
 
     def tick(self, now: int) -> list[Decision]:
         """Fires every timer due at `now`, oldest first, as `timer.fired` events."""

@@ -245,7 +245,9 @@ class SQLiteStore:
                        (execution_id, commit.event.id))
         except sqlite3.IntegrityError as exc:
             raise DuplicateEventError(execution_id, commit.event.id) from exc
-        if commit.execution is not None and version != commit.expected_version:
+        # every commit checks the version, rejections too: the log's order is the order in
+        # which decisions were made on the state they saw, so replay decides them alike
+        if version != commit.expected_version:
             raise ConflictError(execution_id, commit.expected_version, version)
         sequence = db.execute("SELECT COALESCE(MAX(sequence), 0) + 1 FROM log WHERE "
                               "execution_id = ?", (execution_id,)).fetchone()[0]

@@ -271,7 +271,9 @@ class MemoryStore:
         event_id = commit.event.id
         if event_id in run.consumed:
             raise DuplicateEventError(commit.execution_id, event_id)
-        if commit.execution is not None and run.version != commit.expected_version:
+        # every commit checks the version, rejections too: the log's order is the order in
+        # which decisions were made on the state they saw, so replay decides them alike
+        if run.version != commit.expected_version:
             raise ConflictError(commit.execution_id, commit.expected_version, run.version)
         # everything is checked above: from here on nothing can fail half-way
         run.consumed.add(event_id)

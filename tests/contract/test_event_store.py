@@ -573,12 +573,19 @@ class EventStoreContract:
             with pytest.raises(DuplicateEventError, match=f"event {event.id!r} was already"):
                 store.commit(Commit(XID, 1, event, "rejected", 0))
 
-    def test_ignored_event_does_not_need_the_current_version(self, store: EventStore):
-        """An ignored or rejected event changes no execution, so its expected version is moot."""
+    def test_rejected_event_needs_the_current_version_too(self, store: EventStore):
+        """A rejection decided on a stale record is refused like any commit (replay must decide
+        each logged event on the state it was decided on); at the current version it is
+        logged and consumed without changing the version."""
         driver = Driver(store)
         driver.start()
         driver.accept(driver.result(LOOKUP))
-        assert store.commit(Commit(XID, 0, Event("tp", "refund.teleported"), "rejected", 1)) == 2
+        stale = Commit(XID, 0, Event("tp", "refund.teleported"), "rejected", 1)
+        with pytest.raises(ConflictError, match=r"is at version 2, not 0"):
+            store.commit(stale)
+        assert len(store.log(XID)) == 2
+        current = Commit(XID, 2, Event("tp", "refund.teleported"), "rejected", 1)
+        assert store.commit(current) == 2
         assert store.load(XID).version == 2
         assert store.log(XID)[-1].sequence == 3
 
