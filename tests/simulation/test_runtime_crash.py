@@ -43,11 +43,17 @@ class World:
     def __init__(self) -> None:
         self.applied: list[tuple[str, str]] = []
         self._seen: dict[tuple[str, str], Mapping[str, Any]] = {}
+        self.store: Any = None  # when set, each call checks its command was committed first
+        self.uncommitted: list[tuple[str, str]] = []
 
     def tool(self, name: str) -> Callable[[Mapping[str, Any], str], ToolOutcome]:
         honours_keys = REFUND.tools[name].idempotency_keys
 
         def call(payload: Mapping[str, Any], key: str) -> ToolOutcome:
+            if self.store is not None and not any(
+                    getattr(entry.command, "key", None) == key
+                    for entry in self.store.outbox("r1")):
+                self.uncommitted.append((name, key))  # persist-before-effect broken
             if honours_keys and (name, key) in self._seen:
                 return Success(self._seen[(name, key)])
             self.applied.append((name, key))
@@ -98,16 +104,22 @@ def stores(tmp_path: Path) -> dict[str, Callable[[], Any]]:
     return {"memory": lambda: memory, "sqlite": lambda: SQLiteStore(path)}
 
 
+@pytest.mark.parametrize("runtime_class", ["Runtime", "DispatchFirstRuntime"])
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
 @pytest.mark.parametrize("point", CRASH_POINTS)
 @pytest.mark.parametrize("hit", [1, 3, 5])
 def test_crash_then_recover_applies_each_effect_once(tmp_path: Path, backend: str, point: str,
-                                                     hit: int) -> None:
+                                                     hit: int, runtime_class: str) -> None:
     """A crash at `point` (its `hit`-th pass), then a new runtime recovers: the refund ends
-    refunded, every tool applied each key once, and the log replays to the stored record."""
+    refunded, every tool applied each key once, and only after its command was committed,
+    and the log replays to the stored record. Against a runtime that dispatches before it
+    commits, every case finds effects applied before their commit."""
+    runtime_class = {"Runtime": Runtime, "DispatchFirstRuntime": DispatchFirstRuntime}[
+        runtime_class]
     open_store = stores(tmp_path)[backend]
     world = World()
-    runtime = Runtime(open_store(), [REFUND], world.tools(), crash=crash_at(point, hit))
+    runtime = runtime_class(open_store(), [REFUND], world.tools(), crash=crash_at(point, hit))
+    world.store = runtime.store
     crashed = False
     try:
         runtime.start(REFUND, "r1", context={"order_id": "o-1"})
@@ -116,11 +128,18 @@ def test_crash_then_recover_applies_each_effect_once(tmp_path: Path, backend: st
         crashed = True
     assert crashed, f"{point} was passed fewer than {hit} times"
     store = open_store()  # a new process: only what was committed survives
+    world.store = store
     recovered = Runtime(store, [REFUND], world.tools())
     recovered.recover(now=0)
     recovered.start(REFUND, "r1", context={"order_id": "o-1"})  # the client retries its start
     run_to_end(recovered, store)
     execution = store.load("r1").execution
+    if runtime_class is DispatchFirstRuntime:
+        # the broken runtime calls tools before their commands are committed: every run of
+        # this test against it fails here, whatever the crash point
+        assert world.uncommitted, "the broken runtime should have applied uncommitted effects"
+        return
+    assert world.uncommitted == [], f"effects applied before commit: {world.uncommitted}"
     keys = [key for _, key in world.applied]
     assert len(keys) == len(set(keys)), f"an effect was applied twice: {world.applied}"
     assert [name for name, _ in world.applied] == [
