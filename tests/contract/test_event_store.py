@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from refund_world import candidates
 
 from reference_machine import (
     APPROVAL_DENIED,
@@ -259,38 +260,6 @@ def command_ids(entries: list[OutboxEntry]) -> list[str]:
 
 # -- drawing random walks --------------------------------------------------------------------------
 
-OUTPUTS: dict[str, list[dict[str, Any]]] = {
-    "collecting_requirements": [LOOKUP, {"order_id": ORDER}],
-    "planning": [PLAN, GREEDY_PLAN],
-    "executing_refund": [REFUND_OUT],
-    "verifying": [SETTLED, {"status": "failed"}],
-    "notifying": [SENT],
-}
-CATEGORIES = ["transient", "rate_limited", "timeout", "permanent", "invalid_output"]
-
-
-def candidates(ex: Execution, now: int) -> list[tuple[Event, int]]:
-    """Gives events (without ids) a plausible environment could deliver next, with times."""
-    out: list[tuple[Event, int]] = []
-    effect = ex.effect
-    if effect is not None and effect.compensation:
-        out.append((Event("", COMPENSATION_SUCCEEDED, "tool", {}, effect.effect_id), now))
-        out += [(Event("", COMPENSATION_FAILED, "tool", {"category": c}, effect.effect_id), now)
-                for c in CATEGORIES]
-    elif effect is not None:
-        out += [(Event("", STEP_SUCCEEDED, "tool", p, effect.effect_id), now)
-                for p in OUTPUTS.get(ex.state, [{}])]
-        out += [(Event("", STEP_FAILED, "tool", {"category": c}, effect.effect_id), now)
-                for c in CATEGORIES]
-    out += [(Event("", TIMER_FIRED, "timer", {}, t.id), max(now, t.fire_at)) for t in ex.timers]
-    if ex.approval is not None:
-        payload = {"role": "supervisor", "action_hash": ex.approval.action_hash}
-        out += [(Event("", kind, "human", payload, ex.approval.request_id), now)
-                for kind in (APPROVAL_GRANTED, APPROVAL_DENIED)]
-    out += [(Event("", "ticket.updated", "human", {"note": "n"}), now),
-            (Event("", STEP_SUCCEEDED, "tool", LOOKUP, ex.answered or "junk#1"), now),
-            (Event("", "refund.teleported", "human", {}), now)]
-    return out
 
 
 

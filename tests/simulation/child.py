@@ -12,19 +12,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from reference_machine import APPROVAL_GRANTED, Event, SQLiteStore, Status, load_definition
-from reference_machine._runtime import Runtime, Success, ToolOutcome
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # run as a script
+from refund_world import REFUND, TOOL_OUTPUTS, finish
 
-ROOT = Path(__file__).resolve().parents[2]
-REFUND = load_definition(ROOT / "scenarios" / "refund_escalation.yaml")
-OUTPUTS: dict[str, dict[str, Any]] = {
-    "crm.lookup_order": {"order_id": "o-1", "amount": 50, "customer_email": "a@example.com"},
-    "agent.plan_refund": {"amount": 40, "reason": "damaged"},
-    "payments.refund": {"refund_id": "rf-1"},
-    "payments.get_refund": {"status": "succeeded"},
-    "email.send": {},
-    "payments.void_refund": {},
-}
+from reference_machine import SQLiteStore
+from reference_machine._runtime import Runtime, Success, ToolOutcome
 
 
 def ledger_tools(path: str) -> dict[str, Callable[[Mapping[str, Any], str], ToolOutcome]]:
@@ -41,11 +33,11 @@ def ledger_tools(path: str) -> dict[str, Callable[[Mapping[str, Any], str], Tool
                               (name, key)).fetchone()
             if not (honours_keys and seen):
                 db.execute("INSERT INTO applied VALUES (?, ?)", (name, key))
-            return Success(OUTPUTS[name])
+            return Success(TOOL_OUTPUTS[name])
 
         return call
 
-    return {name: make(name) for name in OUTPUTS}
+    return {name: make(name) for name in TOOL_OUTPUTS}
 
 
 def kill_at(point: str, hit: int) -> Callable[[str], None]:
@@ -60,25 +52,6 @@ def kill_at(point: str, hit: int) -> Callable[[str], None]:
     return hook
 
 
-def finish(runtime: Runtime) -> None:
-    """Approves when asked and fires timers until the run is final or with a human."""
-    now = 0
-    for _ in range(50):
-        execution = runtime.store.load("r1").execution
-        if execution.status == Status.FINAL or execution.state == "needs_human":
-            return
-        if execution.approval is not None:
-            request = execution.approval
-            runtime.deliver("r1", Event(f"{request.request_id}/decision", APPROVAL_GRANTED,
-                                        "human", {"role": "supervisor",
-                                                  "action_hash": request.action_hash},
-                                        request.request_id), now)
-            continue
-        now += 60_000
-        runtime.tick(now)
-    raise SystemExit("the run did not finish")
-
-
 def main(argv: list[str]) -> None:
     mode, store_path, ledger_path = argv[:3]
     crash = kill_at(argv[3], int(argv[4])) if mode == "crash" else None
@@ -87,7 +60,8 @@ def main(argv: list[str]) -> None:
     if mode == "recover":
         runtime.recover(now=0)
     runtime.start(REFUND, "r1", context={"order_id": "o-1"})  # idempotent: a client's retry
-    finish(runtime)
+    if not finish(runtime):
+        raise SystemExit("the run did not finish")
 
 
 if __name__ == "__main__":

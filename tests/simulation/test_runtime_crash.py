@@ -8,27 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from refund_world import REFUND, TOOL_OUTPUTS, finish
 
 from reference_machine import (
-    APPROVAL_GRANTED,
     Event,
     MemoryStore,
     SQLiteStore,
-    Status,
-    load_definition,
 )
 from reference_machine._runtime import CRASH_POINTS, Failure, Runtime, Success, ToolOutcome
-
-ROOT = Path(__file__).resolve().parents[2]
-REFUND = load_definition(ROOT / "scenarios" / "refund_escalation.yaml")
-OUTPUTS: dict[str, dict[str, Any]] = {
-    "crm.lookup_order": {"order_id": "o-1", "amount": 50, "customer_email": "a@example.com"},
-    "agent.plan_refund": {"amount": 40, "reason": "damaged"},
-    "payments.refund": {"refund_id": "rf-1"},
-    "payments.get_refund": {"status": "succeeded"},
-    "email.send": {},
-    "payments.void_refund": {},
-}
 
 
 class Crash(Exception):
@@ -57,13 +44,13 @@ class World:
             if honours_keys and (name, key) in self._seen:
                 return Success(self._seen[(name, key)])
             self.applied.append((name, key))
-            self._seen[(name, key)] = OUTPUTS[name]
-            return Success(OUTPUTS[name])
+            self._seen[(name, key)] = TOOL_OUTPUTS[name]
+            return Success(TOOL_OUTPUTS[name])
 
         return call
 
     def tools(self) -> dict[str, Callable[[Mapping[str, Any], str], ToolOutcome]]:
-        return {name: self.tool(name) for name in OUTPUTS}
+        return {name: self.tool(name) for name in TOOL_OUTPUTS}
 
 
 def crash_at(point: str, hit: int) -> Callable[[str], None]:
@@ -80,22 +67,9 @@ def crash_at(point: str, hit: int) -> Callable[[str], None]:
 
 
 def run_to_end(runtime: Runtime, store: Any) -> None:
-    """Approves the refund when asked and fires timers until the run is final."""
-    now = 0
-    for _ in range(50):
-        execution = store.load("r1").execution
-        if execution.status == Status.FINAL or execution.state == "needs_human":
-            return
-        if execution.approval is not None:
-            request = execution.approval
-            runtime.deliver("r1", Event(f"{request.request_id}/decision", APPROVAL_GRANTED,
-                                        "human", {"role": "supervisor",
-                                                  "action_hash": request.action_hash},
-                                        request.request_id), now)
-            continue
-        now += 60_000
-        runtime.tick(now)
-    pytest.fail(f"the run did not finish: {store.load('r1').execution}")
+    """Plays the supervisor and the clock until the run is final or with a human."""
+    if not finish(runtime):
+        pytest.fail(f"the run did not finish: {store.load('r1').execution}")
 
 
 def stores(tmp_path: Path) -> dict[str, Callable[[], Any]]:

@@ -18,15 +18,13 @@ import pytest
 from driving import Run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from refund_world import candidates
 
 from reference_machine import (
     APPROVAL_DENIED,
-    APPROVAL_GRANTED,
-    COMPENSATION_FAILED,
     COMPENSATION_SUCCEEDED,
     STEP_FAILED,
     STEP_SUCCEEDED,
-    TIMER_FIRED,
     Accepted,
     CancelTimer,
     Command,
@@ -245,7 +243,7 @@ def test_decoded_execution_decides_like_the_original(label: str):
     execution = EXECUTIONS[label]
     back = decode_execution(encode_execution(execution))
     definition = SAGA if label.startswith("saga") else REFUND
-    for event, at in _candidates(execution, 0):
+    for event, at in candidates(execution, 0):
         event = event._replace(id="next")
         assert decide(definition, back, event, at) == decide(definition, execution, event, at)
 
@@ -483,38 +481,6 @@ def test_payloads_json_cannot_hold_are_refused_or_kept(payload: dict[Any, Any]):
 
 # -- random walks ----------------------------------------------------------------------------------
 
-OUTPUTS: dict[str, list[dict[str, Any]]] = {
-    "collecting_requirements": [LOOKUP],
-    "planning": [PLAN, {"amount": 80, "reason": "greedy"}],
-    "executing_refund": [REFUND_OUT],
-    "verifying": [SETTLED, {"status": "failed"}],
-    "notifying": [SENT],
-    "reserve": [{"reservation_id": "res-1"}],
-}
-CATEGORIES = ["transient", "rate_limited", "timeout", "permanent", "invalid_output"]
-
-
-def _candidates(ex: Execution, now: int) -> list[tuple[Event, int]]:
-    """Gives events (without ids) a plausible environment could deliver next, with times."""
-    out: list[tuple[Event, int]] = []
-    effect = ex.effect
-    if effect is not None and effect.compensation:
-        out.append((Event("", COMPENSATION_SUCCEEDED, "tool", {}, effect.effect_id), now))
-        out += [(Event("", COMPENSATION_FAILED, "tool", {"category": c}, effect.effect_id), now)
-                for c in CATEGORIES]
-    elif effect is not None:
-        out += [(Event("", STEP_SUCCEEDED, "tool", p, effect.effect_id), now)
-                for p in OUTPUTS.get(ex.state, [{}])]
-        out += [(Event("", STEP_FAILED, "tool", {"category": c}, effect.effect_id), now)
-                for c in CATEGORIES]
-    out += [(Event("", TIMER_FIRED, "timer", {}, t.id), max(now, t.fire_at)) for t in ex.timers]
-    if ex.approval is not None:
-        payload = {"role": "supervisor", "action_hash": ex.approval.action_hash}
-        out += [(Event("", kind, "human", payload, ex.approval.request_id), now)
-                for kind in (APPROVAL_GRANTED, APPROVAL_DENIED)]
-    out += [(Event("", "ticket.updated", "human", {"note": "n"}), now),
-            (Event("", STEP_SUCCEEDED, "tool", {}, ex.answered or "junk#1"), now)]
-    return out
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -534,7 +500,7 @@ def test_property_every_record_of_a_walk_round_trips(data: st.DataObject, steps:
         assert back == ex
         assert _typed(back) == _typed(ex)
         assert encode_execution(back) == text
-        event, at = data.draw(st.sampled_from(_candidates(ex, now)), label="event")
+        event, at = data.draw(st.sampled_from(candidates(ex, now)), label="event")
         event = event._replace(id=f"w{index}")
         assert decode_event(encode_event(event)) == event
         now = max(now, at)

@@ -26,7 +26,7 @@ from reference_machine import (
     start_event,
 )
 
-WORKFLOWS = Path(__file__).resolve().parent / "workflows"
+WORKFLOWS = Path(__file__).resolve().parents[1] / "unit" / "workflows"
 
 
 class Run:
