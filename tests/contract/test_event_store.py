@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from refund_world import candidates
+from refund_world import TAGS, candidates
 
 from reference_machine import (
     APPROVAL_DENIED,
@@ -83,28 +83,6 @@ SETTLED = {"status": "succeeded"}
 SENT = {"message_id": "m-1"}
 LOOKUP_EFFECT = f"{XID}/collecting_requirements/1#1"
 
-# A workflow whose action assigns a list literal (a tuple in the context) and whose guard
-# compares against one: the smallest run that shows what a lossy codec does to a stored run.
-TAGS = load_definition({
-    "name": "tags",
-    "version": 1,
-    "context": {"tags": None},
-    "events": {"go": {"sources": ["human"]}},
-    "states": {
-        "tagging": {
-            "initial": True, "type": "wait", "after": {"delay": "1d", "target": "no"},
-            "on": {"go": {"target": "tagged",
-                          "actions": [{"assign": {"tags": "['x', 'y']"}}]}},
-        },
-        "tagged": {
-            "type": "wait", "after": {"delay": "1d", "target": "no"},
-            "on": {"go": [{"target": "yes", "guard": "context.tags == ['x', 'y']"},
-                          {"target": "no"}]},
-        },
-        "yes": {"type": "final", "outcome": "success"},
-        "no": {"type": "final", "outcome": "failure"},
-    },
-})
 
 
 # -- driving executions through a store ------------------------------------------------------------

@@ -92,3 +92,27 @@ def finish(runtime: Runtime, execution_id: str = "r1", rounds: int = 50) -> bool
         now += 60_000
         runtime.tick(now)
     return False
+
+
+# A workflow whose action assigns a list literal and whose guard compares against one: the
+# smallest run that shows whether a stored run comes back exactly as it was decided.
+TAGS = load_definition({
+    "name": "tags",
+    "version": 1,
+    "context": {"tags": None},
+    "events": {"go": {"sources": ["human"]}},
+    "states": {
+        "tagging": {
+            "initial": True, "type": "wait", "after": {"delay": "1d", "target": "no"},
+            "on": {"go": {"target": "tagged",
+                          "actions": [{"assign": {"tags": "['x', 'y']"}}]}},
+        },
+        "tagged": {
+            "type": "wait", "after": {"delay": "1d", "target": "no"},
+            "on": {"go": [{"target": "yes", "guard": "context.tags == ['x', 'y']"},
+                          {"target": "no"}]},
+        },
+        "yes": {"type": "final", "outcome": "success"},
+        "no": {"type": "final", "outcome": "failure"},
+    },
+})

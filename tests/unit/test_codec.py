@@ -18,7 +18,7 @@ import pytest
 from driving import Run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from refund_world import candidates
+from refund_world import TAGS, candidates
 
 from reference_machine import (
     APPROVAL_DENIED,
@@ -431,26 +431,6 @@ def test_start_event_source_is_stored_as_plain_text():
 
 # -- lossy values ----------------------------------------------------------------------------------
 
-TAGS = load_definition({
-    "name": "tags",
-    "version": 1,
-    "context": {"tags": None},
-    "events": {"go": {"sources": ["human"]}},
-    "states": {
-        "tagging": {
-            "initial": True, "type": "wait", "after": {"delay": "1d", "target": "no"},
-            "on": {"go": {"target": "tagged",
-                          "actions": [{"assign": {"tags": "['x', 'y']"}}]}},
-        },
-        "tagged": {
-            "type": "wait", "after": {"delay": "1d", "target": "no"},
-            "on": {"go": [{"target": "yes", "guard": "context.tags == ['x', 'y']"},
-                          {"target": "no"}]},
-        },
-        "yes": {"type": "final", "outcome": "success"},
-        "no": {"type": "final", "outcome": "failure"},
-    },
-})
 
 
 def test_context_made_by_a_list_literal_round_trips():
