@@ -173,14 +173,29 @@ class Runtime:
             raise EngineError(msg)
         self.registry.register(definition)
         # created before a crash, maybe started too: the start event's id decides
+        hidden: dict[str, Any] = {}
+        if definition.secrets:
+            # every secret key, defaults included, is a reference from the first record on
+            merged = {**definition.initial_context, **(context or {})}
+            hidden = conceal(execution_id, {k: merged[k] for k in definition.secrets
+                                            if k in merged}, definition.secrets, self.vault)
+            context = {**(context or {}), **hidden}
         with contextlib.suppress(ExecutionExistsError):
-            self.store.create(new_execution(definition, execution_id))
-        if context and definition.secrets:
-            context = conceal(execution_id, context, definition.secrets, self.vault)
+            self.store.create(new_execution(definition, execution_id, context=hidden))
         return self.deliver(execution_id, start_event(execution_id, context), now)
 
     def deliver(self, execution_id: str, event: Event, now: int) -> Decision:
-        """Decides and commits `event`, then dispatches what it commanded."""
+        """Decides and commits `event`, then dispatches what it commanded, delivering each
+        tool result in turn (a loop, not recursion: a long chain of steps is fine)."""
+        decision = self._commit_one(execution_id, event, now)
+        queue = self._dispatch(execution_id, decision)
+        while queue:
+            next_id, result = queue.pop(0)
+            queue += self._dispatch(next_id, self._commit_one(next_id, result, now))
+        return decision
+
+    def _commit_one(self, execution_id: str, event: Event, now: int) -> Decision:
+        """Decides and commits one event, deciding again after a version conflict."""
         for _ in range(self._conflict_retries):
             stored = self._load(execution_id)
             definition = self._definition(stored.execution)
@@ -196,8 +211,6 @@ class Runtime:
                 return Ignored(IgnoreReason.DUPLICATE, str(exc))
             self._remember(execution_id, commit, version)
             self._crash("after_commit_before_dispatch")
-            if isinstance(decision, Accepted):
-                self._dispatch(execution_id, decision.commands, now)
             return decision
         msg = (f"execution {execution_id!r}: {self._conflict_retries} version conflicts in a "
                "row; another worker keeps advancing it")
@@ -217,6 +230,8 @@ class Runtime:
         results = self.store.commit_many([commit for *_, commit in staged])
         self._crash("after_commit_before_dispatch")
         decisions: list[Decision] = []
+        failed: list[Exception] = []
+        queue: list[tuple[str, Event]] = []
         for (execution_id, event, decision, commit), result in zip(staged, results,
                                                                    strict=True):
             if isinstance(result, DuplicateEventError):
@@ -225,12 +240,17 @@ class Runtime:
                 self._cache.pop(execution_id, None)
                 decisions.append(self.deliver(execution_id, event, now))
             elif isinstance(result, Exception):
-                raise result
+                failed.append(result)  # the others were committed: dispatch them first
+                decisions.append(Ignored(IgnoreReason.DUPLICATE, str(result)))
             else:
                 self._remember(execution_id, commit, result)
-                if isinstance(decision, Accepted):
-                    self._dispatch(execution_id, decision.commands, now)
+                queue += self._dispatch(execution_id, decision)
                 decisions.append(decision)
+        while queue:
+            next_id, event = queue.pop(0)
+            queue += self._dispatch(next_id, self._commit_one(next_id, event, now))
+        if failed:
+            raise failed[0]
         return decisions
 
     def _load(self, execution_id: str) -> StoredExecution:
@@ -255,24 +275,46 @@ class Runtime:
 
     # -- dispatching -------------------------------------------------------------------------
 
-    def _dispatch(self, execution_id: str, commands: Iterable[object], now: int) -> None:
-        for command in commands:
+    def _dispatch(self, execution_id: str, decision: Decision) -> list[tuple[str, Event]]:
+        """Runs an accepted decision's commands; gives the results to deliver next."""
+        if not isinstance(decision, Accepted):
+            return []
+        results = []
+        for command in decision.commands:
             if isinstance(command, RunEffect | RunCompensation):
-                self._call(execution_id, command, now)
+                results.append((execution_id, self._call(execution_id, command)))
             elif isinstance(command, RequestApproval):
                 self._notify(execution_id, command)
+        return results
 
-    def _call(self, execution_id: str, command: RunEffect | RunCompensation, now: int) -> None:
+    def _call(self, execution_id: str, command: RunEffect | RunCompensation) -> Event:
+        """Calls the tool and records its result; gives the result that was recorded first
+        (another worker's, when one got there before)."""
         tool = self.tools.get(command.tool)
         if tool is None:
             msg = f"no tool {command.tool!r} was given to the runtime"
             raise EngineError(msg)
-        outcome = tool(reveal(command.input, self.vault), command.key)
+        payload = reveal(command.input, self.vault)  # a lost secret is no tool failure
+        try:
+            outcome = tool(payload, command.key)
+        except Exception as exc:  # a tool that raises may have applied: ambiguous
+            outcome = Failure(Category.TIMEOUT, f"the tool raised {type(exc).__name__}: {exc}")
         self._crash("after_apply_before_record")
-        result = _result_event(command, outcome)
+        return self._record(execution_id, command, outcome)
+
+    def _record(self, execution_id: str, command: RunEffect | RunCompensation,
+                outcome: ToolOutcome) -> Event:
+        definition_secrets = self._secrets(execution_id)
+        result = _result_event(command, outcome, execution_id, definition_secrets, self.vault)
         self.store.record_result(execution_id, command.effect_id, result)
         self._crash("after_record_before_event")
-        self.deliver(execution_id, result, now)
+        recorded = next((e.result for e in self.store.outbox(execution_id)
+                         if e.command_id == command.effect_id and e.result is not None), None)
+        return recorded if recorded is not None else result
+
+    def _secrets(self, execution_id: str) -> frozenset[str]:
+        stored = self._load(execution_id)
+        return self._definition(stored.execution).secrets
 
     # -- recovering --------------------------------------------------------------------------
 
@@ -280,12 +322,18 @@ class Runtime:
         """Finishes, for every unfinished execution, what was committed but not done; gives
         the ids of the executions it touched."""
         touched = []
+        failures: list[Exception] = []
         for execution_id in self.store.execution_ids(unfinished=True):
             entries = self.store.pending(execution_id)
             if entries:
                 touched.append(execution_id)
-            for entry in entries:
-                self._resume(entry, now)
+            try:
+                for entry in entries:
+                    self._resume(entry, now)
+            except Exception as exc:  # one run's trouble must not strand the others
+                failures.append(exc)
+        if failures:
+            raise failures[0]
         return touched
 
     def _resume(self, entry: OutboxEntry, now: int) -> None:
@@ -299,16 +347,16 @@ class Runtime:
         if execution.effect is None or execution.effect.effect_id != command.effect_id:
             return  # superseded: the run moved on, and decide would ignore its result
         if entry.result is not None:
-            self.deliver(execution_id, entry.result, now)  # recorded but never delivered
+            result = entry.result  # recorded but never delivered
         elif command.idempotent:
-            self._call(execution_id, command, now)  # the same key: at most one effect
+            result = self._call(execution_id, command)  # the same key: at most one effect
         else:
             # the tool may or may not have applied it and honours no key: never a blind
-            # retry; report the ambiguous outcome and let the step's policy decide
+            # retry; report the ambiguous outcome and let the step's policy decide (a result
+            # another worker recorded meanwhile wins)
             failure = Failure(Category.TIMEOUT, "crashed before the result was recorded")
-            result = _result_event(command, failure)
-            self.store.record_result(execution_id, command.effect_id, result)
-            self.deliver(execution_id, result, now)
+            result = self._record(execution_id, command, failure)
+        self.deliver(execution_id, result, now)
 
     # -- replaying ---------------------------------------------------------------------------
 
@@ -349,14 +397,28 @@ def _commit(execution_id: str, version: int, event: Event, decision: Decision,
     return Commit(execution_id, version, event, decision.kind, now)
 
 
-def _result_event(command: RunEffect | RunCompensation, outcome: ToolOutcome) -> Event:
+def _result_event(command: RunEffect | RunCompensation, outcome: ToolOutcome,
+                  execution_id: str, secrets: frozenset[str], vault: Vault) -> Event:
     """Gives the event a tool outcome becomes; its id derives from the effect id, so a result
-    delivered twice is refused as a duplicate."""
+    delivered twice is refused as a duplicate. Output fields named like secret context keys
+    are kept as vault references; a failure category the machine does not know is recorded
+    as permanent (a tool's typo must not strand the run)."""
     compensation = isinstance(command, RunCompensation)
     if isinstance(outcome, Success):
         kind = COMPENSATION_SUCCEEDED if compensation else STEP_SUCCEEDED
-        return Event(f"{command.effect_id}/result", kind, Source.TOOL, dict(outcome.output),
+        output = dict(outcome.output)
+        if secrets and secrets & output.keys():
+            output = conceal(execution_id, output, secrets, vault)
+        return Event(f"{command.effect_id}/result", kind, Source.TOOL, output,
                      command.effect_id)
     kind = COMPENSATION_FAILED if compensation else STEP_FAILED
-    payload = {"category": str(outcome.category), "error": outcome.message or outcome.category}
+    category = str(outcome.category)
+    message = outcome.message or category
+    if category not in _CATEGORIES:
+        message = f"unknown failure category {category!r}: {message}"
+        category = Category.PERMANENT
+    payload = {"category": str(category), "error": message}
     return Event(f"{command.effect_id}/result", kind, Source.TOOL, payload, command.effect_id)
+
+
+_CATEGORIES = frozenset(str(c) for c in Category)

@@ -202,7 +202,7 @@ class SQLiteStore:
         try:
             with self._transaction():
                 return self._write(commit)
-        except (TypeError, ValueError) as exc:  # data JSON cannot hold exactly: refused
+        except (TypeError, ValueError, OverflowError) as exc:  # not storable exactly: refused
             raise StoreError(f"{self.path}: event {commit.event.id!r} cannot be stored: "
                              f"{exc}") from exc
         except sqlite3.DatabaseError as exc:
@@ -222,7 +222,7 @@ class SQLiteStore:
                     except StoreError as exc:
                         self._db.execute("ROLLBACK TO one")
                         results.append(exc)
-                    except (TypeError, ValueError) as exc:  # data JSON cannot hold exactly
+                    except (TypeError, ValueError, OverflowError) as exc:  # not storable
                         self._db.execute("ROLLBACK TO one")
                         results.append(StoreError(f"{self.path}: event {commit.event.id!r} "
                                                   f"cannot be stored: {exc}"))
@@ -254,7 +254,9 @@ class SQLiteStore:
         db.execute("INSERT INTO log VALUES (?, ?, ?, ?, ?)",
                    (execution_id, sequence, encode_event(commit.event), commit.decision,
                     commit.at))
-        if commit.event.answers:
+        if commit.event.answers and commit.decision != "rejected":
+            # an answer settles its command unless it was rejected (forged, malformed): then
+            # the command stays pending, for recovery to finish
             db.execute("UPDATE outbox SET delivered = 1 WHERE execution_id = ? AND "
                        "command_id = ?", (execution_id, commit.event.answers))
             if commit.event.type == TIMER_FIRED and commit.event.source in _TIMER_SOURCES:
@@ -362,7 +364,7 @@ class SQLiteStore:
     def _query(self, sql: str, args: tuple[object, ...]) -> list[tuple[object, ...]]:
         try:
             return self._db.execute(sql, args).fetchall()
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, OverflowError) as exc:
             raise StoreError(f"{self.path}: read failed: {exc}") from exc
 
     def _query_one(self, sql: str, args: tuple[object, ...]) -> tuple[object, ...] | None:

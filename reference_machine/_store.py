@@ -279,7 +279,9 @@ class MemoryStore:
         run.consumed.add(event_id)
         run.log.append(LogEntry(len(run.log) + 1, commit.event, commit.decision, commit.at))
         answers = commit.event.answers
-        if answers in run.outbox:  # an answer that comes before its command hides nothing
+        # an answer settles its command unless it was rejected (forged, malformed): then the
+        # command stays pending, for recovery to finish; one before its command hides nothing
+        if answers in run.outbox and commit.decision != "rejected":
             run.delivered.add(answers)
         if commit.event.type == TIMER_FIRED and commit.event.source in ("timer", "system"):
             run.timers.pop(answers, None)  # fired, whatever decide made of it; forged: kept

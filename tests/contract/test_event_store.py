@@ -745,8 +745,9 @@ class EventStoreContract:
         assert store.pending(XID) == []
         assert driver.ex.outcome == "failure"
 
-    def test_ignored_answer_still_marks_the_command_delivered(self, store: EventStore):
-        """Any committed event answering a command id, even an ignored one, ends its pending."""
+    def test_rejected_answer_leaves_the_command_pending(self, store: EventStore):
+        """An accepted or ignored answer settles its command; a rejected one (a forged result
+        from a human) does not, so recovery can still finish the command."""
         driver = Driver(store)
         driver.start()
         driver.accept(driver.failure("transient"))  # the lookup is now answered
@@ -756,7 +757,7 @@ class EventStoreContract:
         assert command_ids(store.pending(XID)) == [retry_id]
         wrong = Event("w", STEP_SUCCEEDED, "human", LOOKUP, retry_id)  # rejected: a human
         assert driver.deliver(wrong).kind == "rejected"
-        assert store.pending(XID) == []
+        assert command_ids(store.pending(XID)) == [retry_id]
 
     def test_answer_before_the_command_does_not_hide_it(self, store: EventStore):
         """An event answering an id not yet issued does not hide the command issued later."""

@@ -132,7 +132,7 @@ class DispatchFirstRuntime(Runtime):
     """A broken runtime that calls the tools before committing the decision: the pattern the
     crash tests exist to catch."""
 
-    def deliver(self, execution_id: str, event: Event, now: int) -> Any:
+    def _commit_one(self, execution_id: str, event: Event, now: int) -> Any:
         from reference_machine import Accepted, decide
 
         stored = self.store.load(execution_id)
@@ -144,7 +144,7 @@ class DispatchFirstRuntime(Runtime):
                 if tool is not None and hasattr(command, "key"):
                     tool(command.input, command.key)  # the side effect happens first
         self._crash("before_commit")
-        return super().deliver(execution_id, event, now)
+        return super()._commit_one(execution_id, event, now)
 
 
 def crash_once_email_sent(world: World) -> Callable[[str], None]:
