@@ -46,6 +46,8 @@ from reference_machine._store import (
 )
 from reference_machine.errors import ReferenceMachineError
 
+#: Event ids the runtime derives start with this; callers' events may not.
+RESERVED_ID_PREFIX = "~"
 _CACHE_MAX = 10_000  # executions whose last committed record this runtime keeps
 
 #: The named places where a crash hook is called, in the order a delivery passes them.
@@ -186,7 +188,17 @@ class Runtime:
 
     def deliver(self, execution_id: str, event: Event, now: int) -> Decision:
         """Decides and commits `event`, then dispatches what it commanded, delivering each
-        tool result in turn (a loop, not recursion: a long chain of steps is fine)."""
+        tool result in turn (a loop, not recursion: a long chain of steps is fine).
+
+        Ids starting with `~` are reserved for the events the runtime derives (tool results,
+        timer firings), so that no caller's event can take one of their ids first."""
+        if isinstance(event.id, str) and event.id.startswith(RESERVED_ID_PREFIX):
+            msg = (f"event id {event.id!r} starts with {RESERVED_ID_PREFIX!r}, which is "
+                   "reserved for the results and timer firings the runtime derives")
+            raise EngineError(msg)
+        return self._deliver(execution_id, event, now)
+
+    def _deliver(self, execution_id: str, event: Event, now: int) -> Decision:
         decision = self._commit_one(execution_id, event, now)
         queue = self._dispatch(execution_id, decision)
         while queue:
@@ -238,7 +250,7 @@ class Runtime:
                 decisions.append(Ignored(IgnoreReason.DUPLICATE, str(result)))
             elif isinstance(result, ConflictError):
                 self._cache.pop(execution_id, None)
-                decisions.append(self.deliver(execution_id, event, now))
+                decisions.append(self._deliver(execution_id, event, now))
             elif isinstance(result, Exception):
                 failed.append(result)  # the others were committed: dispatch them first
                 decisions.append(Ignored(IgnoreReason.DUPLICATE, str(result)))
@@ -269,8 +281,9 @@ class Runtime:
         """Fires every timer due at `now`, oldest first, as `timer.fired` events."""
         decisions = []
         for execution_id, timer in self.store.due_timers(now):
-            event = Event(f"{timer.id}/fired", TIMER_FIRED, Source.TIMER, {}, timer.id)
-            decisions.append(self.deliver(execution_id, event, now))
+            event = Event(f"{RESERVED_ID_PREFIX}fired:{timer.id}", TIMER_FIRED, Source.TIMER, {},
+                          timer.id)
+            decisions.append(self._deliver(execution_id, event, now))
         return decisions
 
     # -- dispatching -------------------------------------------------------------------------
@@ -356,7 +369,7 @@ class Runtime:
             # another worker recorded meanwhile wins)
             failure = Failure(Category.TIMEOUT, "crashed before the result was recorded")
             result = self._record(execution_id, command, failure)
-        self.deliver(execution_id, result, now)
+        self._deliver(execution_id, result, now)
 
     # -- replaying ---------------------------------------------------------------------------
 
@@ -409,8 +422,8 @@ def _result_event(command: RunEffect | RunCompensation, outcome: ToolOutcome,
         output = dict(outcome.output)
         if secrets and secrets & output.keys():
             output = conceal(execution_id, output, secrets, vault)
-        return Event(f"{command.effect_id}/result", kind, Source.TOOL, output,
-                     command.effect_id)
+        return Event(f"{RESERVED_ID_PREFIX}result:{command.effect_id}", kind, Source.TOOL,
+                     output, command.effect_id)
     kind = COMPENSATION_FAILED if compensation else STEP_FAILED
     category = str(outcome.category)
     message = outcome.message or category
@@ -418,7 +431,8 @@ def _result_event(command: RunEffect | RunCompensation, outcome: ToolOutcome,
         message = f"unknown failure category {category!r}: {message}"
         category = Category.PERMANENT
     payload = {"category": str(category), "error": message}
-    return Event(f"{command.effect_id}/result", kind, Source.TOOL, payload, command.effect_id)
+    return Event(f"{RESERVED_ID_PREFIX}result:{command.effect_id}", kind, Source.TOOL, payload,
+                 command.effect_id)
 
 
 _CATEGORIES = frozenset(str(c) for c in Category)

@@ -159,7 +159,7 @@ def test_recovery_delivers_the_result_another_worker_recorded() -> None:
     with pytest.raises(KeyboardInterrupt):
         Runtime(store, [definition], {"mail.send": ok()}, crash=crash).start(definition, "x1")
     (entry,) = store.pending("x1")
-    success = Event("x1/send/1#1/result", "step.succeeded", "tool", {}, entry.command_id)
+    success = Event("~result:x1/send/1#1", "step.succeeded", "tool", {}, entry.command_id)
     store.record_result("x1", entry.command_id, success)  # the live worker got there first
     runtime = Runtime(store, [definition], {"mail.send": ok()})
     runtime._resume(entry, now=1)  # recovery read the entry before the result was recorded
@@ -220,3 +220,17 @@ def test_huge_times_are_store_errors(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "s.db")
     with pytest.raises(StoreError, match="read failed"):
         store.due_timers(2**64)
+
+
+def test_reserved_event_ids_are_refused_from_callers() -> None:
+    """A caller's event may not take an id of the kind the runtime derives (`~...`), so it
+    can never block a tool result or a timer firing."""
+    from reference_machine import EngineError
+
+    definition = loop(steps_to_final=2)
+    store = MemoryStore()
+    runtime = Runtime(store, [definition], {"t.work": ok()})
+    runtime.start(definition, "x1")
+    with pytest.raises(EngineError, match=r"event id '~fired:x1/a/1/after' starts with '~'"):
+        runtime.deliver("x1", Event("~fired:x1/a/1/after", "go", "human", {}), 1)
+    assert store.log("x1")[-1].event.id.startswith("~result:")
