@@ -288,7 +288,11 @@ class SQLiteStore:
                        "command) VALUES (?, ?, ?, ?)",
                        (execution_id, entry.command_id, sequence * 1000 + position,
                         encode_command(command)))
-        record = transition_record(commit)
+        record = None
+        if commit.transition is not None:
+            last = db.execute("SELECT at FROM transitions WHERE execution_id = ? ORDER BY "
+                              "sequence DESC LIMIT 1", (execution_id,)).fetchone()
+            record = transition_record(commit, None if last is None else last[0])
         if record is not None:
             db.execute("INSERT INTO transitions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        (execution_id, record.sequence, record.definition_version,

@@ -214,8 +214,9 @@ def outbound(commands: Iterable[Command]) -> list[RunEffect | RunCompensation | 
     return [c for c in commands if isinstance(c, RunEffect | RunCompensation | RequestApproval)]
 
 
-def transition_record(commit: Commit) -> TransitionRecord | None:
-    """Gives the observability record of a commit's transition, if it made one."""
+def transition_record(commit: Commit, entered_at: int | None = None) -> TransitionRecord | None:
+    """Gives the observability record of a commit's transition, if it made one; its duration
+    is the time spent in the source state (since the previous transition, `entered_at`)."""
     if commit.transition is None or commit.execution is None:
         return None
     execution = commit.execution
@@ -227,7 +228,7 @@ def transition_record(commit: Commit) -> TransitionRecord | None:
         transition=commit.transition,
         attempt=execution.attempt,
         at=commit.at,
-        duration_ms=commit.duration_ms,
+        duration_ms=commit.duration_ms or (0 if entered_at is None else commit.at - entered_at),
         tool=effect.tool if effect is not None else "",
         outcome=execution.outcome or str(execution.status),
     )
@@ -297,7 +298,8 @@ class MemoryStore:
             else:
                 entry = OutboxEntry(commit.execution_id, command)
                 run.outbox.setdefault(entry.command_id, entry)
-        record = transition_record(commit)
+        entered = run.transitions[-1].at if run.transitions else None
+        record = transition_record(commit, entered)
         if record is not None:
             run.transitions.append(record)
         return run.version

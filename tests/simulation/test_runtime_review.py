@@ -234,3 +234,20 @@ def test_reserved_event_ids_are_refused_from_callers() -> None:
     with pytest.raises(EngineError, match=r"event id '~fired:x1/a/1/after' starts with '~'"):
         runtime.deliver("x1", Event("~fired:x1/a/1/after", "go", "human", {}), 1)
     assert store.log("x1")[-1].event.id.startswith("~result:")
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_transition_records_carry_the_time_spent_in_the_source_state(tmp_path: Path,
+                                                                      backend: str) -> None:
+    """A transition's duration is the time since the previous transition of its run."""
+    definition = load_definition({
+        "name": "waits", "events": {"go": {}},
+        "states": {"w": {"initial": True, "type": "wait", "after": {"delay": "1h", "target": "z"},
+                         "on": {"go": "z"}},
+                   "z": {"type": "final", "outcome": "success"}},
+    })
+    store = MemoryStore() if backend == "memory" else SQLiteStore(tmp_path / "s.db")
+    runtime = Runtime(store, [definition], {})
+    runtime.start(definition, "x1", now=1_000)
+    runtime.deliver("x1", Event("g", "go", "system", {}), 250_000)
+    assert [r.duration_ms for r in store.transitions("x1")] == [0, 249_000]
