@@ -7,13 +7,14 @@ message names both where the problem is and what it is, plus the finding's code 
 
 from __future__ import annotations
 
-import copy
 import math
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
+from small_workflow import base as _base
+from small_workflow import step_of as _step
 
 from reference_machine import (
     DefinitionError,
@@ -26,32 +27,6 @@ from reference_machine import (
     load_definition,
 )
 from reference_machine._expr import compile_expression
-
-_BASE: dict[str, Any] = {
-    "name": "wf",
-    "version": "1",
-    "context": {"count": 0, "vip": False},
-    "tools": {
-        "svc.call": {"idempotency_keys": True},
-        "svc.undo": {"idempotency_keys": True},
-    },
-    "events": {"go": {}},
-    "states": {
-        "start": {"initial": True, "type": "wait", "after": {"delay": "1h", "target": "failed"},
-                  "on": {"go": "work"}},
-        "work": {
-            "step": {"tool": "svc.call", "input": {"n": "=context.count"}},
-            "on": {"step.succeeded": "done", "step.failed": "failed"},
-        },
-        "done": {"type": "final", "outcome": "success"},
-        "failed": {"type": "final", "outcome": "failure"},
-    },
-}
-
-
-def _base() -> dict[str, Any]:
-    """Gives a fresh deep copy of the small valid definition every case mutates."""
-    return copy.deepcopy(_BASE)
 
 
 def _with_approval(data: dict[str, Any]) -> dict[str, Any]:
@@ -71,10 +46,6 @@ def _with_approval(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _step(data: dict[str, Any]) -> dict[str, Any]:
-    """Gives the `work` state's step, for cases that break it."""
-    step: dict[str, Any] = data["states"]["work"]["step"]
-    return step
 
 
 def _with_code(exc: DefinitionError, code: str) -> Finding:

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 from driving import Run, load_variant
+from small_workflow import base as _base
+from small_workflow import step_of as _step
 
 from reference_machine import (
     COMPENSATION_FAILED,
@@ -50,36 +52,10 @@ WORKFLOWS = Path(__file__).resolve().parent / "workflows"
 HOUR = 3_600_000
 
 # A small valid workflow: `start` waits for `go`, then `work` runs one step.
-_BASE: dict[str, Any] = {
-    "name": "wf",
-    "version": "1",
-    "context": {"a": None, "count": 0},
-    "tools": {
-        "svc.call": {"idempotency_keys": True},
-        "svc.undo": {"idempotency_keys": True},
-    },
-    "events": {"go": {}, "submit": {}},
-    "states": {
-        "start": {"initial": True, "type": "wait", "after": {"delay": "1h", "target": "failed"},
-                  "on": {"go": "work"}},
-        "work": {
-            "step": {"tool": "svc.call", "input": {"n": "=context.count"}},
-            "on": {"step.succeeded": "done", "step.failed": "failed"},
-        },
-        "done": {"type": "final", "outcome": "success"},
-        "failed": {"type": "final", "outcome": "failure"},
-    },
-}
 
 
-def _base() -> dict[str, Any]:
-    """Gives a fresh deep copy of the small valid workflow."""
-    return copy.deepcopy(_BASE)
 
 
-def _step(data: dict[str, Any], state: str = "work") -> dict[str, Any]:
-    step: dict[str, Any] = data["states"][state]["step"]
-    return step
 
 
 def _rejected(decision: Decision, reason: RejectReason, pattern: str) -> None:
