@@ -376,11 +376,12 @@ class Runtime:
     def replay(self, execution_id: str) -> Execution:
         """Gives the execution rebuilt from its log alone, checked against the stored record
         and transition records; raises `ReplayMismatchError` naming the first divergence."""
-        stored = self.store.load(execution_id).execution
+        history = self.store.history(execution_id)  # one consistent read
+        stored = history.stored.execution
         definition = self._definition(stored)
-        records = {r.sequence: r.transition for r in self.store.transitions(execution_id)}
+        records = {r.sequence: r.transition for r in history.transitions}
         execution = new_execution(definition, execution_id)
-        for entry in self.store.log(execution_id):
+        for entry in history.log:
             decision = decide(definition, execution, entry.event, entry.at)
             if decision.kind != entry.decision:
                 raise ReplayMismatchError(execution_id, entry.sequence,
@@ -393,7 +394,7 @@ class Runtime:
                         execution_id, entry.sequence,
                         f"recorded transition {logged}, replayed {decision.transition}")
         if execution != stored:
-            raise ReplayMismatchError(execution_id, len(self.store.log(execution_id)),
+            raise ReplayMismatchError(execution_id, len(history.log),
                                       "the replayed execution differs from the stored record")
         return execution
 

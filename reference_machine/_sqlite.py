@@ -38,6 +38,7 @@ from reference_machine._store import (
     ConflictError,
     DuplicateEventError,
     ExecutionExistsError,
+    History,
     LogEntry,
     OutboxEntry,
     StoredExecution,
@@ -342,6 +343,18 @@ class SQLiteStore:
         rows = self._query("SELECT sequence, event, decision, at FROM log WHERE "
                            "execution_id = ? ORDER BY sequence", (execution_id,))
         return [LogEntry(row[0], decode_event(row[1]), row[2], row[3]) for row in rows]
+
+    def history(self, execution_id: str) -> History:
+        try:
+            self._db.execute("BEGIN")  # one read snapshot (WAL) for all three reads
+            try:
+                return History(self.load(execution_id), self.log(execution_id),
+                               self.transitions(execution_id))
+            finally:
+                self._db.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: reading the history of {execution_id!r} failed: "
+                             f"{exc}") from exc
 
     def due_timers(self, now: int) -> list[tuple[str, Timer]]:
         rows = self._query("SELECT execution_id, timer_id, purpose, fire_at FROM timers WHERE "

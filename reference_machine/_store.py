@@ -35,6 +35,7 @@ __all__ = [
     "DuplicateEventError",
     "EventStore",
     "ExecutionExistsError",
+    "History",
     "LogEntry",
     "MemoryStore",
     "OutboxEntry",
@@ -134,6 +135,15 @@ class TransitionRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class History:
+    """An execution's record, log and transition records, read together."""
+
+    stored: StoredExecution
+    log: list[LogEntry]
+    transitions: list[TransitionRecord]
+
+
+@dataclass(frozen=True, slots=True)
 class Commit:
     """Everything one delivered event changes, written in one transaction.
 
@@ -186,6 +196,10 @@ class EventStore(Protocol):
 
     def log(self, execution_id: str) -> list[LogEntry]:
         """Gives the execution's log in sequence order."""
+
+    def history(self, execution_id: str) -> History:
+        """Gives the record, the log and the transition records as of one moment (one read
+        transaction), so that replay never compares parts written at different times."""
 
     def due_timers(self, now: int) -> list[tuple[str, Timer]]:
         """Gives (execution id, timer) for every timer due at `now`, by fire time then id."""
@@ -332,6 +346,10 @@ class MemoryStore:
 
     def log(self, execution_id: str) -> list[LogEntry]:
         return list(self._run(execution_id).log)
+
+    def history(self, execution_id: str) -> History:
+        return History(self.load(execution_id), self.log(execution_id),
+                       self.transitions(execution_id))
 
     def due_timers(self, now: int) -> list[tuple[str, Timer]]:
         due = [(run_id, timer) for run_id, run in self._runs.items()

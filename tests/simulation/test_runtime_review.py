@@ -251,3 +251,34 @@ def test_transition_records_carry_the_time_spent_in_the_source_state(tmp_path: P
     runtime.start(definition, "x1", now=1_000)
     runtime.deliver("x1", Event("g", "go", "system", {}), 250_000)
     assert [r.duration_ms for r in store.transitions("x1")] == [0, 249_000]
+
+
+def test_replay_reads_one_moment_while_another_worker_commits(tmp_path: Path) -> None:
+    """Another worker commits to the same run between replay's reads of the record and of the
+    log: the history is one read transaction, so replay still matches."""
+    definition = load_definition({
+        "name": "waits", "events": {"go": {}},
+        "states": {"w": {"initial": True, "type": "wait", "after": {"delay": "1h", "target": "z"},
+                         "on": {"go": "z"}},
+                   "z": {"type": "final", "outcome": "success"}},
+    })
+    path = tmp_path / "s.db"
+    runtime = Runtime(SQLiteStore(path), [definition], {})
+    other = Runtime(SQLiteStore(path), [definition], {})
+    runtime.start(definition, "x1")
+    store = runtime.store
+    original_log = store.log
+    interleaved = []
+
+    def log_after_another_commit(execution_id: str) -> Any:
+        if not interleaved:
+            interleaved.append(True)
+            other.deliver("x1", Event("go-1", "go", "system", {}), 5)  # mid-read
+        return original_log(execution_id)
+
+    store.log = log_after_another_commit  # type: ignore[method-assign]
+    replayed = runtime.replay("x1")
+    assert interleaved == [True]
+    assert replayed.state == "w"  # the moment replay read: before the other commit
+    store.log = original_log  # type: ignore[method-assign]
+    assert runtime.replay("x1").state == "z"

@@ -39,7 +39,7 @@ class TestExports:
             "ReferenceMachineError", "RejectReason", "Rejected", "RequestApproval",
             "RunCompensation", "RunEffect", "ScheduleTimer", "Severity", "Source", "Status",
             "Timer", "TimerPurpose", "Transition", "WorkflowDefinition", "WorkflowSpec",
-            "Commit", "ConflictError", "DuplicateEventError", "EventStore",
+            "Commit", "ConflictError", "DuplicateEventError", "EventStore", "History",
             "ExecutionExistsError", "LogEntry", "MemoryStore", "OutboxEntry", "SQLiteStore",
             "StoredExecution", "StoreError", "TransitionRecord", "UnknownExecutionError",
             "CRASH_POINTS", "EngineError", "Failure", "Registry", "ReplayMismatchError",
