@@ -12,12 +12,18 @@ import json
 import sys
 import traceback
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.markup import escape
 
+from fault_injection import FaultPlanError, load_plan
+from fault_injection import no_faults as no_faults_plan
+from harness._simulator import SimOptions, SimulationResult, Simulator, plan_for
+from harness.errors import HarnessError
 from reference_machine import (
     DefinitionError,
     DefinitionSyntaxError,
@@ -25,6 +31,7 @@ from reference_machine import (
     Severity,
     WorkflowSpec,
     lint,
+    load_definition,
 )
 
 DEFINITION_SUFFIXES = (".yaml", ".yml", ".json")
@@ -166,6 +173,89 @@ def schema_command(output: str | None) -> None:
     except OSError as exc:
         temporary.unlink(missing_ok=True)
         raise UsageProblem(f"{output}: cannot write: {exc.strerror}") from exc
+
+
+@cli.command("run")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="The seed: the same seed gives the same history, byte for byte.")
+@click.option("--plan", "plan_path", type=click.Path(dir_okay=False), metavar="PLAN",
+              help="A fault plan (YAML or JSON); by default every fault the definition can "
+                   "take, at the default rates.")
+@click.option("--no-faults", is_flag=True, help="Inject no faults.")
+@click.option("--swarm", is_flag=True,
+              help="Swarm mode: draw a subset of fault kinds and rates from the seed.")
+@click.option("--executions", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Executions run side by side, sharing the tools.")
+@click.option("--steps", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="The bound on simulated steps.")
+@click.option("--history", "history_path", type=click.Path(dir_okay=False, writable=True),
+              metavar="OUT.jsonl", help="Write the history, one JSON record a line.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--import", "modules", multiple=True, metavar="MODULE",
+              help="Import a Python module first (for the functions it registers).")
+def run_command(file: str, seed: int, plan_path: str | None, no_faults: bool, swarm: bool,
+                executions: int, steps: int, history_path: str | None, as_json: bool,
+                modules: Sequence[str]) -> None:
+    """Run one seeded simulation of a workflow definition on the reference machine, with
+    faults injected, and print what happened.
+
+    Exit 0 when the machine held up, 1 when it failed (raised, hung or answered nonsense),
+    2 on bad input.
+    """
+    import_modules(modules)
+    if no_faults and (plan_path or swarm):
+        raise UsageProblem("--no-faults cannot be combined with --plan or --swarm")
+    if history_path is not None and not Path(history_path).parent.is_dir():
+        raise UsageProblem(f"--history {history_path}: folder "
+                           f"{str(Path(history_path).parent)!r} does not exist")
+    definition = load_definition(file)
+    try:
+        if no_faults:
+            plan = no_faults_plan()
+        elif plan_path is not None:
+            plan = load_plan(plan_path)
+            plan = replace(plan, swarm=plan.swarm or swarm)
+        else:
+            plan = plan_for(definition, swarm=swarm)
+        simulator = Simulator(definition, SimOptions(seed=seed, executions=executions,
+                                                     steps_max=steps, plan=plan))
+    except (FaultPlanError, HarnessError) as exc:
+        raise UsageProblem(str(exc)) from exc
+    result = simulator.run()
+    if history_path is not None:
+        try:
+            result.write_history(history_path)
+        except OSError as exc:
+            raise UsageProblem(f"--history {history_path}: cannot write: {exc.strerror}") \
+                from exc
+    summary = result.summary()
+    if as_json:
+        click.echo(json.dumps(summary, indent=2, sort_keys=True))
+    else:
+        _print_summary(Console(highlight=False, soft_wrap=True), file, summary, result)
+    sys.exit(EXIT_FOUND if result.failure is not None else EXIT_OK)
+
+
+def _print_summary(console: Console, file: str, summary: dict[str, Any],
+                   result: SimulationResult) -> None:
+    console.print(f"{escape(file)}: seed {summary['seed']}, {summary['steps']} steps, "
+                  f"{summary['virtual_ms'] / 1000:g}s of virtual time: {summary['status']}")
+    records = ", ".join(f"{kind} {count}" for kind, count in summary["records"].items())
+    console.print(f"  records: {records}", markup=False)
+    faults = ", ".join(f"{kind} {count}" for kind, count in summary["faults"].items())
+    console.print(f"  faults injected: {faults or 'none'}", markup=False)
+    console.print(f"  effects applied at the world: {summary['effects_applied']}")
+    for eid, final in summary["final"].items():
+        outcome = f" ({final['outcome']})" if final["outcome"] else ""
+        console.print(f"  {eid}: {final['state']} [{final['status']}]{outcome}", markup=False)
+    if result.failure is not None:
+        failure = result.failure
+        console.print(f"[red]machine failed[/red] at step {failure.step} ({failure.problem}): "
+                      f"{escape(failure.error)}: {escape(failure.message)}")
+        if result.traceback:
+            console.print(result.traceback, markup=False)
+        console.print(f"replay: fsmharness run {escape(file)} --seed {summary['seed']}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -138,6 +138,10 @@ class Runtime:
 
     `crash` is called with each name in `CRASH_POINTS` as a delivery passes it; a fault injector
     raises there (or kills the process) to test recovery. `notify` receives approval requests.
+
+    With `defer_effects`, committed effects and compensations are not called at once: they stay
+    in flight in the outbox until `complete` calls them, so that a simulator can let timers,
+    other events and crashes happen while a tool works (the call and its landing are apart).
     """
 
     def __init__(
@@ -150,6 +154,7 @@ class Runtime:
         notify: Callable[[str, RequestApproval], None] | None = None,
         vault: Vault | None = None,
         conflict_retries: int = 16,
+        defer_effects: bool = False,
     ) -> None:
         self.store = store
         self.registry = definitions if isinstance(definitions, Registry) else Registry(
@@ -158,6 +163,7 @@ class Runtime:
         self._crash = crash or (lambda point: None)
         self._notify = notify or (lambda execution_id, request: None)
         self._conflict_retries = conflict_retries
+        self._defer = defer_effects
         self.vault: Vault = vault if vault is not None else MemoryVault()
         self._cache: dict[str, StoredExecution] = {}
 
@@ -295,10 +301,31 @@ class Runtime:
         results = []
         for command in decision.commands:
             if isinstance(command, RunEffect | RunCompensation):
+                if self._defer:
+                    continue  # in flight until `complete`
                 results.append((execution_id, self._call(execution_id, command)))
             elif isinstance(command, RequestApproval):
                 self._notify(execution_id, command)
         return results
+
+    def in_flight(self, execution_id: str) -> list[str]:
+        """Gives the effects and compensations of an execution that were committed but whose
+        result is not recorded yet, oldest first: with `defer_effects`, the calls `complete`
+        can finish (a superseded one too: a slow tool still lands, and its result is late)."""
+        return [entry.command_id for entry in self.store.pending(execution_id)
+                if entry.result is None and not isinstance(entry.command, RequestApproval)]
+
+    def complete(self, execution_id: str, call_id: str, now: int) -> Decision | None:
+        """Lets one call in flight reach its tool, records the result and delivers it (or
+        delivers the result another worker recorded); gives None when the call is no longer
+        pending (another worker finished it)."""
+        entry = next((e for e in self.store.pending(execution_id) if e.command_id == call_id),
+                     None)
+        if entry is None or isinstance(entry.command, RequestApproval):
+            return None
+        result = entry.result if entry.result is not None else self._call(
+            execution_id, entry.command)
+        return self._deliver(execution_id, result, now)
 
     def _call(self, execution_id: str, command: RunEffect | RunCompensation) -> Event:
         """Calls the tool and records its result; gives the result that was recorded first
@@ -418,6 +445,10 @@ def _result_event(command: RunEffect | RunCompensation, outcome: ToolOutcome,
     are kept as vault references; a failure category the machine does not know is recorded
     as permanent (a tool's typo must not strand the run)."""
     compensation = isinstance(command, RunCompensation)
+    if isinstance(outcome, Success) and not isinstance(outcome.output, Mapping):
+        # an agent's JSON that is no object (a list, a string): invalid output, not a crash
+        outcome = Failure(Category.INVALID_OUTPUT,
+                          f"the tool's output is {type(outcome.output).__name__}, not an object")
     if isinstance(outcome, Success):
         kind = COMPENSATION_SUCCEEDED if compensation else STEP_SUCCEEDED
         output = dict(outcome.output)

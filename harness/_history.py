@@ -1,0 +1,266 @@
+"""A simulation's history: typed records, appended in the order things happened.
+
+Checkers read these records, never text. Every record carries the simulator `step` it happened
+in and the virtual time `at` (ms). They are `NamedTuple`s, like the machine's records and for the
+same reason: the simulator builds several per step, and a tuple costs a fraction of a frozen
+dataclass to construct. `kind` names the record in its JSON line.
+
+One history serialises to JSON lines, one record a line, keys sorted, so the same seed gives the
+same bytes in any process.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import IO, Any, NamedTuple
+
+__all__ = [
+    "Applied",
+    "Committed",
+    "Crashed",
+    "Decided",
+    "Delivered",
+    "Dispatched",
+    "FaultInjected",
+    "Finished",
+    "HistoryRecord",
+    "MachineFailed",
+    "Recovered",
+    "ResultRecorded",
+    "RunStarted",
+    "Started",
+    "TimerFired",
+    "dump_line",
+    "write_jsonl",
+]
+
+
+class RunStarted(NamedTuple):
+    """The first record: what the run was made of (the plan drawn for it, the options)."""
+
+    step: int
+    at: int
+    seed: int
+    definition: str
+    version: str
+    machine: str
+    options: Mapping[str, Any]
+    plan: Mapping[str, Any]
+
+    kind = "run"
+
+
+class Started(NamedTuple):
+    """An execution was started."""
+
+    step: int
+    at: int
+    execution: str
+    context: Mapping[str, Any]
+
+    kind = "started"
+
+
+class Delivered(NamedTuple):
+    """An event was handed to the machine; `via` says how (external, approval, forged, late,
+    duplicate, reordered, redelivered, retry, agent)."""
+
+    step: int
+    at: int
+    execution: str
+    event_id: str
+    type: str
+    source: str
+    answers: str
+    payload: Any
+    via: str
+
+    kind = "delivered"
+
+
+class Decided(NamedTuple):
+    """What the machine said of a delivered event (`accepted`, `ignored:late`, ...), when it
+    says anything."""
+
+    step: int
+    at: int
+    execution: str
+    event_id: str
+    decision: str
+
+    kind = "decided"
+
+
+class Committed(NamedTuple):
+    """The store committed one event's consequences (the reference machine's store)."""
+
+    step: int
+    at: int
+    execution: str
+    event_id: str
+    decision: str
+    version: int
+    state: str
+
+    kind = "committed"
+
+
+class Dispatched(NamedTuple):
+    """A tool of the world was called."""
+
+    step: int
+    at: int
+    execution: str
+    tool: str
+    key: str
+
+    kind = "dispatched"
+
+
+class Applied(NamedTuple):
+    """A side effect took place at the world: the effect ledger's entry."""
+
+    step: int
+    at: int
+    execution: str
+    tool: str
+    key: str
+    input: str
+    seq: int
+
+    kind = "applied"
+
+
+class ResultRecorded(NamedTuple):
+    """The machine recorded a tool result in its outbox (the reference machine's store)."""
+
+    step: int
+    at: int
+    execution: str
+    call: str
+    type: str
+
+    kind = "result_recorded"
+
+
+class Crashed(NamedTuple):
+    """The machine's process died at `point` while doing `during`."""
+
+    step: int
+    at: int
+    point: str
+    during: str
+
+    kind = "crashed"
+
+
+class Recovered(NamedTuple):
+    """The machine recovered from its store; `attempts` counts the recoveries it took."""
+
+    step: int
+    at: int
+    attempts: int
+
+    kind = "recovered"
+
+
+class TimerFired(NamedTuple):
+    """The machine was told the time is `now`, for timers due at `due`; `skew` is the injected
+    difference between the machine's clock and the simulator's."""
+
+    step: int
+    at: int
+    due: int
+    now: int
+    skew: int
+
+    kind = "timer_fired"
+
+
+class FaultInjected(NamedTuple):
+    """A fault of the plan was injected."""
+
+    step: int
+    at: int
+    fault: str
+    execution: str
+    detail: str
+
+    kind = "fault"
+
+
+class MachineFailed(NamedTuple):
+    """The machine under test raised, hung or answered nonsense: the run stops here."""
+
+    step: int
+    at: int
+    problem: str
+    error: str
+    message: str
+
+    kind = "machine_failed"
+
+
+class Finished(NamedTuple):
+    """How an execution was observed when the run ended."""
+
+    step: int
+    at: int
+    execution: str
+    state: str
+    status: str
+    outcome: str | None
+    version: int
+
+    kind = "finished"
+
+
+HistoryRecord = (RunStarted | Started | Delivered | Decided | Committed | Dispatched | Applied
+                 | ResultRecorded | Crashed | Recovered | TimerFired | FaultInjected
+                 | MachineFailed | Finished)
+
+
+def as_dict(record: HistoryRecord) -> dict[str, Any]:
+    """Gives the record as plain JSON data, its kind first."""
+    return {"kind": record.kind, **record._asdict()}
+
+
+def dump_line(record: HistoryRecord) -> str:
+    """Gives the record's JSON line (keys sorted, no spaces, no trailing newline)."""
+    return json.dumps(as_dict(record), sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False, default=_plain)
+
+
+def write_jsonl(records: Iterable[HistoryRecord], out: IO[str] | str | Path) -> None:
+    """Writes one record a line. Given a path, writes a temporary file beside it and renames
+    it into place, so a failed run never leaves half a history."""
+    if isinstance(out, str | Path):
+        path = Path(out)
+        partial = path.with_name(f".{path.name}.partial")
+        try:
+            with partial.open("w", encoding="utf-8", newline="\n") as handle:
+                write_jsonl(records, handle)
+            partial.replace(path)
+        finally:
+            partial.unlink(missing_ok=True)
+        return
+    for record in records:
+        out.write(dump_line(record))
+        out.write("\n")
+
+
+def counts(records: Iterable[HistoryRecord]) -> dict[str, int]:
+    """Gives the number of records of each kind, kinds sorted."""
+    tally = Counter(record.kind for record in records)
+    return dict(sorted(tally.items()))
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, tuple | frozenset):
+        return list(value) if isinstance(value, tuple) else sorted(value)
+    raise TypeError(f"{type(value).__name__} is not JSON data")

@@ -1,0 +1,186 @@
+"""The machine under test: the small protocol the simulator drives, and the reference adapter.
+
+A machine is built by a factory from the definition, the tools of the simulated world and a
+probe: `factory(definition, tools, probe) -> MachineUnderTest`. It performs side effects only
+through those tools, and calls `probe(name)` at the named points of its `crash_points` (and
+`"store_write"` before each durable write, if it can) so the simulator can crash it or fail the
+write there. Everything a machine keeps outside its durable store is volatile: `crash()` drops
+it, and `recover(now)` rebuilds from the store and finishes what was committed but not done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+from fault_injection import ProbedStore
+from reference_machine import (
+    CRASH_POINTS,
+    Commit,
+    Event,
+    EventStore,
+    MemoryStore,
+    RunCompensation,
+    Runtime,
+    StoreError,
+    Tool,
+    WorkflowDefinition,
+)
+from reference_machine._secrets import MemoryVault, Vault
+
+__all__ = [
+    "ApprovalWait",
+    "Call",
+    "MachineFactory",
+    "MachineUnderTest",
+    "Observation",
+    "Probe",
+    "ReferenceMachine",
+]
+
+Probe = Callable[[str], None]
+
+
+class Call(NamedTuple):
+    """A tool call in flight: committed, not yet answered."""
+
+    id: str
+    tool: str
+    compensation: bool = False
+
+
+class ApprovalWait(NamedTuple):
+    """The approval request an execution waits on."""
+
+    request_id: str
+    roles: tuple[str, ...]
+    action_hash: str
+    expires_at: int
+
+
+class Observation(NamedTuple):
+    """What the simulator can see of one execution.
+
+    `status` is one of created, running, waiting, compensating, final; `timers` holds
+    (timer id, fire time) pairs; `calls` the tool calls in flight (empty for a machine that
+    calls its tools synchronously)."""
+
+    state: str
+    status: str
+    version: int
+    outcome: str | None = None
+    timers: tuple[tuple[str, int], ...] = ()
+    approval: ApprovalWait | None = None
+    calls: tuple[Call, ...] = ()
+
+
+@runtime_checkable
+class MachineUnderTest(Protocol):
+    """What the simulator needs of a machine. Decisions are `accepted`, `ignored[:reason]` or
+    `rejected[:reason]`, or None for a machine that does not say."""
+
+    crash_points: Sequence[str]
+
+    def start(self, execution_id: str, context: Mapping[str, Any], now: int) -> str | None:
+        """Creates and starts an execution (a repeated start is a duplicate, not an error)."""
+
+    def deliver(self, execution_id: str, event: Event, now: int) -> str | None:
+        """Delivers one event and does what it causes (short of calls left in flight)."""
+
+    def advance(self, now: int) -> None:
+        """Tells the machine the time is `now`: it fires the timers due."""
+
+    def complete(self, execution_id: str, call_id: str, now: int) -> None:
+        """Lets a call in flight reach its tool, and delivers its result."""
+
+    def crash(self) -> None:
+        """Drops every piece of volatile memory, as a process that dies."""
+
+    def recover(self, now: int) -> None:
+        """Rebuilds from the durable store and finishes what was committed but not done."""
+
+    def observe(self, execution_id: str) -> Observation:
+        """Gives what can be seen of an execution now."""
+
+    def worker(self) -> MachineUnderTest | None:
+        """Gives a second worker over the same durable state, or None if there is none."""
+
+
+MachineFactory = Callable[[WorkflowDefinition, Mapping[str, Tool], Probe], MachineUnderTest]
+
+
+class ReferenceMachine:
+    """The reference runtime as a machine under test: its store is the disk (it survives
+    `crash`), its runtime and caches are memory (they do not). Effects are deferred, so calls
+    stay in flight until the simulator completes them."""
+
+    crash_points: Sequence[str] = CRASH_POINTS
+
+    def __init__(self, definition: WorkflowDefinition, tools: Mapping[str, Tool],
+                 probe: Probe | None = None, *, store: EventStore | None = None,
+                 vault: Vault | None = None) -> None:
+        self.definition = definition
+        self._tools = tools
+        self._probe: Probe = probe or (lambda point: None)
+        self.store = ProbedStore(store if store is not None else MemoryStore(), self._probe)
+        self.vault = vault if vault is not None else MemoryVault()  # kept with the disk
+        self.runtime = self._runtime()
+
+    def watch(self, on_commit: Callable[[Commit, int | StoreError], None],
+              on_record: Callable[[str, str, Event], None]) -> None:
+        """Has the store tell `on_commit` and `on_record` what it writes (an optional part of
+        the protocol: the simulator records commits and results when a machine offers it)."""
+        self.store.watch(on_commit, on_record)
+
+    def _runtime(self) -> Runtime:
+        return Runtime(self.store, [self.definition], self._tools, crash=self._probe,
+                       vault=self.vault, defer_effects=True)
+
+    def start(self, execution_id: str, context: Mapping[str, Any], now: int) -> str | None:
+        return _said(self.runtime.start(self.definition, execution_id, context=context,
+                                        now=now))
+
+    def deliver(self, execution_id: str, event: Event, now: int) -> str | None:
+        return _said(self.runtime.deliver(execution_id, event, now))
+
+    def advance(self, now: int) -> None:
+        self.runtime.tick(now)
+
+    def complete(self, execution_id: str, call_id: str, now: int) -> None:
+        self.runtime.complete(execution_id, call_id, now)
+
+    def crash(self) -> None:
+        self.runtime = self._runtime()
+
+    def recover(self, now: int) -> None:
+        self.runtime.recover(now)
+
+    def observe(self, execution_id: str) -> Observation:
+        stored = self.store.load(execution_id)
+        ex = stored.execution
+        approval = ex.approval
+        calls = ()
+        if ex.status != "final":
+            calls = tuple(Call(e.command_id, e.command.tool, isinstance(e.command,
+                                                                       RunCompensation))
+                          for e in self.store.pending(execution_id)
+                          if e.result is None and hasattr(e.command, "tool"))
+        return Observation(
+            ex.state, str(ex.status), stored.version, ex.outcome,
+            tuple((t.id, t.fire_at) for t in ex.timers),
+            None if approval is None else ApprovalWait(
+                approval.request_id, approval.roles, approval.action_hash, approval.expires_at),
+            calls)
+
+    def worker(self) -> ReferenceMachine:
+        twin = object.__new__(ReferenceMachine)
+        twin.definition, twin._tools, twin._probe = self.definition, self._tools, self._probe
+        twin.store, twin.vault = self.store, self.vault
+        twin.runtime = twin._runtime()
+        return twin
+
+
+def _said(decision: object) -> str | None:
+    kind = getattr(decision, "kind", None)
+    reason = getattr(decision, "reason", None)
+    return kind if reason is None else f"{kind}:{reason}"

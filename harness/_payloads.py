@@ -1,0 +1,506 @@
+"""JSON values from a JSON Schema, valid or deliberately broken, for the deterministic simulator.
+
+A schema is compiled once into small closures; `valid` and `invalid` then only draw from the
+caller's `random.Random`. Realistic strings come from small pools that Faker fills at compile time
+from the generator's seed, so equal seeds give equal values in any process.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import random
+import re
+import re._parser as re_parser
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+
+from pydantic import BaseModel
+
+__all__ = ["PayloadGenerator", "schema_of"]
+
+Gen = Callable[[random.Random], Any]
+Break = tuple[str, Gen, bool]  # how it breaks, what makes the value, whether that is a mapping
+
+HOWS = ("missing_field", "wrong_type", "out_of_range", "not_in_enum", "extra_field", "wrong_shape")
+_KINDS = ("string", "integer", "number", "boolean", "null", "object", "array")
+_ANY_KIND, _OBJECT_ONLY = frozenset(_KINDS), frozenset({"object"})
+# a value of each kind for a field of another kind ("42" is how an LLM gets a number wrong)
+_WRONG: dict[str, Gen] = {
+    "string": lambda rng: "42", "integer": lambda rng: 42, "number": lambda rng: 2.5,
+    "boolean": lambda rng: True, "null": lambda rng: None, "object": lambda rng: {},
+    "array": lambda rng: []}
+_UNSUPPORTED = (
+    "multipleOf", "not", "if", "then", "else", "patternProperties", "propertyNames",
+    "dependentRequired", "dependentSchemas", "minProperties", "maxProperties", "uniqueItems",
+    "contains", "prefixItems", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef")
+# allOf members may disagree on these, as they do not constrain values: the first one wins
+_ANNOTATIONS = frozenset((
+    "title", "description", "default", "examples", "$comment", "deprecated", "readOnly",
+    "writeOnly", "format", "discriminator", "$schema", "$id", "$defs", "definitions"))
+_TIGHTER = {"minimum": max, "exclusiveMinimum": max, "minLength": max, "minItems": max,
+            "maximum": min, "exclusiveMaximum": min, "maxLength": min, "maxItems": min}
+_OPTIONAL_P, _POOL_SIZE = 0.7, 16
+_FORMATS = {"email": "email", "idn-email": "email", "uri": "url", "url": "url", "iri": "url",
+            "date-time": "date-time", "date": "date", "uuid": "uuid"}
+_TEXT_WORDS = ("text", "message", "note", "body", "reason", "summary", "description", "comment")
+_FIRST_DAY, _LAST_DAY = datetime(2020, 1, 1, tzinfo=UTC), datetime(2025, 12, 31, tzinfo=UTC)
+_MAKERS: dict[str, Callable[[Any], str]] = {  # fixed dates: Faker's default ends today
+    "email": lambda f: f.email(), "name": lambda f: f.name(), "url": lambda f: f.url(),
+    "date-time": lambda f: f.date_time_between_dates(_FIRST_DAY, _LAST_DAY, UTC).isoformat(),
+    "date": lambda f: f.date_between_dates(_FIRST_DAY.date(), _LAST_DAY.date()).isoformat(),
+    "uuid": lambda f: f.uuid4(), "text": lambda f: f.sentence(),
+    "currency": lambda f: f.currency_code(), "word": lambda f: f.word()}
+_GENERIC = ("0", "1", "42", "3.14", "-7", "a", "abc", "ABC", "a1", "A1", "x_y", "ok", "true")
+_CLASSES = {"CATEGORY_DIGIT": "0123456789", "CATEGORY_WORD": "abcxyzABC019_",
+            "CATEGORY_SPACE": " "}
+
+
+class _Unsatisfiable(ValueError):
+    """A schema (or an anyOf branch) that no value satisfies."""
+
+
+def schema_of(payload_spec: object) -> Mapping[str, Any] | None:
+    """Gives the JSON Schema a definition declares: a schema, a pydantic model's schema or None."""
+    if payload_spec is None or isinstance(payload_spec, Mapping):
+        return payload_spec
+    if isinstance(payload_spec, type) and issubclass(payload_spec, BaseModel):
+        return payload_spec.model_json_schema()
+    msg = (f"a payload spec is a JSON Schema mapping, a pydantic model class or None, "
+           f"not {type(payload_spec).__name__}")
+    raise TypeError(msg)
+
+
+class PayloadGenerator:
+    """Generates values for one JSON Schema (None = anything goes: an object)."""
+
+    __slots__ = ("_gen", "_groups", "_mapping_groups")
+
+    def __init__(self, schema: Mapping[str, Any] | None, *, seed: int) -> None:
+        root = {} if schema is None else schema
+        node = _Compiler(root, seed).node(root, "", "#")
+        self._gen, breaks = node.gen, list(node.breaks)
+        if node.kinds == _OBJECT_ONLY:  # at the top, an object's own wrong kinds are shapes
+            breaks = [b for b in breaks if b[2]] + [
+                ("wrong_shape", lambda rng: [node.gen(rng)], False),
+                ("wrong_shape", lambda rng: json.dumps(node.gen(rng)), False)]
+        self._groups = _group(breaks)
+        self._mapping_groups = _group([b for b in breaks if b[2]])
+
+    def valid(self, rng: random.Random) -> Any:
+        """A value the schema accepts; for an object schema a new dict each call."""
+        return self._gen(rng)
+
+    def invalid(
+        self, rng: random.Random, *, mapping_only: bool = False
+    ) -> tuple[Any, str] | None:
+        """A value the schema refuses and how it was broken (one of `HOWS`), or None if none is.
+
+        With mapping_only the value is a dict and 'wrong_shape' is not used."""
+        groups = self._mapping_groups if mapping_only else self._groups
+        if not groups:
+            return None
+        how, makers = groups[int(rng.random() * len(groups))]
+        return makers[int(rng.random() * len(makers))](rng), how
+
+
+class _Node(NamedTuple):
+    """A compiled schema: its value maker, the JSON kinds it accepts, the ways to break it."""
+
+    gen: Gen
+    kinds: frozenset[str]
+    breaks: tuple[Break, ...]
+    dicts: Gen | None = None  # a maker of the objects it accepts, if it accepts objects
+    required: tuple[str, ...] = ()  # the keys all those objects have
+
+
+class _Compiler:
+    """Turns one root schema into `_Node`s, with the string pools of one seed."""
+
+    def __init__(self, root: Mapping[str, Any], seed: int) -> None:
+        self.root, self.seed = root, seed
+        self.active: list[str] = []  # the $refs being compiled: meeting one again is a cycle
+        self.pools: dict[str, tuple[str, ...]] = {}
+
+    def node(self, schema: Any, name: str, where: str) -> _Node:
+        mark = len(self.active)
+        try:
+            return self._build(self.flat(schema, where), name, where)
+        finally:
+            del self.active[mark:]
+
+    def flat(self, schema: Any, where: str) -> dict[str, Any]:
+        """Gives the schema with its $ref and allOf merged in."""
+        if schema is True or schema is None:
+            return {}
+        if schema is False:
+            raise _Unsatisfiable(f"the schema at {where} is false: no value satisfies it")
+        if not isinstance(schema, Mapping):
+            raise ValueError(f"the schema at {where} is a {type(schema).__name__}, not a mapping")
+        parts = [self.flat(sub, f"{where}/allOf/{i}")
+                 for i, sub in enumerate(schema.get("allOf", ()))]
+        if "$ref" in schema:
+            parts.insert(0, self.flat(self.deref(schema["$ref"], where), schema["$ref"]))
+        return _merge({k: v for k, v in schema.items() if k not in ("$ref", "allOf")}, parts, where)
+
+    def deref(self, ref: str, where: str) -> Any:
+        if ref != "#" and not ref.startswith("#/"):
+            raise ValueError(f"unsupported $ref {ref!r} at {where}: only local refs such as "
+                             f"'#/$defs/Name' are followed")
+        if ref in self.active:
+            raise ValueError(f"recursive $ref {ref!r} at {where} is not supported")
+        self.active.append(ref)
+        target: Any = self.root
+        for part in ref[2:].split("/") if ref != "#" else ():
+            part = part.replace("~1", "/").replace("~0", "~")
+            if not isinstance(target, Mapping) or part not in target:
+                raise ValueError(f"$ref {ref!r} at {where} points at nothing")
+            target = target[part]
+        return target
+
+    def _build(self, s: dict[str, Any], name: str, where: str) -> _Node:
+        bad = [key for key in _UNSUPPORTED if key in s]
+        if bad:
+            raise ValueError(f"unsupported keyword(s) {', '.join(bad)} in the schema at {where}")
+        if "const" in s or "enum" in s:
+            return _enum(s, where)
+        if "anyOf" in s or "oneOf" in s:
+            rest = {k: v for k, v in s.items() if k not in ("anyOf", "oneOf")}
+            nodes, errors = [], []
+            for i, branch in enumerate(s.get("anyOf", s.get("oneOf"))):
+                try:  # an impossible branch is dropped: the union needs one possible branch
+                    nodes.append(self.node({"allOf": [rest, branch]}, name, f"{where}/anyOf/{i}"))
+                except _Unsatisfiable as e:
+                    errors.append(e)
+            if not nodes:
+                raise errors[0] if errors else _Unsatisfiable(f"empty anyOf at {where}")
+            kinds = frozenset().union(*(n.kinds for n in nodes))
+            breaks, objects = _kind_breaks(kinds), [n for n in nodes if "object" in n.kinds]
+            if not objects or not all(n.dicts for n in objects):
+                return _Node(_pick([n.gen for n in nodes]), kinds, tuple(breaks))
+            # a key every branch requires: an object without it is refused by all of them
+            dicts = _pick([n.dicts for n in objects if n.dicts])
+            common = tuple(k for k in objects[0].required if all(k in n.required for n in objects))
+            breaks += [("missing_field", _without(dicts, key), True) for key in common]
+            return _Node(_pick([n.gen for n in nodes]), kinds, tuple(breaks), dicts, common)
+        types, kinds = _types(s.get("type")), _ANY_KIND
+        if types:
+            kinds = frozenset(types) | ({"integer"} if "number" in types else set())
+        types = types or ["object"]
+        parts = [self._typed(s, kind, name, where) for kind in types]
+        breaks = [b for _, part_breaks in parts for b in part_breaks] + _kind_breaks(kinds)
+        dicts = parts[types.index("object")][0] if "object" in types else None
+        return _Node(_pick([gen for gen, _ in parts]), kinds, tuple(breaks), dicts,
+                     tuple(s.get("required", ())))
+
+    def _typed(self, s: dict[str, Any], kind: str, name: str, where: str
+               ) -> tuple[Gen, list[Break]]:
+        if kind in ("integer", "number"):
+            return _number(s, kind == "integer", where)
+        if kind in ("string", "array", "object"):
+            return getattr(self, f"_{kind}")(s, name, where)
+        if kind in ("null", "boolean"):
+            return (lambda rng: None if kind == "null" else rng.random() < 0.5), []
+        raise ValueError(f"unknown type {kind!r} in the schema at {where}")
+
+    def pool(self, kind: str) -> tuple[str, ...]:
+        """Gives the realistic strings of a kind ('email', 'id:ord', ...) for this seed."""
+        if kind not in self.pools:
+            fake = _faker()
+            fake.seed_instance(f"{self.seed}:{kind}")  # a str seed goes through sha512: stable
+            made = [f"{kind[3:]}-{fake.hexify('^^^^^^')}" if kind.startswith("id:")
+                    else _MAKERS[kind](fake) for _ in range(_POOL_SIZE)]
+            self.pools[kind] = tuple(v for v in made if v.isascii()) or ("value",)
+        return self.pools[kind]
+
+    def _string(self, s: dict[str, Any], name: str, where: str) -> tuple[Gen, list[Break]]:
+        low, high = s.get("minLength", 0), s.get("maxLength")
+        if high is not None and low > high:
+            raise _Unsatisfiable(f"minLength {low} > maxLength {high} at {where}")
+        pool = [_fit(v, low, high) for v in self.pool(_pool_kind(name, s.get("format")))]
+        if "pattern" in s:
+            pool = self._matching(s["pattern"], pool, low, high, where)
+        breaks: list[Break] = []
+        if low > 0:
+            breaks.append(("out_of_range", lambda rng: "x" * (low - 1), False))
+        if high is not None:
+            breaks.append(("out_of_range", lambda rng: "x" * (high + 1), False))
+        return _choice(pool), breaks
+
+    def _matching(self, pattern: str, pool: list[str], low: int, high: int | None, where: str
+                  ) -> list[str]:
+        """Gives the candidates that match `pattern`, the pool's own first if any."""
+        try:
+            regex, parsed = re.compile(pattern), re_parser.parse(pattern)
+        except re.error as e:
+            raise ValueError(f"pattern {pattern!r} at {where} is not a regex: {e}") from e
+        rng = random.Random(f"{self.seed}:{pattern}")
+        tries = [*pool, *(_sample(parsed, rng) for _ in range(4 * _POOL_SIZE)), *_GENERIC,
+                 *(v for kind in _MAKERS for v in self.pool(kind))]
+        found = [v for v in dict.fromkeys(tries) if v and regex.search(v) and low <= len(v)
+                 and (high is None or len(v) <= high)]
+        if not found:
+            raise ValueError(f"cannot generate a string matching pattern {pattern!r} "
+                             f"(minLength {low}, maxLength {high}) at {where}")
+        return [v for v in found if v in pool] or found[:_POOL_SIZE]
+
+    def _array(self, s: dict[str, Any], name: str, where: str) -> tuple[Gen, list[Break]]:
+        low = s.get("minItems", 0)
+        high = 0 if s.get("items") is False else s.get("maxItems", low + 3)
+        if low > high:
+            raise _Unsatisfiable(f"no array at {where} has between {low} and {high} items")
+        if high == 0:
+            return (lambda rng: []), [("out_of_range", lambda rng: [None], False)]
+        item = self.node(s.get("items", True), name, f"{where}/items")
+        each, span = item.gen, high - low + 1
+
+        def gen(rng: random.Random, least: int = 0) -> list[Any]:
+            return [each(rng) for _ in range(max(least, low + int(rng.random() * span)))]
+
+        def one_broken(make: Gen) -> Gen:
+            def broken(rng: random.Random) -> list[Any]:
+                items = gen(rng, 1)
+                items[int(rng.random() * len(items))] = make(rng)
+                return items
+            return broken
+
+        breaks: list[Break] = [(how, one_broken(make), False) for how, make, _ in item.breaks]
+        if low > 0:
+            breaks.append(("out_of_range", lambda rng: gen(rng)[: low - 1], False))
+        if "maxItems" in s:
+            breaks.append(("out_of_range", lambda rng: gen(rng, high + 1), False))
+        return gen, breaks
+
+    def _object(self, s: dict[str, Any], name: str, where: str) -> tuple[Gen, list[Break]]:
+        properties, required = s.get("properties", {}), list(s.get("required", ()))
+        extra = s.get("additionalProperties", True)
+        nodes = {key: self.node(sub, key, f"{where}/properties/{key}")
+                 for key, sub in properties.items() if sub is not False or key in required}
+        for key in (k for k in required if k not in properties):
+            if extra is False:
+                raise _Unsatisfiable(f"{key!r} is required but not allowed at {where}")
+            nodes[key] = self.node(extra, key, f"{where}/{key}")
+        fields = tuple((key, node.gen, key in required) for key, node in nodes.items())
+        words = self.pool("word")
+        free = not properties and extra is not False  # a free-form object gets a few entries
+        value = self.node(extra if isinstance(extra, Mapping) else {"type": "string"}, "",
+                          f"{where}/additionalProperties").gen
+
+        def gen(rng: random.Random) -> dict[str, Any]:
+            out = {words[int(rng.random() * len(words))]: value(rng)
+                   for _ in range(int(rng.random() * 3))} if free else {}
+            for key, make, needed in fields:
+                if needed or rng.random() < _OPTIONAL_P:
+                    out[key] = make(rng)
+            return out
+
+        breaks = [(how, _with(gen, key, make), True)
+                  for key, node in nodes.items() for how, make, _ in node.breaks]
+        breaks += [("missing_field", _without(gen, key), True) for key in required]
+        if extra is False:
+            key = next(k for k in ("comment", "debug", "extra", "x_extra") if k not in properties)
+            breaks.append(("extra_field", _with(gen, key, value), True))
+        return gen, breaks
+
+
+def _with(base: Gen, key: str, make: Gen) -> Gen:
+    def edit(rng: random.Random) -> dict[str, Any]:
+        out = base(rng)
+        out[key] = make(rng)
+        return out
+    return edit
+
+
+def _without(base: Gen, key: str) -> Gen:
+    def edit(rng: random.Random) -> dict[str, Any]:
+        out = base(rng)
+        del out[key]
+        return out
+    return edit
+
+
+def _pick(gens: list[Gen]) -> Gen:
+    """Gives a maker that uses one of `gens`, chosen uniformly."""
+    choices = tuple(gens)
+    return gens[0] if len(gens) == 1 else lambda rng: choices[int(rng.random() * len(choices))](rng)
+
+
+def _choice(values: list[Any]) -> Gen:
+    choices = tuple(values)
+    return lambda rng: choices[int(rng.random() * len(choices))]
+
+
+def _kind_breaks(kinds: frozenset[str]) -> list[Break]:
+    return [("wrong_type", _WRONG[k], k == "object") for k in _KINDS if k not in kinds]
+
+
+def _kinds_of(value: Any) -> tuple[str, ...]:
+    if isinstance(value, bool) or value is None:
+        return ("boolean",) if value is not None else ("null",)
+    if isinstance(value, int | float):
+        return ("integer", "number") if value == math.floor(value) else ("number",)
+    return ("string",) if isinstance(value, str) else (
+        ("array",) if isinstance(value, list | tuple) else ("object",))
+
+
+def _enum(s: dict[str, Any], where: str) -> _Node:
+    types = _types(s.get("type"))
+    values = [v for v in ([s["const"]] if "const" in s else s["enum"])
+              if not types or any(k in types for k in _kinds_of(v))]
+    if not values:
+        raise _Unsatisfiable(f"no value of the enum/const at {where} is a {types}")
+    gen = _choice(values)
+    if not all(isinstance(v, str | int | float | bool) or v is None for v in values):
+        shared = gen  # a list or dict member must not be shared between values
+
+        def gen(rng: random.Random) -> Any:
+            return json.loads(json.dumps(shared(rng)))
+
+    kinds = frozenset(k for v in values for k in _kinds_of(v))
+    # an enum value in capitals is a realistic slip; numbers are missed by a larger number
+    numbers = [v for v in values if _kinds_of(v)[-1] == "number"]
+    outside = [v.upper() for v in values if isinstance(v, str)]
+    outside += [max(numbers) + 1] if numbers else ["unknown"]
+    missed = [v for v in outside if v not in values]
+    breaks = [("not_in_enum", _choice(missed), False)] if missed else []
+    return _Node(gen, kinds, tuple(breaks + _kind_breaks(kinds)))
+
+
+def _number(s: dict[str, Any], integer: bool, where: str) -> tuple[Gen, list[Break]]:
+    low, low_open = _bound(s, "minimum", "exclusiveMinimum", max)
+    high, high_open = _bound(s, "maximum", "exclusiveMaximum", min)
+    if integer:  # integer bounds can be closed
+        low = None if low is None else math.floor(low) + 1 if low_open else math.ceil(low)
+        high = None if high is None else math.ceil(high) - 1 if high_open else math.floor(high)
+        low_open = high_open = False
+    a = low if low is not None else 0 if high is None else high - 1000
+    b = high if high is not None else a + 1000
+
+    def ok(v: float) -> bool:
+        return (v > a or (v == a and not low_open)) and (v < b or (v == b and not high_open))
+
+    middle = a if integer else (a + b) / 2
+    if a > b or not ok(middle):
+        raise _Unsatisfiable(f"no {'integer' if integer else 'number'} at {where} is in bounds")
+    breaks: list[Break] = []
+    if low is not None:
+        breaks.append(("out_of_range", lambda rng: a - max(1, abs(a)) - int(rng.random() * 99),
+                       False))
+    if high is not None:
+        breaks.append(("out_of_range", lambda rng: b + max(1, abs(b)) + int(rng.random() * 99),
+                       False))
+    if integer:
+        return (lambda rng: min(a + int(rng.random() * (b - a + 1)), b)), breaks
+
+    def gen(rng: random.Random) -> float:
+        x = a + (b - a) * rng.random()
+        cents = round(x, 2)  # amounts look like amounts
+        return cents if ok(cents) else x if ok(x) else middle
+
+    return gen, breaks
+
+
+def _bound(s: dict[str, Any], closed: str, open_: str, tighter: Callable[..., Any]
+           ) -> tuple[Any, bool]:
+    """Gives the bound the schema sets and whether it is exclusive (on a tie it is)."""
+    if open_ in s and (closed not in s or tighter(s[closed], s[open_]) == s[open_]):
+        return s[open_], True
+    return s.get(closed), False
+
+
+def _types(declared: Any) -> list[str]:
+    return [declared] if isinstance(declared, str) else list(declared or ())
+
+
+def _merge(own: dict[str, Any], parts: list[dict[str, Any]], where: str) -> dict[str, Any]:
+    """Gives the one schema that `own` and all `parts` make (simple cases only)."""
+    out = dict(own)
+    for part in parts:
+        for key, value in part.items():
+            mine = out.setdefault(key, value)
+            if mine is value:
+                continue
+            if key == "properties":
+                both = {k: {"allOf": [v, value[k]]} if k in value else v for k, v in mine.items()}
+                out[key] = {**both, **{k: v for k, v in value.items() if k not in mine}}
+            elif key == "required":
+                out[key] = list(dict.fromkeys([*mine, *value]))
+            elif key == "type":
+                out[key] = _meet(_types(mine), _types(value), where)
+            elif key in _TIGHTER:
+                out[key] = _TIGHTER[key](mine, value)
+            elif key == "additionalProperties":
+                out[key] = False if value is False or mine is False else mine
+            elif key == "enum":
+                out[key] = [v for v in mine if v in value]
+            elif mine != value and key not in _ANNOTATIONS:
+                raise ValueError(f"allOf/$ref members disagree on {key!r} at {where}: "
+                                 f"only simple merges are supported")
+    return out
+
+
+def _meet(mine: list[str], theirs: list[str], where: str) -> list[str]:
+    both = [t for t in mine if t in theirs or (t == "integer" and "number" in theirs)]
+    both += [t for t in theirs if t == "integer" and "number" in mine and t not in both]
+    if not both:
+        raise _Unsatisfiable(f"types {mine} and {theirs} at {where} have nothing in common")
+    return both
+
+
+def _group(breaks: list[Break]) -> tuple[tuple[str, tuple[Gen, ...]], ...]:
+    """Gives the makers of each way of breaking, in the fixed order of `HOWS`."""
+    return tuple((how, tuple(make for h, make, _ in breaks if h == how))
+                 for how in HOWS if any(h == how for h, _, _ in breaks))
+
+
+def _fit(value: str, low: int, high: int | None) -> str:
+    return value.ljust(low, "x")[:high]
+
+
+def _pool_kind(name: str, fmt: str | None) -> str:
+    """Gives the pool a string draws from, by its format, else by its property's name."""
+    low = name.lower()
+    if fmt in _FORMATS or "email" in low:
+        return _FORMATS.get(fmt or "", "email")
+    if low == "id" or low.endswith("_id"):
+        return "id:" + (low[:-3].rsplit("_", 1)[-1][:3] or "id")
+    for kind, fits in (("url", low.endswith(("url", "uri"))), ("currency", "currency" in low),
+                       ("name", low == "name" or low.endswith("_name")),
+                       ("date-time", low.endswith("_at")),
+                       ("text", any(w in low for w in _TEXT_WORDS))):
+        if fits:
+            return kind
+    return "word"
+
+
+@functools.cache
+def _faker() -> Any:
+    """Gives the process's one Faker: making one is slow, so each generator reseeds it."""
+    import faker  # only schemas with strings pay for the import
+
+    return faker.Faker("en_US")
+
+
+def _sample(items: Any, rng: random.Random) -> str | None:
+    """Gives a string that may match the parsed regex (callers check), or None."""
+    out = []
+    for op, arg in items:
+        kind = str(op)
+        if kind == "LITERAL":
+            out.append(chr(arg))
+        elif kind == "IN":
+            char_op, char = arg[int(rng.random() * len(arg))]
+            out.append(chr(char) if str(char_op) == "LITERAL" else chr(rng.randint(*char))
+                       if str(char_op) == "RANGE" else rng.choice(_CLASSES.get(str(char), "a")))
+        elif kind in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            out += [_sample(arg[2], rng) or "" for _ in range(rng.randint(arg[0], arg[0] + 3))
+                    ][: arg[1]]
+        elif kind in ("SUBPATTERN", "ATOMIC_GROUP", "BRANCH"):
+            out.append(_sample(arg[-1] if kind != "BRANCH" else rng.choice(arg[1]), rng) or "")
+        elif kind == "ANY":
+            out.append("a")
+        elif kind not in ("AT", "ASSERT", "ASSERT_NOT"):  # assertions are left to the check
+            return None
+    return "".join(out)

@@ -1,0 +1,647 @@
+"""The deterministic simulator: one seed, one PRNG, a virtual clock, faults drawn from the seed.
+
+Each step the seeded scheduler picks one enabled action: start an execution, deliver an external
+event enabled in an execution's state (its payload valid or, sometimes, invalid by its schema),
+complete a tool call in flight, decide a pending approval, deliver a queued event (redelivered,
+duplicated, reordered, late), or advance the clock to the next timer. Faults of the plan are
+drawn where they can happen: at delivery (drop, duplicate, reorder, late, forged approval), at
+the tool world (tool failures), at the clock (skew), and inside the machine at its probe points
+(crash, store write failure, a second worker on the same execution). A crash drops the
+machine's memory; the simulator recovers it from the store and sends again what got no answer.
+
+The run ends when every execution is final and nothing is left to deliver (or nothing at all
+can happen: quiescent), or at the step bound. What happened is the history: typed records.
+A machine that raises, runs away or answers nonsense ends its run with a `MachineFailed` record;
+the simulator itself does not fail with it.
+"""
+
+from __future__ import annotations
+
+import random
+import traceback
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from fault_injection import (
+    STORE_WRITE,
+    TOOL_FAULTS,
+    FaultKind,
+    FaultPlan,
+    SimulatedCrash,
+    StoreWriteError,
+    default_plan,
+)
+from harness._history import (
+    Committed,
+    Crashed,
+    Decided,
+    Delivered,
+    FaultInjected,
+    Finished,
+    HistoryRecord,
+    MachineFailed,
+    Recovered,
+    ResultRecorded,
+    RunStarted,
+    Started,
+    TimerFired,
+    counts,
+    write_jsonl,
+)
+from harness._machine import (
+    ApprovalWait,
+    Call,
+    MachineFactory,
+    MachineUnderTest,
+    Observation,
+    ReferenceMachine,
+)
+from harness._payloads import PayloadGenerator, schema_of
+from harness._world import Clock, LedgerEntry, ToolWorld, output_generator
+from harness.errors import HarnessError
+from reference_machine import (
+    APPROVAL_DENIED,
+    APPROVAL_GRANTED,
+    Commit,
+    Event,
+    StoreError,
+    WorkflowDefinition,
+)
+
+__all__ = ["SimOptions", "SimulationResult", "Simulator", "plan_for", "simulate"]
+
+_STATUSES = frozenset({"created", "running", "waiting", "compensating", "final"})
+_START, _EXTERNAL, _COMPLETE, _APPROVE, _QUEUED, _ADVANCE = range(6)
+
+
+@dataclass(frozen=True, slots=True)
+class SimOptions:
+    """How one simulated run is made. `steps_max` bounds the run; `ops_max` bounds one step
+    (tool calls plus probe points: a machine past it is reported as hung)."""
+
+    seed: int = 0
+    executions: int = 3
+    steps_max: int = 1_000
+    plan: FaultPlan | None = None  # None: every fault the definition can take, default rates
+    invalid_rate: float = 0.1
+    grant_rate: float = 0.7
+    ops_max: int = 10_000
+    recoveries_max: int = 20
+    context: Mapping[str, Any] = field(default_factory=dict)
+    honour_keys: Mapping[str, bool] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("executions", "steps_max", "ops_max", "recoveries_max"):
+            if getattr(self, name) < 1:
+                raise HarnessError(f"options.{name}: expected a positive whole number, got "
+                                   f"{getattr(self, name)!r}")
+        for name in ("invalid_rate", "grant_rate"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise HarnessError(f"options.{name}: expected a rate from 0 to 1, got "
+                                   f"{getattr(self, name)!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Gives the options as plain JSON data (the plan apart)."""
+        return {"seed": self.seed, "executions": self.executions, "steps_max": self.steps_max,
+                "invalid_rate": self.invalid_rate, "grant_rate": self.grant_rate,
+                "ops_max": self.ops_max, "recoveries_max": self.recoveries_max,
+                "context": dict(self.context), "honour_keys": dict(sorted(
+                    self.honour_keys.items()))}
+
+
+@dataclass(frozen=True, slots=True)
+class SimulationResult:
+    """What a run did: its history, the effect ledger, how it ended, and what was seen last.
+
+    `status` is `final` (every execution ended), `quiescent` (nothing could happen),
+    `step_bound` (steps ran out) or `machine_failed`."""
+
+    seed: int
+    status: str
+    steps: int
+    at: int
+    plan: FaultPlan
+    history: tuple[HistoryRecord, ...]
+    ledger: tuple[LedgerEntry, ...]
+    final: Mapping[str, Observation]
+    failure: MachineFailed | None = None
+    traceback: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """Tells whether the machine held up (it did not fail; invariants are checked apart)."""
+        return self.failure is None
+
+    def summary(self) -> dict[str, Any]:
+        """Gives counts of records by kind, faults injected by kind, and the final states."""
+        faults = Counter(r.fault for r in self.history if isinstance(r, FaultInjected))
+        return {
+            "seed": self.seed,
+            "status": self.status,
+            "steps": self.steps,
+            "virtual_ms": self.at,
+            "records": counts(self.history),
+            "faults": dict(sorted(faults.items())),
+            "effects_applied": len(self.ledger),
+            "final": {eid: {"state": o.state, "status": o.status, "outcome": o.outcome}
+                      for eid, o in self.final.items()},
+            "failure": None if self.failure is None else self.failure._asdict(),
+        }
+
+    def write_history(self, path: str | Path) -> None:
+        """Writes the history as JSON lines (all or nothing)."""
+        write_jsonl(self.history, path)
+
+
+class Simulator:
+    """Runs seeded simulations of one definition against a machine (the reference runtime
+    unless another factory is given). Each `run` starts from nothing, so a seed always gives
+    the same history."""
+
+    def __init__(self, definition: WorkflowDefinition, options: SimOptions | None = None,
+                 machine: MachineFactory = ReferenceMachine) -> None:
+        self.definition = definition
+        self.options = options if options is not None else SimOptions()
+        self.plan = self.options.plan if self.options.plan is not None else plan_for(definition)
+        self.plan.check(definition)
+        self.machine = machine
+        self._external = {name: _enabled_events(definition, name) for name in definition.states}
+        self._payloads = {name: PayloadGenerator(schema_of(spec.payload), seed=index)
+                          for index, (name, spec) in enumerate(definition.spec.events.items())
+                          if spec.payload is not None}
+        # built once: Faker's realistic pools cost milliseconds; a run draws from them
+        self._outputs = {name: output_generator(spec.output, index)
+                         for index, (name, spec) in enumerate(definition.tools.items())}
+
+    def run(self, seed: int | None = None) -> SimulationResult:
+        """Runs one simulation (with `seed` instead of the options' seed, if given)."""
+        return _Run(self, self.options.seed if seed is None else seed).execute()
+
+
+def plan_for(definition: WorkflowDefinition, *, swarm: bool = False) -> FaultPlan:
+    """Gives the default plan less what the definition cannot take (tool faults without
+    tools)."""
+    plan = default_plan(swarm=swarm)
+    if definition.tools:
+        return plan
+    return replace(plan, rates=tuple(r for r in plan.rates if r.kind not in TOOL_FAULTS))
+
+
+def simulate(definition: WorkflowDefinition, seed: int = 0, **options: Any) -> SimulationResult:
+    """Runs one seeded simulation of `definition` on the reference machine."""
+    return Simulator(definition, SimOptions(seed=seed, **options)).run()
+
+
+class _Queued(NamedTuple):
+    due: int
+    seq: int
+    execution: str
+    event: Event
+    via: str
+
+
+class _Hung(BaseException):
+    """The machine passed the per-step bound of operations."""
+
+
+class _Nonsense(Exception):
+    """The machine answered something that cannot be."""
+
+
+class _Run:
+    """The state of one run; built fresh by each `Simulator.run`."""
+
+    def __init__(self, simulator: Simulator, seed: int) -> None:
+        options = simulator.options
+        self.sim, self.options, self.seed = simulator, options, seed
+        self.definition = definition = simulator.definition
+        self.rng = rng = random.Random(seed)
+        self.plan = plan = simulator.plan.for_run(rng)
+        self.clock = Clock()
+        self.history: list[HistoryRecord] = []
+        self.emit = self.history.append
+        self.ids = [f"x{n}" for n in range(1, options.executions + 1)]
+        self.world = ToolWorld(definition, plan, rng, self.clock, self.emit, seed=seed,
+                               honour_keys=options.honour_keys,
+                               executions=self._execution_of, outputs=simulator._outputs)
+        self.machine: MachineUnderTest = simulator.machine(definition, self.world.tools,
+                                                           self._probe)
+        # a machine that tells what it commits and records is observed where it changed;
+        # another, everywhere after each step
+        watch = getattr(self.machine, "watch", None)
+        self.watched = watch is not None
+        if watch is not None:
+            watch(self._committed, self._recorded)
+        self.changed: dict[str, None] = {}
+        self.points = frozenset(self.machine.crash_points)
+        self.obs: dict[str, Observation] = {}
+        self.unstarted = list(self.ids)
+        self.queue: list[_Queued] = []
+        self.serial = 0
+        self.ops = 0
+        self.quiet = False
+        self.in_worker = False
+        self.worker: MachineUnderTest | None = None
+        self.activity = ""
+        self.acting = ""  # the execution this step acts on ("" when the clock moves)
+        self.current: tuple[str, Event] | None = None
+        self.last_request: dict[str, str] = {}
+        self._rates(plan)
+
+    def _rates(self, plan: FaultPlan) -> None:
+        self.r_crash = plan.rate(FaultKind.CRASH)
+        crash = plan.get(FaultKind.CRASH)
+        if crash is not None and crash.points:
+            self.points = self.points & frozenset(crash.points)
+        self.r_store = plan.rate(FaultKind.STORE_WRITE_FAILURE)
+        self.r_worker = plan.rate(FaultKind.SECOND_WORKER)
+        self.r_drop = plan.rate(FaultKind.DROPPED_EVENT)
+        self.r_reorder = plan.rate(FaultKind.REORDERED_EVENTS)
+        self.r_dup = plan.rate(FaultKind.DUPLICATE_EVENT)
+        self.r_late = plan.rate(FaultKind.LATE_EVENT)
+        self.r_skew = plan.rate(FaultKind.TIMER_SKEW)
+        self.r_forged = plan.rate(FaultKind.FORGED_APPROVAL)
+        dropped, late = plan.get(FaultKind.DROPPED_EVENT), plan.get(FaultKind.LATE_EVENT)
+        skew, forged = plan.get(FaultKind.TIMER_SKEW), plan.get(FaultKind.FORGED_APPROVAL)
+        self.redeliver_after = dropped.redeliver_after_ms if dropped else 0
+        self.late_delay = late.delay_ms if late else 0
+        self.max_skew = max(1, skew.max_skew_ms) if skew else 1
+        self.forged_variants = (forged.variants if forged and forged.variants else
+                                ("wrong_source", "wrong_role", "stale_request", "changed_hash"))
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def execute(self) -> SimulationResult:
+        self.emit(RunStarted(0, 0, self.seed, self.definition.name, self.definition.version,
+                             _name_of(self.sim.machine), {**self.options.to_dict(),
+                                                         "seed": self.seed},
+                             self.plan.to_dict()))
+        status, failure, trace = "step_bound", None, ""
+        clock = self.clock
+        try:
+            while clock.step < self.options.steps_max:
+                clock.step += 1
+                self.ops = 0
+                action = self._choose()
+                if action is None:
+                    done = not self.unstarted and all(o.status == "final"
+                                                      for o in self.obs.values())
+                    status = "final" if done else "quiescent"
+                    break
+                self._perform(action)
+                self._observe()
+        except _Hung:
+            failure = MachineFailed(clock.step, clock.now, "hung", "StepBound",
+                                    f"more than {self.options.ops_max} operations in one step "
+                                    f"(while {self.activity}): a loop that never ends?")
+        except _Nonsense as exc:
+            failure = MachineFailed(clock.step, clock.now, "nonsense", "Observation", str(exc))
+        except (SimulatedCrash, StoreWriteError) as exc:  # escaped a machine that was not called
+            failure = MachineFailed(clock.step, clock.now, "raised", type(exc).__name__,
+                                    f"an injected fault escaped the machine: {exc}")
+        except Exception as exc:
+            failure = MachineFailed(clock.step, clock.now, "raised", type(exc).__name__,
+                                    f"while {self.activity}: {exc}")
+            trace = "".join(traceback.format_exception(exc))
+        if failure is not None:
+            self.emit(failure)
+            status = "machine_failed"
+        else:
+            for eid, obs in self.obs.items():
+                self.emit(Finished(clock.step, clock.now, eid, obs.state, obs.status,
+                                   obs.outcome, obs.version))
+        return SimulationResult(self.seed, status, clock.step, clock.now, self.plan,
+                                tuple(self.history), tuple(self.world.ledger.entries),
+                                dict(self.obs), failure, trace)
+
+    def _choose(self) -> tuple[Any, ...] | None:
+        actions: list[tuple[Any, ...]] = [(_START, eid) for eid in self.unstarted]
+        now = self.clock.now
+        soonest: int | None = None
+        for eid, obs in self.obs.items():
+            if obs.status == "final":
+                continue
+            for call in obs.calls:
+                actions.append((_COMPLETE, eid, call))
+            if obs.approval is not None:
+                actions.append((_APPROVE, eid, obs.approval))
+            if self.sim._external.get(obs.state):
+                actions.append((_EXTERNAL, eid, obs.state))
+            for _, fire_at in obs.timers:
+                if soonest is None or fire_at < soonest:
+                    soonest = fire_at
+        for queued in self.queue:
+            if queued.due <= now:
+                actions.append((_QUEUED, queued))
+            elif soonest is None or queued.due < soonest:
+                soonest = queued.due
+        landing = self.world.next_landing
+        if landing is not None and (soonest is None or landing < soonest):
+            soonest = landing
+        if soonest is not None:
+            actions.append((_ADVANCE, max(now, soonest)))
+        if not actions:
+            return None
+        return actions[self.rng.randrange(len(actions))]
+
+    def _perform(self, action: tuple[Any, ...]) -> None:
+        kind = action[0]
+        self.acting = action[1].execution if kind == _QUEUED else (
+            action[1] if kind != _ADVANCE else "")
+        if kind == _COMPLETE:
+            self._complete(action[1], action[2])
+        elif kind == _EXTERNAL:
+            self._external(action[1], action[2])
+        elif kind == _APPROVE:
+            self._approve(action[1], action[2])
+        elif kind == _QUEUED:
+            queued = action[1]
+            self.queue.remove(queued)
+            self._deliver(queued.execution, queued.event, queued.via)
+        elif kind == _ADVANCE:
+            self._advance(action[1])
+        else:
+            self._start(action[1])
+
+    # -- actions -----------------------------------------------------------------------------
+
+    def _start(self, eid: str) -> None:
+        context = dict(self.options.context)
+        self.emit(Started(self.clock.step, self.clock.now, eid, context))
+        done, _ = self._guard("start", self.machine.start, eid, context, self.clock.now)
+        if done:
+            self.unstarted.remove(eid)
+            self.obs[eid] = self._observation(eid)
+
+    def _external(self, eid: str, state: str) -> None:
+        rng = self.rng
+        names = self.sim._external[state]
+        name = names[rng.randrange(len(names))]
+        spec = self.definition.spec.events[name]
+        generator = self.sim._payloads.get(name)
+        payload: Any = {}
+        if generator is not None:
+            broken = (generator.invalid(rng, mapping_only=True)
+                      if rng.random() < self.options.invalid_rate else None)
+            payload = broken[0] if broken is not None else generator.valid(rng)
+        sources = sorted(str(s) for s in spec.sources) if spec.sources else ["system"]
+        source = sources[rng.randrange(len(sources))]
+        self._send(eid, Event(self._new_id(), name, source, payload, ""), "external")
+
+    def _approve(self, eid: str, approval: ApprovalWait) -> None:
+        rng = self.rng
+        roles = sorted(approval.roles)
+        role = roles[rng.randrange(len(roles))] if roles else "approver"
+        payload = {"role": role, "action_hash": approval.action_hash}
+        if self.r_forged and rng.random() < self.r_forged:
+            variants = self.forged_variants
+            variant = variants[rng.randrange(len(variants))]
+            source, answers = "human", approval.request_id
+            if variant == "wrong_source":
+                source = ("agent", "tool")[rng.randrange(2)]
+            elif variant == "wrong_role":
+                payload["role"] = f"not-{role}"
+            elif variant == "stale_request":
+                answers = self.last_request.get(eid) or f"{approval.request_id}-stale"
+            else:
+                payload["action_hash"] = _changed(approval.action_hash)
+            event = Event(self._new_id(), APPROVAL_GRANTED, source, payload, answers)
+            self._fault(FaultKind.FORGED_APPROVAL, eid, f"{variant} {event.id}")
+            self._deliver(eid, event, "forged")
+            return
+        self.last_request[eid] = approval.request_id
+        kind = APPROVAL_GRANTED if rng.random() < self.options.grant_rate else APPROVAL_DENIED
+        self._send(eid, Event(self._new_id(), kind, "human", payload, approval.request_id),
+                   "approval")
+
+    def _complete(self, eid: str, call: Call) -> None:
+        activity = "compensation" if call.compensation else "tool call"
+        self._guard(activity, self.machine.complete, eid, call.id, self.clock.now)
+        noise = self.world.agent_noise
+        while noise:
+            target = noise.pop(0)
+            word = ("teleport", "escalate_to_mars", "skip_approval", "refund_all")[
+                self.rng.randrange(4)]
+            self._queue(self.clock.now, target,
+                        Event(self._new_id(), f"agent.{word}", "agent", {}), "agent")
+
+    def _advance(self, target: int) -> None:
+        clock, rng = self.clock, self.rng
+        sim_now, machine_now = target, target
+        if self.r_skew and rng.random() < self.r_skew:
+            skew = 1 + rng.randrange(self.max_skew)
+            if rng.random() < 0.5:  # this worker's clock runs fast: fires before the time
+                sim_now = max(clock.now, target - skew)
+            else:  # it runs slow: fires late
+                sim_now = machine_now = target + skew
+            self._fault(FaultKind.TIMER_SKEW, "", f"due {target}, fired at {sim_now} "
+                                                  f"(machine clock {machine_now})")
+        clock.now = sim_now
+        self.world.land(sim_now)
+        due = any(fire_at <= machine_now for obs in self.obs.values()
+                  for _, fire_at in obs.timers)
+        if due:
+            self.emit(TimerFired(clock.step, sim_now, target, machine_now,
+                                 machine_now - sim_now))
+        self._guard("timer", self.machine.advance, machine_now)
+
+    # -- delivery ----------------------------------------------------------------------------
+
+    def _send(self, eid: str, event: Event, via: str) -> None:
+        """Sends an event as the outside world does: maybe dropped (and sent again later),
+        held back (overtaken), duplicated, or followed by a late copy."""
+        rng, now = self.rng, self.clock.now
+        if self.r_drop and rng.random() < self.r_drop:
+            self._fault(FaultKind.DROPPED_EVENT, eid, event.id)
+            self._queue(now + self.redeliver_after, eid, event, "redelivered")
+            return
+        if self.r_reorder and rng.random() < self.r_reorder:
+            self._fault(FaultKind.REORDERED_EVENTS, eid, event.id)
+            self._queue(now, eid, event, "reordered")
+            return
+        self._deliver(eid, event, via)
+        if self.r_dup and rng.random() < self.r_dup:
+            self._fault(FaultKind.DUPLICATE_EVENT, eid, event.id)
+            self._queue(now, eid, event, "duplicate")
+        if self.r_late and rng.random() < self.r_late:
+            late = event._replace(id=self._new_id())
+            self._fault(FaultKind.LATE_EVENT, eid, f"{late.id} copies {event.id}")
+            self._queue(now + self.late_delay, eid, late, "late")
+
+    def _deliver(self, eid: str, event: Event, via: str) -> None:
+        clock = self.clock
+        self.emit(Delivered(clock.step, clock.now, eid, event.id, event.type, event.source,
+                            event.answers, event.payload, via))
+        self.current = (eid, event)
+        done, said = self._guard(via, self.machine.deliver, eid, event, clock.now)
+        self.current = None
+        if done:
+            self.emit(Decided(clock.step, clock.now, eid, event.id, said or "unknown"))
+        else:  # the sender got no answer: it sends the same event again
+            self._queue(clock.now, eid, event, "retry")
+
+    def _queue(self, due: int, eid: str, event: Event, via: str) -> None:
+        self.serial += 1
+        self.queue.append(_Queued(due, self.serial, eid, event, via))
+
+    # -- calling the machine -----------------------------------------------------------------
+
+    def _guard(self, activity: str, call: Any, *args: Any) -> tuple[bool, Any]:
+        """Calls the machine; an injected crash or store failure is survived here (the machine
+        is recovered), anything else it raises ends the run."""
+        self.activity = activity
+        try:
+            return True, call(*args)
+        except SimulatedCrash as crash:
+            self.emit(Crashed(self.clock.step, self.clock.now, crash.point, activity))
+            self._recover(crashed=True)
+        except StoreWriteError:
+            self._recover(crashed=False)
+        return False, None
+
+    def _recover(self, *, crashed: bool) -> None:
+        """Recovers the machine from its store until it manages (after `recoveries_max`
+        failed tries, with faults off: a storm of crashes must end)."""
+        clock, machine = self.clock, self.machine
+        quiet, attempts = self.quiet, 0
+        if crashed:
+            machine.crash()
+        try:
+            while True:
+                attempts += 1
+                if attempts > self.options.recoveries_max:
+                    self.quiet = True
+                self.activity = "recovery"
+                try:
+                    machine.recover(clock.now)
+                    break
+                except SimulatedCrash as crash:
+                    self.emit(Crashed(clock.step, clock.now, crash.point, "recovery"))
+                    machine.crash()
+                except StoreWriteError:
+                    continue
+        finally:
+            self.quiet = quiet
+        self.emit(Recovered(clock.step, clock.now, attempts))
+
+    def _probe(self, point: str) -> None:
+        """The machine passes a named point: maybe crash it, fail its write, or let a second
+        worker act first."""
+        self.ops += 1
+        if self.ops > self.options.ops_max:
+            raise _Hung(point)
+        if self.quiet:
+            return
+        rng = self.rng
+        if point == STORE_WRITE:
+            if self.r_store and rng.random() < self.r_store:
+                self._fault(FaultKind.STORE_WRITE_FAILURE, "", f"during {self.activity}")
+                raise StoreWriteError(self.activity)
+            return
+        if self.r_crash and point in self.points and rng.random() < self.r_crash:
+            self._fault(FaultKind.CRASH, "", f"at {point} during {self.activity}")
+            raise SimulatedCrash(point)
+        if self.r_worker and not self.in_worker and rng.random() < self.r_worker:
+            self._second_worker(point)
+
+    def _second_worker(self, point: str) -> None:
+        """Another worker, with its own memory and the same store, acts in the middle of this
+        one's step: it recovers, fires due timers and takes the same event."""
+        if self.worker is None:
+            self.worker = self.machine.worker()
+            if self.worker is None:
+                self.r_worker = 0.0  # this machine has no second worker to offer
+                return
+        current = self.current
+        self._fault(FaultKind.SECOND_WORKER, current[0] if current else "",
+                    f"at {point} during {self.activity}")
+        self.in_worker, quiet = True, self.quiet
+        self.quiet = True  # the other worker is not the one being faulted
+        try:
+            now = self.clock.now
+            self.worker.recover(now)
+            self.worker.advance(now)
+            if current is not None:
+                self.worker.deliver(current[0], current[1], now)
+        finally:
+            self.in_worker, self.quiet = False, quiet
+
+    # -- observing ---------------------------------------------------------------------------
+
+    def _observe(self) -> None:
+        if not self.watched:
+            for eid in self.obs:
+                self.obs[eid] = self._observation(eid)
+            return
+        changed, obs = self.changed, self.obs
+        for eid in changed:
+            if eid in obs:
+                obs[eid] = self._observation(eid)
+        changed.clear()
+
+    def _observation(self, eid: str) -> Observation:
+        obs = self.machine.observe(eid)
+        if not isinstance(obs, Observation):
+            raise _Nonsense(f"observe({eid!r}) gave {type(obs).__name__}, not an Observation")
+        if obs.state not in self.definition.states:
+            raise _Nonsense(f"execution {eid!r} is in state {obs.state!r}, which the "
+                            f"definition {self.definition.name!r} lacks")
+        if obs.status not in _STATUSES:
+            raise _Nonsense(f"execution {eid!r} has status {obs.status!r}; expected one of "
+                            f"{', '.join(sorted(_STATUSES))}")
+        before = self.obs.get(eid)
+        if before is not None and obs.version < before.version:
+            raise _Nonsense(f"execution {eid!r} went back from version {before.version} to "
+                            f"{obs.version}")
+        return obs
+
+    # -- records -----------------------------------------------------------------------------
+
+    def _committed(self, commit: Commit, result: int | StoreError) -> None:
+        self.changed[commit.execution_id] = None
+        if isinstance(result, int):
+            execution = commit.execution
+            self.emit(Committed(self.clock.step, self.clock.now, commit.execution_id,
+                                commit.event.id, commit.decision, result,
+                                execution.state if execution is not None else ""))
+
+    def _recorded(self, execution_id: str, command_id: str, result: Event) -> None:
+        self.changed[execution_id] = None
+        self.emit(ResultRecorded(self.clock.step, self.clock.now, execution_id, command_id,
+                                 result.type))
+
+    def _fault(self, kind: str, eid: str, detail: str) -> None:
+        self.emit(FaultInjected(self.clock.step, self.clock.now, kind, eid or self.acting,
+                                detail))
+
+    def _new_id(self) -> str:
+        self.serial += 1
+        return f"ev{self.serial}"
+
+    def _execution_of(self, key: str) -> str:
+        head = key.split("/", 1)[0]
+        if head in self.obs or head in self.unstarted:
+            return head
+        return self.current[0] if self.current else self.acting
+
+
+def _enabled_events(definition: WorkflowDefinition, state: str) -> tuple[str, ...]:
+    """Gives the user events a transition of `state` (or of a parent) takes, sorted."""
+    compiled = definition.states[state]
+    if compiled.final:
+        return ()
+    names: list[str] = []
+    for name in (state, *compiled.ancestors):
+        names += [e for e in definition.states[name].on if e in definition.events]
+    return tuple(sorted(set(names)))
+
+
+def _changed(action_hash: str) -> str:
+    return (action_hash[1:] + action_hash[:1]) if len(action_hash) > 1 else f"{action_hash}x"
+
+
+def _name_of(factory: object) -> str:
+    return getattr(factory, "__qualname__", None) or type(factory).__name__
