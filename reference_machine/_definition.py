@@ -23,6 +23,7 @@ from reference_machine._expr import ExpressionSyntaxError, compile_expression
 from reference_machine._findings import Finding, Severity, did_you_mean
 from reference_machine._functions import registered_functions
 from reference_machine._records import BUILTIN_EVENTS, TRANSITION_EVENTS
+from reference_machine._schema import compile_fast_check
 from reference_machine._spec import (
     ActionSpec,
     Category,
@@ -946,8 +947,12 @@ def _unresolvable_reference(schema: Any) -> str | None:
 
 
 def _json_schema_check(validator: Any) -> PayloadCheck:
+    fast = compile_fast_check(validator.schema)
+
     def check(payload: Mapping[str, Any]) -> str | None:
         instance = payload if isinstance(payload, dict) else dict(payload)
+        if fast is not None and fast(instance):
+            return None  # the fast subset accepts only what jsonschema accepts
         try:
             error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
         except Exception as exc:  # a schema the checks let through must not crash decide
