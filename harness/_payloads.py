@@ -183,7 +183,7 @@ class _Compiler:
             # a key every branch requires: an object without it is refused by all of them
             dicts = _pick([n.dicts for n in objects if n.dicts])
             common = tuple(k for k in objects[0].required if all(k in n.required for n in objects))
-            breaks += [("missing_field", _without(dicts, key), True) for key in common]
+            breaks += [("missing_field", _edit(dicts, key), True) for key in common]
             return _Node(_pick([n.gen for n in nodes]), kinds, tuple(breaks), dicts, common)
         types, kinds = _types(s.get("type")), _ANY_KIND
         if types:
@@ -236,11 +236,14 @@ class _Compiler:
             regex, parsed = re.compile(pattern), re_parser.parse(pattern)
         except re.error as e:
             raise ValueError(f"pattern {pattern!r} at {where} is not a regex: {e}") from e
+        def matching(tries: list[str | None]) -> list[str]:
+            return [v for v in dict.fromkeys(tries) if v and regex.search(v) and low <= len(v)
+                    and (high is None or len(v) <= high)]
+
         rng = random.Random(f"{self.seed}:{pattern}")
-        tries = [*pool, *(_sample(parsed, rng) for _ in range(4 * _POOL_SIZE)), *_GENERIC,
-                 *(v for kind in _MAKERS for v in self.pool(kind))]
-        found = [v for v in dict.fromkeys(tries) if v and regex.search(v) and low <= len(v)
-                 and (high is None or len(v) <= high)]
+        samples = [_sample(parsed, rng) for _ in range(4 * _POOL_SIZE)]
+        found = matching([*pool, *samples, *_GENERIC]) or matching(
+            [v for kind in _MAKERS for v in self.pool(kind)])  # the other pools: slower to fill
         if not found:
             raise ValueError(f"cannot generate a string matching pattern {pattern!r} "
                              f"(minLength {low}, maxLength {high}) at {where}")
@@ -296,27 +299,23 @@ class _Compiler:
                     out[key] = make(rng)
             return out
 
-        breaks = [(how, _with(gen, key, make), True)
+        breaks = [(how, _edit(gen, key, make), True)
                   for key, node in nodes.items() for how, make, _ in node.breaks]
-        breaks += [("missing_field", _without(gen, key), True) for key in required]
+        breaks += [("missing_field", _edit(gen, key), True) for key in required]
         if extra is False:
             key = next(k for k in ("comment", "debug", "extra", "x_extra") if k not in properties)
-            breaks.append(("extra_field", _with(gen, key, value), True))
+            breaks.append(("extra_field", _edit(gen, key, value), True))
         return gen, breaks
 
 
-def _with(base: Gen, key: str, make: Gen) -> Gen:
+def _edit(base: Gen, key: str, make: Gen | None = None) -> Gen:
+    """Gives a maker of `base`'s objects with `key` set to what `make` gives, or removed."""
     def edit(rng: random.Random) -> dict[str, Any]:
         out = base(rng)
-        out[key] = make(rng)
-        return out
-    return edit
-
-
-def _without(base: Gen, key: str) -> Gen:
-    def edit(rng: random.Random) -> dict[str, Any]:
-        out = base(rng)
-        del out[key]
+        if make is None:
+            del out[key]
+        else:
+            out[key] = make(rng)
         return out
     return edit
 
@@ -394,10 +393,16 @@ def _number(s: dict[str, Any], integer: bool, where: str) -> tuple[Gen, list[Bre
     if integer:
         return (lambda rng: min(a + int(rng.random() * (b - a + 1)), b)), breaks
 
-    def gen(rng: random.Random) -> float:
+    first, last = 1, 0
+    if max(abs(a), abs(b)) < 1e12:  # whole cents: amounts look like amounts
+        first, last = math.ceil(a * 100), math.floor(b * 100)
+        first, last = first + (not ok(first / 100)), last - (not ok(last / 100))
+    if first <= last and ok(first / 100) and ok(last / 100):
+        return (lambda rng: (first + int(rng.random() * (last - first + 1))) / 100), breaks
+
+    def gen(rng: random.Random) -> float:  # no whole cent in bounds
         x = a + (b - a) * rng.random()
-        cents = round(x, 2)  # amounts look like amounts
-        return cents if ok(cents) else x if ok(x) else middle
+        return x if ok(x) else middle
 
     return gen, breaks
 

@@ -137,7 +137,7 @@ class SimulationResult:
 
     def summary(self) -> dict[str, Any]:
         """Gives counts of records by kind, faults injected by kind, and the final states."""
-        faults = Counter(r.fault for r in self.history if isinstance(r, FaultInjected))
+        faults = Counter(str(r.fault) for r in self.history if isinstance(r, FaultInjected))
         return {
             "seed": self.seed,
             "status": self.status,
@@ -237,6 +237,7 @@ class _Run:
             watch(self._committed, self._recorded)
         self.changed: dict[str, None] = {}
         self.points = frozenset(self.machine.crash_points)
+        self.between = not self.points  # a machine without named points crashes between steps
         self.obs: dict[str, Observation] = {}
         self.unstarted = list(self.ids)
         self.queue: list[_Queued] = []
@@ -292,6 +293,8 @@ class _Run:
                     status = "final" if done else "quiescent"
                     break
                 self._perform(action)
+                if self.between and self.r_crash and self.rng.random() < self.r_crash:
+                    self._crash_between()
                 self._observe()
         except _Hung:
             failure = MachineFailed(clock.step, clock.now, "hung", "StepBound",
@@ -546,6 +549,12 @@ class _Run:
             raise SimulatedCrash(point)
         if self.r_worker and not self.in_worker and rng.random() < self.r_worker:
             self._second_worker(point)
+
+    def _crash_between(self) -> None:
+        """Crashes a machine that names no crash points between two steps (all it offers)."""
+        self._fault(FaultKind.CRASH, "", "between steps")
+        self.emit(Crashed(self.clock.step, self.clock.now, "between_steps", "idle"))
+        self._recover(crashed=True)
 
     def _second_worker(self, point: str) -> None:
         """Another worker, with its own memory and the same store, acts in the middle of this

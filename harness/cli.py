@@ -176,7 +176,7 @@ def schema_command(output: str | None) -> None:
 
 
 @cli.command("run")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("paths", nargs=-1, required=True)
 @click.option("--seed", type=int, default=0, show_default=True,
               help="The seed: the same seed gives the same history, byte for byte.")
 @click.option("--plan", "plan_path", type=click.Path(dir_okay=False), metavar="PLAN",
@@ -190,15 +190,16 @@ def schema_command(output: str | None) -> None:
 @click.option("--steps", type=click.IntRange(min=1), default=1000, show_default=True,
               help="The bound on simulated steps.")
 @click.option("--history", "history_path", type=click.Path(dir_okay=False, writable=True),
-              metavar="OUT.jsonl", help="Write the history, one JSON record a line.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+              metavar="OUT.jsonl", help="Write the history, one JSON record a line (one "
+                                        "definition file only).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summaries as JSON.")
 @click.option("--import", "modules", multiple=True, metavar="MODULE",
               help="Import a Python module first (for the functions it registers).")
-def run_command(file: str, seed: int, plan_path: str | None, no_faults: bool, swarm: bool,
-                executions: int, steps: int, history_path: str | None, as_json: bool,
-                modules: Sequence[str]) -> None:
-    """Run one seeded simulation of a workflow definition on the reference machine, with
-    faults injected, and print what happened.
+def run_command(paths: Sequence[str], seed: int, plan_path: str | None, no_faults: bool,
+                swarm: bool, executions: int, steps: int, history_path: str | None,
+                as_json: bool, modules: Sequence[str]) -> None:
+    """Run one seeded simulation of each workflow definition (files or folders of them) on the
+    reference machine, with faults injected, and print what happened.
 
     Exit 0 when the machine held up, 1 when it failed (raised, hung or answered nonsense),
     2 on bad input.
@@ -206,35 +207,47 @@ def run_command(file: str, seed: int, plan_path: str | None, no_faults: bool, sw
     import_modules(modules)
     if no_faults and (plan_path or swarm):
         raise UsageProblem("--no-faults cannot be combined with --plan or --swarm")
-    if history_path is not None and not Path(history_path).parent.is_dir():
-        raise UsageProblem(f"--history {history_path}: folder "
-                           f"{str(Path(history_path).parent)!r} does not exist")
-    definition = load_definition(file)
+    files = definition_files(paths)
+    if history_path is not None:
+        if len(files) != 1:
+            raise UsageProblem(f"--history takes one definition file; {len(files)} were given")
+        if not Path(history_path).parent.is_dir():
+            raise UsageProblem(f"--history {history_path}: folder "
+                               f"{str(Path(history_path).parent)!r} does not exist")
+    loaded = [(str(path), load_definition(path)) for path in files]
     try:
-        if no_faults:
-            plan = no_faults_plan()
-        elif plan_path is not None:
-            plan = load_plan(plan_path)
-            plan = replace(plan, swarm=plan.swarm or swarm)
-        else:
-            plan = plan_for(definition, swarm=swarm)
-        simulator = Simulator(definition, SimOptions(seed=seed, executions=executions,
-                                                     steps_max=steps, plan=plan))
+        given = None if plan_path is None else load_plan(plan_path)
+        simulators = []
+        for _, definition in loaded:
+            if no_faults:
+                plan = no_faults_plan()
+            elif given is not None:
+                plan = replace(given, swarm=given.swarm or swarm)
+            else:
+                plan = plan_for(definition, swarm=swarm)
+            simulators.append(Simulator(definition, SimOptions(
+                seed=seed, executions=executions, steps_max=steps, plan=plan)))
     except (FaultPlanError, HarnessError) as exc:
         raise UsageProblem(str(exc)) from exc
-    result = simulator.run()
-    if history_path is not None:
-        try:
-            result.write_history(history_path)
-        except OSError as exc:
-            raise UsageProblem(f"--history {history_path}: cannot write: {exc.strerror}") \
-                from exc
-    summary = result.summary()
+    console = Console(highlight=False, soft_wrap=True)
+    summaries, failed = {}, False
+    for (name, _), simulator in zip(loaded, simulators, strict=True):
+        result = simulator.run()
+        failed = failed or result.failure is not None
+        if history_path is not None:
+            try:
+                result.write_history(history_path)
+            except OSError as exc:
+                raise UsageProblem(f"--history {history_path}: cannot write: "
+                                   f"{exc.strerror}") from exc
+        summaries[name] = result.summary()
+        if not as_json:
+            _print_summary(console, name, summaries[name], result)
     if as_json:
-        click.echo(json.dumps(summary, indent=2, sort_keys=True))
-    else:
-        _print_summary(Console(highlight=False, soft_wrap=True), file, summary, result)
-    sys.exit(EXIT_FOUND if result.failure is not None else EXIT_OK)
+        single = len(summaries) == 1
+        click.echo(json.dumps(next(iter(summaries.values())) if single else summaries,
+                              indent=2, sort_keys=True))
+    sys.exit(EXIT_FOUND if failed else EXIT_OK)
 
 
 def _print_summary(console: Console, file: str, summary: dict[str, Any],

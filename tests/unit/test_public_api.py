@@ -7,7 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+import fault_injection
+import harness
 import reference_machine
+from fault_injection import load_plan
 from reference_machine import load_definition
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,6 +54,33 @@ class TestExports:
             "register_function", "registered_functions", "start_event",
         }
 
+    @pytest.mark.parametrize("package", [harness, fault_injection])
+    def test_other_packages_sort_all(self, package: object) -> None:
+        """harness and fault_injection sort __all__ alike, and every name exists."""
+        names = package.__all__  # type: ignore[attr-defined]
+        assert names == sorted(names, key=lambda n: (not n.isupper(), not n[0].isupper(), n))
+        assert [name for name in names if not hasattr(package, name)] == []
+
+    def test_harness_names_are_pinned(self) -> None:
+        """The harness's public names are a deliberate list."""
+        assert set(harness.__all__) == {
+            "Applied", "ApprovalWait", "Call", "Committed", "Crashed", "Decided", "Delivered",
+            "Dispatched", "EffectLedger", "FaultInjected", "Finished", "HarnessError",
+            "HistoryRecord", "LedgerEntry", "MachineFactory", "MachineFailed",
+            "MachineUnderTest", "Observation", "Probe", "Recovered", "ReferenceMachine",
+            "ResultRecorded", "RunStarted", "SimOptions", "SimulationResult", "Simulator",
+            "Started", "TimerFired", "ToolWorld", "simulate",
+        }
+
+    def test_fault_injection_names_are_pinned(self) -> None:
+        """The fault catalogue's public names are a deliberate list."""
+        assert set(fault_injection.__all__) == {
+            "DESCRIPTIONS", "FORGED_VARIANTS", "MALFORMED_VARIANTS", "STORE_WRITE",
+            "TOOL_FAULTS", "FaultInjectionError", "FaultKind", "FaultPlan", "FaultPlanError",
+            "FaultRate", "ProbedStore", "SimulatedCrash", "StoreWriteError", "default_plan",
+            "load_plan", "no_faults",
+        }
+
     def test_errors_subclass_the_builtins_callers_expect(self) -> None:
         """A DefinitionError is a ValueError, so generic callers can catch it."""
         assert issubclass(reference_machine.DefinitionError, ValueError)
@@ -64,6 +96,7 @@ class TestReadme:
         assert len(commands) == 2
         assert "pip install -e '.[test]'" in commands[0]
         assert "fsmharness lint scenarios/" in commands[0]
+        assert "fsmharness run scenarios/ --seed 1" in commands[0]
         assert commands[1].strip() == "python -m pytest"
 
     def test_ci_runs_the_readme_test_command(self) -> None:
@@ -72,7 +105,7 @@ class TestReadme:
 
     def test_yaml_example_loads(self) -> None:
         """The README's definition example loads clean."""
-        (example,) = fenced("yaml")
+        example = fenced("yaml")[0]
         definition = load_definition(example)
         assert definition.name == "refund_escalation"
         assert definition.warnings == ()
@@ -96,3 +129,23 @@ class TestReadme:
         result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
                                 text=True, check=False)
         assert result.returncode == 0, result.stderr
+
+    def test_fault_plan_example_loads(self, tmp_path: Path) -> None:
+        """The README's fault plan loads as written."""
+        plan_file = tmp_path / "plan.yaml"
+        plan_file.write_text(fenced("yaml")[1], encoding="utf-8")
+        plan = load_plan(plan_file)
+        assert plan.rate("duplicate_event") == 0.1
+        assert plan.get("slow_tool").latency_ms == 120_000  # type: ignore[union-attr]
+
+    @pytest.mark.parametrize("index", [2, 3], ids=["simulation", "own-machine"])
+    def test_simulation_examples_run(self, tmp_path: Path, index: int) -> None:
+        """The README's simulation examples run as written and end with every run final."""
+        example = fenced("python")[index]
+        script = tmp_path / "simulation_example.py"
+        script.write_text(example.replace('"scenarios/', f'"{ROOT}/scenarios/')
+                          + "\nassert result.ok and result.status == 'final', result.status\n")
+        result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                                text=True, check=False)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("final")
