@@ -226,7 +226,8 @@ class _Run:
         self.ids = [f"x{n}" for n in range(1, options.executions + 1)]
         self.world = ToolWorld(definition, plan, rng, self.clock, self.emit, seed=seed,
                                honour_keys=options.honour_keys,
-                               executions=self._execution_of, outputs=simulator._outputs)
+                               executions=self._execution_of, outputs=simulator._outputs,
+                               on_call=self._count)
         self.machine: MachineUnderTest = simulator.machine(definition, self.world.tools,
                                                            self._probe)
         # a machine that tells what it commits and records is observed where it changed;
@@ -243,6 +244,7 @@ class _Run:
         self.queue: list[_Queued] = []
         self.serial = 0
         self.ops = 0
+        self.ops_max = options.ops_max
         self.quiet = False
         self.in_worker = False
         self.worker: MachineUnderTest | None = None
@@ -530,11 +532,17 @@ class _Run:
             self.quiet = quiet
         self.emit(Recovered(clock.step, clock.now, attempts))
 
+    def _count(self) -> None:
+        """Counts one tool call against the per-step bound."""
+        self.ops += 1
+        if self.ops > self.ops_max:
+            raise _Hung("tool call")
+
     def _probe(self, point: str) -> None:
         """The machine passes a named point: maybe crash it, fail its write, or let a second
         worker act first."""
         self.ops += 1
-        if self.ops > self.options.ops_max:
+        if self.ops > self.ops_max:
             raise _Hung(point)
         if self.quiet:
             return

@@ -90,12 +90,14 @@ class ToolWorld:
                  clock: Clock, emit: Callable[[HistoryRecord], None], *, seed: int,
                  honour_keys: Mapping[str, bool] | None = None,
                  executions: Callable[[str], str] | None = None,
-                 outputs: Mapping[str, PayloadGenerator | None] | None = None) -> None:
+                 outputs: Mapping[str, PayloadGenerator | None] | None = None,
+                 on_call: Callable[[], None] | None = None) -> None:
         self._rng = rng
         self._clock = clock
         self._emit = emit
         self._plan = plan
         self._execution_of = executions or _execution_of_key
+        self._on_call = on_call or (lambda: None)  # the simulator counts calls per step
         self.ledger = EffectLedger()
         self.agent_noise: list[str] = []  # executions an agent emitted an unknown event for
         self._landings: list[_Landing] = []
@@ -121,6 +123,7 @@ class ToolWorld:
 
     def _call(self, tool: str, honours: bool, table: tuple[tuple[float, FaultKind], ...],
               input: Mapping[str, Any], key: str) -> ToolOutcome:
+        self._on_call()
         clock = self._clock
         execution = self._execution_of(key)
         self._emit(Dispatched(clock.step, clock.now, execution, tool, key))

@@ -338,8 +338,12 @@ class MemoryStore:
 
     def pending(self, execution_id: str | None = None) -> list[OutboxEntry]:
         ids = [execution_id] if execution_id is not None else sorted(self._runs)
-        return [entry for run_id in ids for key, entry in self._run(run_id).outbox.items()
-                if key not in self._run(run_id).delivered]
+        entries = []
+        for run_id in ids:
+            run = self._run(run_id)
+            delivered = run.delivered
+            entries += [entry for key, entry in run.outbox.items() if key not in delivered]
+        return entries
 
     def outbox(self, execution_id: str) -> list[OutboxEntry]:
         return list(self._run(execution_id).outbox.values())
