@@ -246,7 +246,8 @@ class PlanSpec(BaseModel):
 class FaultRate:
     """One enabled fault kind: its rate and parameters (those of other kinds are ignored).
 
-    `points` and `variants` left empty mean all of them; `tools` of None means every tool.
+    `points` left empty means every crash point the machine names; `variants` left empty are
+    filled with all of them; `tools` of None means every tool.
     """
 
     kind: FaultKind
@@ -260,15 +261,16 @@ class FaultRate:
     delay_ms: int = DELAY_MS_DEFAULT
 
     def __post_init__(self) -> None:
-        kind = FaultKind(self.kind)
+        try:
+            kind = FaultKind(self.kind)
+        except ValueError as exc:
+            raise FaultPlanError(f"faults.{self.kind}", _unknown_kind(str(self.kind))) from exc
         object.__setattr__(self, "kind", kind)
         try:
             object.__setattr__(self, "rate", _rate(self.rate))
         except ValueError as exc:
             raise FaultPlanError(f"faults.{kind}.rate", str(exc)) from exc
-        if kind is FaultKind.CRASH and not self.points:
-            object.__setattr__(self, "points", CRASH_POINTS)
-        elif kind is FaultKind.MALFORMED_OUTPUT and not self.variants:
+        if kind is FaultKind.MALFORMED_OUTPUT and not self.variants:
             object.__setattr__(self, "variants", MALFORMED_VARIANTS)
         elif kind is FaultKind.FORGED_APPROVAL and not self.variants:
             object.__setattr__(self, "variants", FORGED_VARIANTS)
@@ -291,7 +293,7 @@ class FaultRate:
                 result[name] = f"{getattr(self, _DURATION_FIELDS[name])}ms"
             else:
                 value = getattr(self, name)
-                if value is not None:
+                if value:  # None and () both mean all
                     result[name] = list(value)
         return result
 
@@ -463,6 +465,11 @@ def _validate(data: Any, lines: Mapping[str, int], name: str) -> PlanSpec:
         raise FaultPlanError(location, message, name, line) from exc
 
 
+def _unknown_kind(key: str) -> str:
+    suggestion = did_you_mean(key, _KIND_NAMES)
+    return f"unknown fault kind {key!r}{suggestion}; known kinds: {_KNOWN_KINDS}"
+
+
 def _problem(
     error: Any, data: Mapping[str, Any], lines: Mapping[str, int]
 ) -> tuple[str, str, int | None]:
@@ -471,8 +478,7 @@ def _problem(
     if kind == "extra_forbidden":
         key = str(error["loc"][-1])
         if parents == ("faults",):
-            message = (f"unknown fault kind {key!r}{did_you_mean(key, _KIND_NAMES)}; "
-                       f"known kinds: {_KNOWN_KINDS}")
+            message = _unknown_kind(key)
         elif len(parents) == 2 and parents[0] == "faults":
             fault = FaultKind(parents[1])
             known = list(SPECS[fault].model_fields)
@@ -537,7 +543,7 @@ def _compile(
             location = f"faults.{kind}.{parameter}"
             if parameter == "points":
                 values["points"] = _names(value, location, crash_points, "crash point",
-                                          lines, name) or crash_points
+                                          lines, name)
             elif parameter == "variants":
                 known = MALFORMED_VARIANTS if kind is FaultKind.MALFORMED_OUTPUT else (
                     FORGED_VARIANTS)

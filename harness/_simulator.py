@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 import traceback
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -30,6 +30,7 @@ from fault_injection import (
     TOOL_FAULTS,
     FaultKind,
     FaultPlan,
+    FaultPlanError,
     SimulatedCrash,
     StoreWriteError,
     default_plan,
@@ -74,6 +75,7 @@ from reference_machine import (
 __all__ = ["SimOptions", "SimulationResult", "Simulator", "plan_for", "simulate"]
 
 _STATUSES = frozenset({"created", "running", "waiting", "compensating", "final"})
+_DECISIONS = frozenset({"accepted", "ignored", "rejected"})
 _START, _EXTERNAL, _COMPLETE, _APPROVE, _QUEUED, _ADVANCE = range(6)
 
 
@@ -167,6 +169,9 @@ class Simulator:
         self.options = options if options is not None else SimOptions()
         self.plan = self.options.plan if self.options.plan is not None else plan_for(definition)
         self.plan.check(definition)
+        named = getattr(machine, "crash_points", None)  # a class says before it is built
+        if isinstance(named, tuple | list):
+            check_points(self.plan, named)
         self.machine = machine
         self._external = {name: _enabled_events(definition, name) for name in definition.states}
         self._payloads = {name: PayloadGenerator(schema_of(spec.payload), seed=index)
@@ -179,6 +184,19 @@ class Simulator:
     def run(self, seed: int | None = None) -> SimulationResult:
         """Runs one simulation (with `seed` instead of the options' seed, if given)."""
         return _Run(self, self.options.seed if seed is None else seed).execute()
+
+
+def check_points(plan: FaultPlan, named: Sequence[str]) -> None:
+    """Refuses a plan whose crash points the machine does not name."""
+    crash = plan.get(FaultKind.CRASH)
+    if crash is None or not crash.points:
+        return
+    for index, point in enumerate(crash.points):
+        if point not in named:
+            known = ", ".join(named) or "none (it is crashed between steps)"
+            raise FaultPlanError(f"faults.crash.points[{index}]",
+                                 f"the machine under test has no crash point {point!r}; its "
+                                 f"points: {known}")
 
 
 def plan_for(definition: WorkflowDefinition, *, swarm: bool = False) -> FaultPlan:
@@ -228,17 +246,8 @@ class _Run:
                                honour_keys=options.honour_keys,
                                executions=self._execution_of, outputs=simulator._outputs,
                                on_call=self._count)
-        self.machine: MachineUnderTest = simulator.machine(definition, self.world.tools,
-                                                           self._probe)
-        # a machine that tells what it commits and records is observed where it changed;
-        # another, everywhere after each step
-        watch = getattr(self.machine, "watch", None)
-        self.watched = watch is not None
-        if watch is not None:
-            watch(self._committed, self._recorded)
         self.changed: dict[str, None] = {}
-        self.points = frozenset(self.machine.crash_points)
-        self.between = not self.points  # a machine without named points crashes between steps
+        self.watched = False
         self.obs: dict[str, Observation] = {}
         self.unstarted = list(self.ids)
         self.queue: list[_Queued] = []
@@ -254,11 +263,23 @@ class _Run:
         self.last_request: dict[str, str] = {}
         self._rates(plan)
 
+    def _build(self) -> None:
+        """Makes the machine (a factory that raises is that machine's failure)."""
+        self.machine = self.sim.machine(self.definition, self.world.tools, self._probe)
+        named = getattr(self.machine, "crash_points", ())
+        check_points(self.plan, named)
+        crash = self.plan.get(FaultKind.CRASH)
+        self.points = frozenset(crash.points if crash is not None and crash.points else named)
+        self.between = not named  # a machine without named points crashes between steps
+        # a machine that tells what it commits and records is observed where it changed;
+        # another, everywhere after each step
+        watch = getattr(self.machine, "watch", None)
+        self.watched = watch is not None
+        if watch is not None:
+            watch(self._committed, self._recorded)
+
     def _rates(self, plan: FaultPlan) -> None:
         self.r_crash = plan.rate(FaultKind.CRASH)
-        crash = plan.get(FaultKind.CRASH)
-        if crash is not None and crash.points:
-            self.points = self.points & frozenset(crash.points)
         self.r_store = plan.rate(FaultKind.STORE_WRITE_FAILURE)
         self.r_worker = plan.rate(FaultKind.SECOND_WORKER)
         self.r_drop = plan.rate(FaultKind.DROPPED_EVENT)
@@ -284,6 +305,15 @@ class _Run:
                              self.plan.to_dict()))
         status, failure, trace = "step_bound", None, ""
         clock = self.clock
+        try:
+            self.activity = "building the machine"
+            self._build()
+        except FaultPlanError:
+            raise  # the plan names crash points this machine lacks: the user's mistake
+        except Exception as exc:
+            return self._failed(MachineFailed(0, 0, "raised", type(exc).__name__,
+                                              f"while {self.activity}: {exc}"),
+                                "".join(traceback.format_exception(exc)))
         try:
             while clock.step < self.options.steps_max:
                 clock.step += 1
@@ -312,12 +342,19 @@ class _Run:
                                     f"while {self.activity}: {exc}")
             trace = "".join(traceback.format_exception(exc))
         if failure is not None:
-            self.emit(failure)
-            status = "machine_failed"
-        else:
-            for eid, obs in self.obs.items():
-                self.emit(Finished(clock.step, clock.now, eid, obs.state, obs.status,
-                                   obs.outcome, obs.version))
+            return self._failed(failure, trace)
+        for eid, obs in self.obs.items():
+            self.emit(Finished(clock.step, clock.now, eid, obs.state, obs.status,
+                               obs.outcome, obs.version))
+        return self._result(status)
+
+    def _failed(self, failure: MachineFailed, trace: str) -> SimulationResult:
+        self.emit(failure)
+        return self._result("machine_failed", failure, trace)
+
+    def _result(self, status: str, failure: MachineFailed | None = None,
+                trace: str = "") -> SimulationResult:
+        clock = self.clock
         return SimulationResult(self.seed, status, clock.step, clock.now, self.plan,
                                 tuple(self.history), tuple(self.world.ledger.entries),
                                 dict(self.obs), failure, trace)
@@ -484,6 +521,10 @@ class _Run:
         done, said = self._guard(via, self.machine.deliver, eid, event, clock.now)
         self.current = None
         if done:
+            if said is not None and (not isinstance(said, str) or said.partition(":")[0] not in
+                                     _DECISIONS):
+                raise _Nonsense(f"deliver({eid!r}, {event.id!r}) answered {said!r}; expected "
+                                "accepted, ignored[:reason], rejected[:reason] or None")
             self.emit(Decided(clock.step, clock.now, eid, event.id, said or "unknown"))
         else:  # the sender got no answer: it sends the same event again
             self._queue(clock.now, eid, event, "retry")
@@ -609,6 +650,9 @@ class _Run:
         if obs.status not in _STATUSES:
             raise _Nonsense(f"execution {eid!r} has status {obs.status!r}; expected one of "
                             f"{', '.join(sorted(_STATUSES))}")
+        if not isinstance(obs.version, int) or isinstance(obs.version, bool):
+            raise _Nonsense(f"execution {eid!r} has version {obs.version!r}; expected a whole "
+                            "number")
         before = self.obs.get(eid)
         if before is not None and obs.version < before.version:
             raise _Nonsense(f"execution {eid!r} went back from version {before.version} to "

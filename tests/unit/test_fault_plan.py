@@ -143,7 +143,7 @@ class TestLoadPlan:
             FaultKind.CRASH, FaultKind.LATE_EVENT, FaultKind.DROPPED_EVENT, FaultKind.SLOW_TOOL,
             FaultKind.MALFORMED_OUTPUT, FaultKind.TIMER_SKEW, FaultKind.FORGED_APPROVAL,
         ]
-        assert _get(plan, FaultKind.CRASH).points == CRASH_POINTS
+        assert _get(plan, FaultKind.CRASH).points == ()  # every point the machine names
         assert _get(plan, FaultKind.SLOW_TOOL).latency_ms == 60_000
         assert _get(plan, FaultKind.SLOW_TOOL).tools is None
         assert _get(plan, FaultKind.TIMER_SKEW).max_skew_ms == 5_000
@@ -165,9 +165,10 @@ class TestLoadPlan:
         assert plan.kinds == (FaultKind.DUPLICATE_EVENT,)
 
     def test_custom_crash_points(self) -> None:
-        """`crash_points=` sets the points a crash may name and strikes by default."""
-        plan = load_plan({"faults": {"crash": 0.1}}, crash_points=("a", "b"))
-        assert _get(plan, FaultKind.CRASH).points == ("a", "b")
+        """`crash_points=` sets the points a plan may name."""
+        plan = load_plan({"faults": {"crash": {"rate": 0.1, "points": ["b"]}}},
+                         crash_points=("a", "b"))
+        assert _get(plan, FaultKind.CRASH).points == ("b",)
 
     def test_empty_faults(self) -> None:
         """A plan without faults injects nothing."""
