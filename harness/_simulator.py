@@ -447,7 +447,9 @@ class _Run:
             elif variant == "wrong_role":
                 payload["role"] = f"not-{role}"
             elif variant == "stale_request":
-                answers = self.last_request.get(eid) or f"{approval.request_id}-stale"
+                answered = self.last_request.get(eid)  # still current if its answer was lost
+                answers = (answered if answered and answered != approval.request_id
+                           else f"{approval.request_id}-stale")
             else:
                 payload["action_hash"] = _changed(approval.action_hash)
             event = Event(self._new_id(), APPROVAL_GRANTED, source, payload, answers)

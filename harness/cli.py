@@ -20,7 +20,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from fault_injection import FaultPlanError, load_plan
+from fault_injection import FaultPlan, FaultPlanError, load_plan
 from fault_injection import no_faults as no_faults_plan
 from harness._simulator import SimOptions, SimulationResult, Simulator, plan_for
 from harness.errors import HarnessError
@@ -29,6 +29,7 @@ from reference_machine import (
     DefinitionSyntaxError,
     Finding,
     Severity,
+    WorkflowDefinition,
     WorkflowSpec,
     lint,
     load_definition,
@@ -209,6 +210,8 @@ def run_command(paths: Sequence[str], seed: int, plan_path: str | None, no_fault
         raise UsageProblem("--no-faults cannot be combined with --plan or --swarm")
     files = definition_files(paths)
     if history_path is not None:
+        if not history_path.strip() or Path(history_path).is_dir():
+            raise UsageProblem(f"--history {history_path!r}: expected a file path")
         if len(files) != 1:
             raise UsageProblem(f"--history takes one definition file; {len(files)} were given")
         if not Path(history_path).parent.is_dir():
@@ -219,6 +222,8 @@ def run_command(paths: Sequence[str], seed: int, plan_path: str | None, no_fault
         given = None if plan_path is None else load_plan(plan_path)
         simulators = []
         for _, definition in loaded:
+            if given is not None:
+                _check_plan(given, definition, plan_path or "")
             if no_faults:
                 plan = no_faults_plan()
             elif given is not None:
@@ -250,6 +255,15 @@ def run_command(paths: Sequence[str], seed: int, plan_path: str | None, no_fault
     sys.exit(EXIT_FOUND if failed else EXIT_OK)
 
 
+def _check_plan(plan: FaultPlan, definition: WorkflowDefinition, source: str) -> None:
+    """Checks the plan against the definition, naming the plan's file in the error."""
+    try:
+        plan.check(definition)
+    except FaultPlanError as exc:
+        raise FaultPlanError(exc.location, f"{exc.message} (in {definition.source})",
+                             source, exc.line) from exc
+
+
 def _print_summary(console: Console, file: str, summary: dict[str, Any],
                    result: SimulationResult) -> None:
     console.print(f"{escape(file)}: seed {summary['seed']}, {summary['steps']} steps, "
@@ -274,8 +288,20 @@ def _print_summary(console: Console, file: str, summary: dict[str, Any],
 def main(argv: Sequence[str] | None = None) -> None:
     """Runs the CLI; user errors exit 2 with one line, harness bugs show their traceback."""
     try:
-        cli.main(args=list(argv) if argv is not None else None, prog_name="fsmharness",
-                 standalone_mode=True)
+        code = cli.main(args=list(argv) if argv is not None else None, prog_name="fsmharness",
+                        standalone_mode=False)
+    except click.UsageError as exc:  # click's own (a bad option value): one line too
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `fsmharness`: the help
+            click.echo(exc.format_message())
+            sys.exit(EXIT_USAGE)
+        click.echo(f"fsmharness: error: {exc.format_message()}", err=True)
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("fsmharness: aborted", err=True)
+        sys.exit(EXIT_USAGE)
     except DefinitionError as exc:
         click.echo(f"fsmharness: error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
@@ -284,6 +310,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         click.echo("fsmharness: internal error; this is a bug in fsmharness, please report it "
                    "with the traceback above", err=True)
         sys.exit(70)
+    sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
 if __name__ == "__main__":
