@@ -89,14 +89,12 @@ class ProbedStore:
             self._on_commit(commit, result)
         return results
 
-    def record_result(self, execution_id: str, command_id: str, result: Event) -> None:
+    def record_result(self, execution_id: str, command_id: str, result: Event) -> Event:
         self._probe(STORE_WRITE)
-        self.inner.record_result(execution_id, command_id, result)
-        # the first recorded result wins: tell only of one the store kept
-        kept = next((entry.result for entry in self.inner.outbox(execution_id)
-                     if entry.command_id == command_id), None)
-        if kept == result:
+        kept = self.inner.record_result(execution_id, command_id, result)
+        if kept == result:  # the first recorded result wins: tell only of one the store kept
             self._on_record(execution_id, command_id, result)
+        return kept
 
     def pending(self, execution_id: str | None = None) -> list[OutboxEntry]:
         return self.inner.pending(execution_id)

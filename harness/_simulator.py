@@ -17,12 +17,15 @@ the simulator itself does not fail with it.
 
 from __future__ import annotations
 
+import functools
+import json
 import random
 import traceback
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from fault_injection import (
@@ -61,7 +64,7 @@ from harness._machine import (
     ReferenceMachine,
 )
 from harness._payloads import PayloadGenerator, schema_of
-from harness._world import Clock, LedgerEntry, ToolWorld, output_generator
+from harness._world import Clock, LedgerEntry, ToolWorld
 from harness.errors import HarnessError
 from reference_machine import (
     APPROVAL_DENIED,
@@ -71,11 +74,13 @@ from reference_machine import (
     StoreError,
     WorkflowDefinition,
 )
+from reference_machine._findings import did_you_mean
 
 __all__ = ["SimOptions", "SimulationResult", "Simulator", "plan_for", "simulate"]
 
 _STATUSES = frozenset({"created", "running", "waiting", "compensating", "final"})
 _DECISIONS = frozenset({"accepted", "ignored", "rejected"})
+_KEEP_VIA = frozenset({"forged", "late", "duplicate", "agent"})
 _START, _EXTERNAL, _COMPLETE, _APPROVE, _QUEUED, _ADVANCE = range(6)
 
 
@@ -96,14 +101,22 @@ class SimOptions:
     honour_keys: Mapping[str, bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name in ("executions", "steps_max", "ops_max", "recoveries_max"):
-            if getattr(self, name) < 1:
-                raise HarnessError(f"options.{name}: expected a positive whole number, got "
-                                   f"{getattr(self, name)!r}")
+        for name, low in (("seed", 0), ("executions", 1), ("steps_max", 1), ("ops_max", 1),
+                          ("recoveries_max", 1)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise HarnessError(f"options.{name}: expected a whole number of at least "
+                                   f"{low}, got {value!r}")
         for name in ("invalid_rate", "grant_rate"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or isinstance(value, bool) or not (
+                    0.0 <= value <= 1.0):
                 raise HarnessError(f"options.{name}: expected a rate from 0 to 1, got "
-                                   f"{getattr(self, name)!r}")
+                                   f"{value!r}")
+        try:  # the context travels in the history and the start event: JSON data only
+            json.dumps(dict(self.context), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise HarnessError(f"options.context: expected JSON data: {exc}") from exc
 
     def to_dict(self) -> dict[str, Any]:
         """Gives the options as plain JSON data (the plan apart)."""
@@ -173,17 +186,34 @@ class Simulator:
         if isinstance(named, tuple | list):
             check_points(self.plan, named)
         self.machine = machine
+        for tool in self.options.honour_keys:
+            if tool not in definition.tools:
+                raise HarnessError(f"options.honour_keys: {definition.name!r} has no tool "
+                                   f"{tool!r}{did_you_mean(tool, list(definition.tools))}")
         self._external = {name: _enabled_events(definition, name) for name in definition.states}
-        self._payloads = {name: PayloadGenerator(schema_of(spec.payload), seed=index)
+        # built once: Faker's realistic pools cost milliseconds; a run draws from them
+        self._payloads = {name: _generator(f"events.{name}.payload", schema_of(spec.payload),
+                                           index)
                           for index, (name, spec) in enumerate(definition.spec.events.items())
                           if spec.payload is not None}
-        # built once: Faker's realistic pools cost milliseconds; a run draws from them
-        self._outputs = {name: output_generator(spec.output, index)
+        self._outputs = {name: _generator(f"tools.{name}.output", spec.output, index)
                          for index, (name, spec) in enumerate(definition.tools.items())}
 
     def run(self, seed: int | None = None) -> SimulationResult:
         """Runs one simulation (with `seed` instead of the options' seed, if given)."""
         return _Run(self, self.options.seed if seed is None else seed).execute()
+
+
+def _generator(location: str, schema: Mapping[str, Any] | None,
+               seed: int) -> PayloadGenerator | None:
+    """Gives the generator of a schema's values, or a clear error for one it cannot serve."""
+    if not schema:
+        return None
+    try:
+        return PayloadGenerator(schema, seed=seed)
+    except ValueError as exc:
+        raise HarnessError(f"{location}: the simulator cannot generate values for this "
+                           f"schema: {exc}") from exc
 
 
 def check_points(plan: FaultPlan, named: Sequence[str]) -> None:
@@ -261,11 +291,21 @@ class _Run:
         self.acting = ""  # the execution this step acts on ("" when the clock moves)
         self.current: tuple[str, Event] | None = None
         self.last_request: dict[str, str] = {}
+        self.machine: MachineUnderTest | None = None  # type: ignore[assignment]
+        self.points: frozenset[str] = frozenset()
+        self.between = False
+        self.machine_time = 0  # the machine's clock: never goes back
+        self.offset = 0  # how far the machine's clock runs ahead (an early timer skew)
         self._rates(plan)
 
     def _build(self) -> None:
-        """Makes the machine (a factory that raises is that machine's failure)."""
-        self.machine = self.sim.machine(self.definition, self.world.tools, self._probe)
+        """Makes the machine (a factory that raises is that machine's failure); no fault is
+        injected while it is built."""
+        self.quiet = True
+        try:
+            self.machine = self.sim.machine(self.definition, self.world.tools, self._probe)
+        finally:
+            self.quiet = False
         named = getattr(self.machine, "crash_points", ())
         check_points(self.plan, named)
         crash = self.plan.get(FaultKind.CRASH)
@@ -292,7 +332,9 @@ class _Run:
         skew, forged = plan.get(FaultKind.TIMER_SKEW), plan.get(FaultKind.FORGED_APPROVAL)
         self.redeliver_after = dropped.redeliver_after_ms if dropped else 0
         self.late_delay = late.delay_ms if late else 0
-        self.max_skew = max(1, skew.max_skew_ms) if skew else 1
+        self.max_skew = skew.max_skew_ms if skew else 0
+        if self.max_skew <= 0:
+            self.r_skew = 0.0  # no room to skew
         self.forged_variants = (forged.variants if forged and forged.variants else
                                 ("wrong_source", "wrong_role", "stale_request", "changed_hash"))
 
@@ -302,7 +344,7 @@ class _Run:
         self.emit(RunStarted(0, 0, self.seed, self.definition.name, self.definition.version,
                              _name_of(self.sim.machine), {**self.options.to_dict(),
                                                          "seed": self.seed},
-                             self.plan.to_dict()))
+                             _plan_dict(self.plan)))
         status, failure, trace = "step_bound", None, ""
         clock = self.clock
         try:
@@ -310,7 +352,9 @@ class _Run:
             self._build()
         except FaultPlanError:
             raise  # the plan names crash points this machine lacks: the user's mistake
-        except Exception as exc:
+        except (KeyboardInterrupt, _Hung):
+            raise
+        except BaseException as exc:  # SystemExit too: the machine's, not the simulator's
             return self._failed(MachineFailed(0, 0, "raised", type(exc).__name__,
                                               f"while {self.activity}: {exc}"),
                                 "".join(traceback.format_exception(exc)))
@@ -325,19 +369,19 @@ class _Run:
                     status = "final" if done else "quiescent"
                     break
                 self._perform(action)
-                if self.between and self.r_crash and self.rng.random() < self.r_crash:
-                    self._crash_between()
+                if self.between:
+                    self._between_steps()
                 self._observe()
-        except _Hung:
-            failure = MachineFailed(clock.step, clock.now, "hung", "StepBound",
-                                    f"more than {self.options.ops_max} operations in one step "
-                                    f"(while {self.activity}): a loop that never ends?")
+        except _Hung as exc:
+            failure = MachineFailed(clock.step, clock.now, "hung", "StepBound", str(exc))
         except _Nonsense as exc:
             failure = MachineFailed(clock.step, clock.now, "nonsense", "Observation", str(exc))
         except (SimulatedCrash, StoreWriteError) as exc:  # escaped a machine that was not called
             failure = MachineFailed(clock.step, clock.now, "raised", type(exc).__name__,
                                     f"an injected fault escaped the machine: {exc}")
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # SystemExit too: the machine's, not the simulator's
             failure = MachineFailed(clock.step, clock.now, "raised", type(exc).__name__,
                                     f"while {self.activity}: {exc}")
             trace = "".join(traceback.format_exception(exc))
@@ -361,7 +405,7 @@ class _Run:
 
     def _choose(self) -> tuple[Any, ...] | None:
         actions: list[tuple[Any, ...]] = [(_START, eid) for eid in self.unstarted]
-        now = self.clock.now
+        now, offset = self.clock.now, self.offset
         soonest: int | None = None
         for eid, obs in self.obs.items():
             if obs.status == "final":
@@ -372,9 +416,9 @@ class _Run:
                 actions.append((_APPROVE, eid, obs.approval))
             if self.sim._external.get(obs.state):
                 actions.append((_EXTERNAL, eid, obs.state))
-            for _, fire_at in obs.timers:
-                if soonest is None or fire_at < soonest:
-                    soonest = fire_at
+            for _, fire_at in obs.timers:  # the machine's time; the clock's is behind by offset
+                if soonest is None or fire_at - offset < soonest:
+                    soonest = fire_at - offset
         for queued in self.queue:
             if queued.due <= now:
                 actions.append((_QUEUED, queued))
@@ -413,7 +457,8 @@ class _Run:
     def _start(self, eid: str) -> None:
         context = dict(self.options.context)
         self.emit(Started(self.clock.step, self.clock.now, eid, context))
-        done, _ = self._guard("start", self.machine.start, eid, context, self.clock.now)
+        done, _ = self._guard("start", self.machine.start, eid, dict(context),
+                              self._machine_now())
         if done:
             self.unstarted.remove(eid)
             self.obs[eid] = self._observation(eid)
@@ -463,7 +508,7 @@ class _Run:
 
     def _complete(self, eid: str, call: Call) -> None:
         activity = "compensation" if call.compensation else "tool call"
-        self._guard(activity, self.machine.complete, eid, call.id, self.clock.now)
+        self._guard(activity, self.machine.complete, eid, call.id, self._machine_now())
         noise = self.world.agent_noise
         while noise:
             target = noise.pop(0)
@@ -473,24 +518,38 @@ class _Run:
                         Event(self._new_id(), f"agent.{word}", "agent", {}), "agent")
 
     def _advance(self, target: int) -> None:
+        """Moves the clock to `target` and tells the machine, firing what is due; a timer
+        skew makes the machine's clock run ahead from now on (the timer fires early) or makes
+        this timer fire late. The machine's clock never goes back."""
         clock, rng = self.clock, self.rng
-        sim_now, machine_now = target, target
-        if self.r_skew and rng.random() < self.r_skew:
+        due = target + self.offset  # the machine's time when the clock reaches the target
+        sim_now = target
+        timers = [fire_at for obs in self.obs.values() for _, fire_at in obs.timers]
+        if self.r_skew and any(t <= due for t in timers) and rng.random() < self.r_skew:
             skew = 1 + rng.randrange(self.max_skew)
-            if rng.random() < 0.5:  # this worker's clock runs fast: fires before the time
-                sim_now = max(clock.now, target - skew)
-            else:  # it runs slow: fires late
-                sim_now = machine_now = target + skew
-            self._fault(FaultKind.TIMER_SKEW, "", f"due {target}, fired at {sim_now} "
-                                                  f"(machine clock {machine_now})")
+            if rng.random() < 0.5:  # the machine's clock runs fast: timers fire early
+                self.offset = skew
+                sim_now = max(clock.now, due - skew)
+            else:  # it runs slow: this timer fires late
+                self.offset = 0
+                sim_now = due + skew
+            self._fault(FaultKind.TIMER_SKEW, "", f"due {due}, fired when the clock showed "
+                                                  f"{sim_now}")
         clock.now = sim_now
         self.world.land(sim_now)
-        due = any(fire_at <= machine_now for obs in self.obs.values()
-                  for _, fire_at in obs.timers)
-        if due:
-            self.emit(TimerFired(clock.step, sim_now, target, machine_now,
-                                 machine_now - sim_now))
+        machine_now = self._machine_now()
+        if any(t <= machine_now for t in timers):
+            self.emit(TimerFired(clock.step, sim_now, due, machine_now, machine_now - sim_now))
         self._guard("timer", self.machine.advance, machine_now)
+
+    def _machine_now(self) -> int:
+        """Gives the time the machine is told: the clock plus the skew's offset, never less
+        than what it was told before."""
+        now = self.clock.now + self.offset
+        if now < self.machine_time:
+            now = self.machine_time
+        self.machine_time = now
+        return now
 
     # -- delivery ----------------------------------------------------------------------------
 
@@ -506,21 +565,26 @@ class _Run:
             self._fault(FaultKind.REORDERED_EVENTS, eid, event.id)
             self._queue(now, eid, event, "reordered")
             return
-        self._deliver(eid, event, via)
+        if not self._deliver(eid, event, via):
+            return  # no answer: it is sent again as it was, and copied only once it lands
         if self.r_dup and rng.random() < self.r_dup:
             self._fault(FaultKind.DUPLICATE_EVENT, eid, event.id)
             self._queue(now, eid, event, "duplicate")
         if self.r_late and rng.random() < self.r_late:
-            late = event._replace(id=self._new_id())
+            # an answer arrives again after its wait ended, under a new id (a second webhook
+            # for the same approval); an event that answers nothing arrives again as itself
+            late = event._replace(id=self._new_id()) if event.answers else event
             self._fault(FaultKind.LATE_EVENT, eid, f"{late.id} copies {event.id}")
             self._queue(now + self.late_delay, eid, late, "late")
 
-    def _deliver(self, eid: str, event: Event, via: str) -> None:
+    def _deliver(self, eid: str, event: Event, via: str) -> bool:
+        """Delivers one event; tells whether the machine answered (else it is sent again)."""
         clock = self.clock
         self.emit(Delivered(clock.step, clock.now, eid, event.id, event.type, event.source,
                             event.answers, event.payload, via))
         self.current = (eid, event)
-        done, said = self._guard(via, self.machine.deliver, eid, event, clock.now)
+        handed = event._replace(payload=dict(event.payload))  # the history keeps its own
+        done, said = self._guard(via, self.machine.deliver, eid, handed, self._machine_now())
         self.current = None
         if done:
             if said is not None and (not isinstance(said, str) or said.partition(":")[0] not in
@@ -528,8 +592,11 @@ class _Run:
                 raise _Nonsense(f"deliver({eid!r}, {event.id!r}) answered {said!r}; expected "
                                 "accepted, ignored[:reason], rejected[:reason] or None")
             self.emit(Decided(clock.step, clock.now, eid, event.id, said or "unknown"))
-        else:  # the sender got no answer: it sends the same event again
-            self._queue(clock.now, eid, event, "retry")
+            return True
+        # the sender got no answer: it sends the same event again (a forgery, a late or
+        # duplicate copy stays what it was)
+        self._queue(clock.now, eid, event, via if via in _KEEP_VIA else "retry")
+        return False
 
     def _queue(self, due: int, eid: str, event: Event, via: str) -> None:
         self.serial += 1
@@ -562,9 +629,12 @@ class _Run:
                 attempts += 1
                 if attempts > self.options.recoveries_max:
                     self.quiet = True
+                if attempts > 2 * self.options.recoveries_max:
+                    raise _Hung(f"recovery never succeeds: {attempts - 1} tries, the last "
+                                    f"{self.options.recoveries_max} with no fault injected")
                 self.activity = "recovery"
                 try:
-                    machine.recover(clock.now)
+                    machine.recover(self._machine_now())
                     break
                 except SimulatedCrash as crash:
                     self.emit(Crashed(clock.step, clock.now, crash.point, "recovery"))
@@ -579,14 +649,18 @@ class _Run:
         """Counts one tool call against the per-step bound."""
         self.ops += 1
         if self.ops > self.ops_max:
-            raise _Hung("tool call")
+            raise self._hung()
+
+    def _hung(self) -> _Hung:
+        return _Hung(f"more than {self.ops_max} operations in one step (while "
+                     f"{self.activity}): a loop that never ends?")
 
     def _probe(self, point: str) -> None:
         """The machine passes a named point: maybe crash it, fail its write, or let a second
         worker act first."""
         self.ops += 1
         if self.ops > self.ops_max:
-            raise _Hung(point)
+            raise self._hung()
         if self.quiet:
             return
         rng = self.rng
@@ -601,17 +675,26 @@ class _Run:
         if self.r_worker and not self.in_worker and rng.random() < self.r_worker:
             self._second_worker(point)
 
-    def _crash_between(self) -> None:
-        """Crashes a machine that names no crash points between two steps (all it offers)."""
-        self._fault(FaultKind.CRASH, "", "between steps")
-        self.emit(Crashed(self.clock.step, self.clock.now, "between_steps", "idle"))
-        self._recover(crashed=True)
+    def _between_steps(self) -> None:
+        """A machine that names no crash points is crashed, and met by a second worker,
+        between two steps (all it offers)."""
+        rng = self.rng
+        if self.r_crash and rng.random() < self.r_crash:
+            self._fault(FaultKind.CRASH, "", "between steps")
+            self.emit(Crashed(self.clock.step, self.clock.now, "between_steps", "idle"))
+            self._recover(crashed=True)
+        if self.r_worker and rng.random() < self.r_worker:
+            self._second_worker("between_steps")
 
     def _second_worker(self, point: str) -> None:
         """Another worker, with its own memory and the same store, acts in the middle of this
         one's step: it recovers, fires due timers and takes the same event."""
         if self.worker is None:
-            self.worker = self.machine.worker()
+            quiet, self.quiet = self.quiet, True
+            try:
+                self.worker = self.machine.worker()
+            finally:
+                self.quiet = quiet
             if self.worker is None:
                 self.r_worker = 0.0  # this machine has no second worker to offer
                 return
@@ -621,7 +704,7 @@ class _Run:
         self.in_worker, quiet = True, self.quiet
         self.quiet = True  # the other worker is not the one being faulted
         try:
-            now = self.clock.now
+            now = self._machine_now()
             self.worker.recover(now)
             self.worker.advance(now)
             if current is not None:
@@ -652,6 +735,12 @@ class _Run:
         if obs.status not in _STATUSES:
             raise _Nonsense(f"execution {eid!r} has status {obs.status!r}; expected one of "
                             f"{', '.join(sorted(_STATUSES))}")
+        if not (isinstance(obs.timers, tuple) and all(
+                isinstance(t, tuple) and len(t) == 2 and isinstance(t[1], int) for t in obs.timers)
+                and isinstance(obs.calls, tuple) and all(isinstance(c, Call) for c in obs.calls)
+                and (obs.approval is None or isinstance(obs.approval, ApprovalWait))):
+            raise _Nonsense(f"execution {eid!r}: timers must be (id, time) pairs, calls `Call`s "
+                            f"and the approval an `ApprovalWait` or None; got {obs!r}")
         if not isinstance(obs.version, int) or isinstance(obs.version, bool):
             raise _Nonsense(f"execution {eid!r} has version {obs.version!r}; expected a whole "
                             "number")
@@ -685,10 +774,15 @@ class _Run:
         return f"ev{self.serial}"
 
     def _execution_of(self, key: str) -> str:
+        """The execution an idempotency key belongs to: its part before the first `/` when
+        that names one (the protocol's convention), else unknown ("")."""
         head = key.split("/", 1)[0]
-        if head in self.obs or head in self.unstarted:
-            return head
-        return self.current[0] if self.current else self.acting
+        return head if head in self.obs or head in self.unstarted else ""
+
+
+@functools.lru_cache(maxsize=64)  # runs of one plan log the same plan; swarm plans vary
+def _plan_dict(plan: FaultPlan) -> Mapping[str, Any]:
+    return MappingProxyType(plan.to_dict())
 
 
 def _enabled_events(definition: WorkflowDefinition, state: str) -> tuple[str, ...]:

@@ -12,6 +12,7 @@ side-effect checks, whatever the machine believes it did.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from collections.abc import Callable, Mapping
@@ -217,6 +218,7 @@ def _execution_of_key(key: str) -> str:
     return key.split("/", 1)[0]
 
 
+@functools.lru_cache(maxsize=1024)  # a plan is frozen; runs of one plan share its tables
 def _table(plan: FaultPlan, tool: str) -> tuple[tuple[float, FaultKind], ...]:
     """Gives the cumulative thresholds of the tool faults that apply to `tool`."""
     table = []

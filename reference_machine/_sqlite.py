@@ -301,7 +301,7 @@ class SQLiteStore:
                         record.duration_ms, record.tool, record.outcome))
         return int(new_version)
 
-    def record_result(self, execution_id: str, command_id: str, result: Event) -> None:
+    def record_result(self, execution_id: str, command_id: str, result: Event) -> Event:
         try:
             with self._transaction():
                 updated = self._db.execute(
@@ -310,6 +310,11 @@ class SQLiteStore:
                 if updated.rowcount != 1:
                     raise StoreError(f"execution {execution_id!r} has no outbox command "
                                      f"{command_id!r}")
+                (text,) = self._db.execute(
+                    "SELECT result FROM outbox WHERE execution_id = ? AND command_id = ?",
+                    (execution_id, command_id)).fetchone()
+            kept = decode_event(text)
+            return result if kept == result else kept
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: recording the result of {command_id!r} failed: "
                              f"{exc}") from exc

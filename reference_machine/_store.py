@@ -185,8 +185,9 @@ class EventStore(Protocol):
         still all-or-nothing for its execution; a failed one gives its error in its place and
         leaves the others written."""
 
-    def record_result(self, execution_id: str, command_id: str, result: Event) -> None:
-        """Records the result of an outbox command (before it is delivered as an event)."""
+    def record_result(self, execution_id: str, command_id: str, result: Event) -> Event:
+        """Records the result of an outbox command (before it is delivered as an event) and
+        gives the result the store keeps: the first one recorded wins."""
 
     def pending(self, execution_id: str | None = None) -> list[OutboxEntry]:
         """Gives outbox entries whose result was delivered to no one yet, oldest first."""
@@ -256,6 +257,7 @@ class _Memory:
     consumed: set[str] = field(default_factory=set)
     outbox: dict[str, OutboxEntry] = field(default_factory=dict)
     delivered: set[str] = field(default_factory=set)
+    undelivered: dict[str, OutboxEntry] = field(default_factory=dict)  # pending, oldest first
     timers: dict[str, Timer] = field(default_factory=dict)
     transitions: list[TransitionRecord] = field(default_factory=list)
 
@@ -298,6 +300,7 @@ class MemoryStore:
         # command stays pending, for recovery to finish; one before its command hides nothing
         if answers in run.outbox and commit.decision != "rejected":
             run.delivered.add(answers)
+            run.undelivered.pop(answers, None)
         if commit.event.type == TIMER_FIRED and commit.event.source in ("timer", "system"):
             run.timers.pop(answers, None)  # fired, whatever decide made of it; forged: kept
         if commit.execution is None:
@@ -311,7 +314,10 @@ class MemoryStore:
                 run.timers.pop(command.timer_id, None)
             else:
                 entry = OutboxEntry(commit.execution_id, command)
-                run.outbox.setdefault(entry.command_id, entry)
+                if entry.command_id not in run.outbox:
+                    run.outbox[entry.command_id] = entry
+                    if entry.command_id not in run.delivered:
+                        run.undelivered[entry.command_id] = entry
         entered = run.transitions[-1].at if run.transitions else None
         record = transition_record(commit, entered)
         if record is not None:
@@ -328,21 +334,24 @@ class MemoryStore:
                 results.append(exc)
         return results
 
-    def record_result(self, execution_id: str, command_id: str, result: Event) -> None:
+    def record_result(self, execution_id: str, command_id: str, result: Event) -> Event:
         run = self._run(execution_id)
         entry = run.outbox.get(command_id)
         if entry is None:
             raise StoreError(f"execution {execution_id!r} has no outbox command {command_id!r}")
-        if entry.result is None:  # the first recorded result wins, as in SQLite
-            run.outbox[command_id] = OutboxEntry(execution_id, entry.command, result)
+        if entry.result is not None:  # the first recorded result wins, as in SQLite
+            return entry.result
+        entry = OutboxEntry(execution_id, entry.command, result)
+        run.outbox[command_id] = entry
+        if command_id in run.undelivered:
+            run.undelivered[command_id] = entry
+        return result
 
     def pending(self, execution_id: str | None = None) -> list[OutboxEntry]:
         ids = [execution_id] if execution_id is not None else sorted(self._runs)
-        entries = []
+        entries: list[OutboxEntry] = []
         for run_id in ids:
-            run = self._run(run_id)
-            delivered = run.delivered
-            entries += [entry for key, entry in run.outbox.items() if key not in delivered]
+            entries += self._run(run_id).undelivered.values()
         return entries
 
     def outbox(self, execution_id: str) -> list[OutboxEntry]:

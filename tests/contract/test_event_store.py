@@ -793,8 +793,8 @@ class EventStoreContract:
         driver.start()
         first = Event("res-1", STEP_SUCCEEDED, "tool", LOOKUP, LOOKUP_EFFECT)
         second = Event("res-2", STEP_FAILED, "tool", {"category": "transient"}, LOOKUP_EFFECT)
-        store.record_result(XID, LOOKUP_EFFECT, first)
-        store.record_result(XID, LOOKUP_EFFECT, second)
+        assert store.record_result(XID, LOOKUP_EFFECT, first) == first
+        assert store.record_result(XID, LOOKUP_EFFECT, second) == first  # the kept one
         (entry,) = store.outbox(XID)
         assert entry.result == first
         assert store.pending(XID) == [entry]  # recorded is not delivered
