@@ -17,7 +17,6 @@ the simulator itself does not fail with it.
 
 from __future__ import annotations
 
-import functools
 import json
 import random
 import traceback
@@ -64,7 +63,7 @@ from harness._machine import (
     ReferenceMachine,
 )
 from harness._payloads import PayloadGenerator, schema_of
-from harness._world import Clock, LedgerEntry, ToolWorld
+from harness._world import Clock, LedgerEntry, ToolWorld, fault_tables
 from harness.errors import HarnessError
 from reference_machine import (
     APPROVAL_DENIED,
@@ -186,6 +185,10 @@ class Simulator:
         if isinstance(named, tuple | list):
             check_points(self.plan, named)
         self.machine = machine
+        # a plan without swarm is the plan of every run: what a run logs and draws from it
+        # is made once
+        self._plan_dict = MappingProxyType(self.plan.to_dict())
+        self._tables = fault_tables(self.plan, definition)
         for tool in self.options.honour_keys:
             if tool not in definition.tools:
                 raise HarnessError(f"options.honour_keys: {definition.name!r} has no tool "
@@ -275,6 +278,7 @@ class _Run:
         self.world = ToolWorld(definition, plan, rng, self.clock, self.emit, seed=seed,
                                honour_keys=options.honour_keys,
                                executions=self._execution_of, outputs=simulator._outputs,
+                               tables=simulator._tables if plan is simulator.plan else None,
                                on_call=self._count)
         self.changed: dict[str, None] = {}
         self.watched = False
@@ -344,7 +348,8 @@ class _Run:
         self.emit(RunStarted(0, 0, self.seed, self.definition.name, self.definition.version,
                              _name_of(self.sim.machine), {**self.options.to_dict(),
                                                          "seed": self.seed},
-                             _plan_dict(self.plan)))
+                             self.sim._plan_dict if self.plan is self.sim.plan
+                             else MappingProxyType(self.plan.to_dict())))
         status, failure, trace = "step_bound", None, ""
         clock = self.clock
         try:
@@ -735,10 +740,7 @@ class _Run:
         if obs.status not in _STATUSES:
             raise _Nonsense(f"execution {eid!r} has status {obs.status!r}; expected one of "
                             f"{', '.join(sorted(_STATUSES))}")
-        if not (isinstance(obs.timers, tuple) and all(
-                isinstance(t, tuple) and len(t) == 2 and isinstance(t[1], int) for t in obs.timers)
-                and isinstance(obs.calls, tuple) and all(isinstance(c, Call) for c in obs.calls)
-                and (obs.approval is None or isinstance(obs.approval, ApprovalWait))):
+        if not _well_formed(obs):
             raise _Nonsense(f"execution {eid!r}: timers must be (id, time) pairs, calls `Call`s "
                             f"and the approval an `ApprovalWait` or None; got {obs!r}")
         if not isinstance(obs.version, int) or isinstance(obs.version, bool):
@@ -780,9 +782,18 @@ class _Run:
         return head if head in self.obs or head in self.unstarted else ""
 
 
-@functools.lru_cache(maxsize=64)  # runs of one plan log the same plan; swarm plans vary
-def _plan_dict(plan: FaultPlan) -> Mapping[str, Any]:
-    return MappingProxyType(plan.to_dict())
+def _well_formed(obs: Observation) -> bool:
+    """Tells whether an observation's timers, calls and approval have their types."""
+    timers, calls, approval = obs.timers, obs.calls, obs.approval
+    if type(timers) is not tuple or type(calls) is not tuple:
+        return False
+    for timer in timers:
+        if type(timer) is not tuple or len(timer) != 2 or type(timer[1]) is not int:
+            return False
+    for call in calls:
+        if type(call) is not Call:
+            return False
+    return approval is None or type(approval) is ApprovalWait
 
 
 def _enabled_events(definition: WorkflowDefinition, state: str) -> tuple[str, ...]:

@@ -12,7 +12,6 @@ side-effect checks, whatever the machine believes it did.
 
 from __future__ import annotations
 
-import functools
 import json
 import random
 from collections.abc import Callable, Mapping
@@ -92,7 +91,8 @@ class ToolWorld:
                  honour_keys: Mapping[str, bool] | None = None,
                  executions: Callable[[str], str] | None = None,
                  outputs: Mapping[str, PayloadGenerator | None] | None = None,
-                 on_call: Callable[[], None] | None = None) -> None:
+                 on_call: Callable[[], None] | None = None,
+                 tables: Mapping[str, tuple[tuple[float, FaultKind], ...]] | None = None) -> None:
         self._rng = rng
         self._clock = clock
         self._emit = emit
@@ -104,6 +104,7 @@ class ToolWorld:
         self._landings: list[_Landing] = []
         self._outputs: dict[tuple[str, str], Any] = {}
         overrides = honour_keys or {}
+        tables = tables if tables is not None else fault_tables(plan, definition)
         self.tools: dict[str, Tool] = {}
         self._generators: dict[str, PayloadGenerator | None] = {}
         self.honours: dict[str, bool] = {}
@@ -111,7 +112,7 @@ class ToolWorld:
             self.honours[name] = honours = overrides.get(name, spec.idempotency_keys)
             self._generators[name] = (outputs[name] if outputs is not None else
                                       output_generator(spec.output, seed * 7919 + index))
-            self.tools[name] = self._tool(name, honours, _table(plan, name))
+            self.tools[name] = self._tool(name, honours, tables[name])
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -218,7 +219,12 @@ def _execution_of_key(key: str) -> str:
     return key.split("/", 1)[0]
 
 
-@functools.lru_cache(maxsize=1024)  # a plan is frozen; runs of one plan share its tables
+def fault_tables(plan: FaultPlan, definition: WorkflowDefinition
+                 ) -> dict[str, tuple[tuple[float, FaultKind], ...]]:
+    """Gives, per tool of the definition, the cumulative thresholds of its tool faults."""
+    return {tool: _table(plan, tool) for tool in definition.tools}
+
+
 def _table(plan: FaultPlan, tool: str) -> tuple[tuple[float, FaultKind], ...]:
     """Gives the cumulative thresholds of the tool faults that apply to `tool`."""
     table = []

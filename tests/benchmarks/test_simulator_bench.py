@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from recording import recording_factory
 
-from harness import ReferenceMachine, SimOptions, Simulator
+from harness import SimOptions, Simulator
 from reference_machine import (
     Accepted,
     Event,
@@ -45,13 +46,7 @@ def simulate_seeds(simulator: Simulator) -> int:
 
 def logged_decisions(definition: WorkflowDefinition) -> list[tuple[Execution, Event, int]]:
     """Gives (execution before, event, time) for every event the runs' stores logged."""
-    made: list[ReferenceMachine] = []
-
-    def factory(d: WorkflowDefinition, tools: Any, probe: Any) -> ReferenceMachine:
-        machine = ReferenceMachine(d, tools, probe)
-        made.append(machine)
-        return machine
-
+    factory, made = recording_factory()
     simulator = Simulator(definition, SimOptions(), machine=factory)
     calls: list[tuple[Execution, Event, int]] = []
     for seed in SEEDS:

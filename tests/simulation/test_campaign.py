@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from recording import recording_factory
 
 from fault_injection import FaultKind, FaultPlan, FaultRate
 from fault_injection._plan import DEFAULT_RATES
@@ -24,15 +25,13 @@ from harness import (
     FaultInjected,
     HistoryRecord,
     LedgerEntry,
-    MachineFactory,
-    Probe,
     ReferenceMachine,
     SimOptions,
     SimulationResult,
     Simulator,
 )
 from harness._simulator import plan_for
-from reference_machine import APPROVAL_GRANTED, Tool, WorkflowDefinition, load_definition
+from reference_machine import APPROVAL_GRANTED, WorkflowDefinition, load_definition
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ("refund_escalation", "support_triage")
@@ -203,19 +202,6 @@ def campaign_plans(definition: WorkflowDefinition) -> list[tuple[str, FaultPlan,
     return [("default", plan_for(definition), SEEDS),
             ("swarm", plan_for(definition, swarm=True), SEEDS),
             ("doubled", doubled_plan(), DOUBLED_SEEDS)]
-
-
-def recording_factory() -> tuple[MachineFactory, list[ReferenceMachine]]:
-    """Gives a machine factory that keeps each machine it makes, so its store can be read."""
-    made: list[ReferenceMachine] = []
-
-    def factory(definition: WorkflowDefinition, tools: Mapping[str, Tool],
-                probe: Probe) -> ReferenceMachine:
-        machine = ReferenceMachine(definition, tools, probe)
-        made.append(machine)
-        return machine
-
-    return factory, made
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from recording import recording_factory
 
 from fault_injection import FaultPlan, load_plan
 from harness import (
@@ -24,8 +25,6 @@ from harness import (
     FaultInjected,
     HistoryRecord,
     LedgerEntry,
-    MachineFactory,
-    Probe,
     Recovered,
     ReferenceMachine,
     SimOptions,
@@ -38,7 +37,6 @@ from reference_machine import (
     CRASH_POINTS,
     Event,
     RequestApproval,
-    Tool,
     WorkflowDefinition,
     load_definition,
 )
@@ -50,19 +48,6 @@ REFUND = "payments.refund"
 @cache
 def scenario(name: str) -> WorkflowDefinition:
     return load_definition(ROOT / "scenarios" / f"{name}.yaml")
-
-
-def recording_factory() -> tuple[MachineFactory, list[ReferenceMachine]]:
-    """Gives a machine factory that keeps each machine it makes, so its store can be read."""
-    made: list[ReferenceMachine] = []
-
-    def factory(definition: WorkflowDefinition, tools: Mapping[str, Tool],
-                probe: Probe) -> ReferenceMachine:
-        machine = ReferenceMachine(definition, tools, probe)
-        made.append(machine)
-        return machine
-
-    return factory, made
 
 
 def simulate(definition: WorkflowDefinition, plan: FaultPlan, seeds: Iterable[int],
