@@ -23,9 +23,12 @@ import traceback
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
+
+import freezegun
 
 from fault_injection import (
     STORE_WRITE,
@@ -75,8 +78,10 @@ from reference_machine import (
 )
 from reference_machine._findings import did_you_mean
 
-__all__ = ["SimOptions", "SimulationResult", "Simulator", "plan_for", "simulate"]
+__all__ = ["FROZEN_EPOCH", "SimOptions", "SimulationResult", "Simulator", "plan_for", "simulate"]
 
+#: The wall time virtual time 0 stands for, with `SimOptions(freeze_clock=True)`.
+FROZEN_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 _STATUSES = frozenset({"created", "running", "waiting", "compensating", "final"})
 _DECISIONS = frozenset({"accepted", "ignored", "rejected"})
 _KEEP_VIA = frozenset({"forged", "late", "duplicate", "agent"})
@@ -98,6 +103,7 @@ class SimOptions:
     recoveries_max: int = 20
     context: Mapping[str, Any] = field(default_factory=dict)
     honour_keys: Mapping[str, bool] = field(default_factory=dict)
+    freeze_clock: bool = False  # wall time follows the machine's clock (freezegun)
 
     def __post_init__(self) -> None:
         for name, low in (("seed", 0), ("executions", 1), ("steps_max", 1), ("ops_max", 1),
@@ -123,7 +129,7 @@ class SimOptions:
                 "invalid_rate": self.invalid_rate, "grant_rate": self.grant_rate,
                 "ops_max": self.ops_max, "recoveries_max": self.recoveries_max,
                 "context": dict(self.context), "honour_keys": dict(sorted(
-                    self.honour_keys.items()))}
+                    self.honour_keys.items())), "freeze_clock": self.freeze_clock}
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +306,7 @@ class _Run:
         self.between = False
         self.machine_time = 0  # the machine's clock: never goes back
         self.offset = 0  # how far the machine's clock runs ahead (an early timer skew)
+        self.frozen: Any = None  # freezegun's handle, with `freeze_clock`
         self._rates(plan)
 
     def _build(self) -> None:
@@ -345,6 +352,15 @@ class _Run:
     # -- the loop ----------------------------------------------------------------------------
 
     def execute(self) -> SimulationResult:
+        """Runs the simulation; with `freeze_clock`, `datetime.now()` and `time.time()` in the
+        machine read the machine's virtual clock (from `FROZEN_EPOCH`), not the wall."""
+        if not self.options.freeze_clock:
+            return self._execute()
+        with freezegun.freeze_time(FROZEN_EPOCH) as frozen:
+            self.frozen = frozen
+            return self._execute()
+
+    def _execute(self) -> SimulationResult:
         self.emit(RunStarted(0, 0, self.seed, self.definition.name, self.definition.version,
                              _name_of(self.sim.machine), {**self.options.to_dict(),
                                                          "seed": self.seed},
@@ -553,6 +569,8 @@ class _Run:
         now = self.clock.now + self.offset
         if now < self.machine_time:
             now = self.machine_time
+        if now != self.machine_time and self.frozen is not None:
+            self.frozen.move_to(FROZEN_EPOCH + timedelta(milliseconds=now))
         self.machine_time = now
         return now
 
