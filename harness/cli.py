@@ -247,7 +247,12 @@ def run_command(paths: Sequence[str], seed: int, plan_path: str | None, no_fault
                                    f"{exc.strerror}") from exc
         summaries[name] = result.summary()
         if not as_json:
-            _print_summary(console, name, summaries[name], result)
+            again = [f"--{flag}" if value is True else f"--{flag} {value}"
+                     for flag, value in (("plan", plan_path), ("no-faults", no_faults),
+                                         ("swarm", swarm), ("executions", executions),
+                                         ("steps", steps)) if value]
+            again += [f"--import {module}" for module in modules]
+            _print_summary(console, name, summaries[name], result, " ".join(again))
     if as_json:
         single = len(summaries) == 1
         click.echo(json.dumps(next(iter(summaries.values())) if single else summaries,
@@ -265,7 +270,7 @@ def _check_plan(plan: FaultPlan, definition: WorkflowDefinition, source: str) ->
 
 
 def _print_summary(console: Console, file: str, summary: dict[str, Any],
-                   result: SimulationResult) -> None:
+                   result: SimulationResult, options: str) -> None:
     console.print(f"{escape(file)}: seed {summary['seed']}, {summary['steps']} steps, "
                   f"{summary['virtual_ms'] / 1000:g}s of virtual time: {summary['status']}")
     records = ", ".join(f"{kind} {count}" for kind, count in summary["records"].items())
@@ -282,7 +287,8 @@ def _print_summary(console: Console, file: str, summary: dict[str, Any],
                       f"{escape(failure.error)}: {escape(failure.message)}")
         if result.traceback:
             console.print(result.traceback, markup=False)
-        console.print(f"replay: fsmharness run {escape(file)} --seed {summary['seed']}")
+        console.print(f"replay: fsmharness run {file} --seed {summary['seed']} "
+                      f"{options}".rstrip(), markup=False)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
