@@ -373,8 +373,10 @@ class _Run:
             self._build()
         except FaultPlanError:
             raise  # the plan names crash points this machine lacks: the user's mistake
-        except (KeyboardInterrupt, _Hung):
+        except KeyboardInterrupt:
             raise
+        except _Hung as exc:
+            return self._failed(MachineFailed(0, 0, "hung", "StepBound", str(exc)), "")
         except BaseException as exc:  # SystemExit too: the machine's, not the simulator's
             return self._failed(MachineFailed(0, 0, "raised", type(exc).__name__,
                                               f"while {self.activity}: {exc}"),

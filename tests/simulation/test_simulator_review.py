@@ -27,6 +27,7 @@ from harness import (
     HistoryRecord,
     MachineFailed,
     Observation,
+    Probe,
     ReferenceMachine,
     ResultRecorded,
     RunStarted,
@@ -334,6 +335,24 @@ def test_no_fault_is_injected_while_the_second_worker_is_built() -> None:
     result = run_machine(WorkerProbesWhileBuilt, {"second_worker": 1.0}, executions=3)
     assert result.ok and result.status == "final", result.summary()
     assert any(f.fault == FaultKind.SECOND_WORKER for f in of(result, FaultInjected))
+
+
+class LoopsWhileBuilt(ReferenceMachine):
+    """A machine whose constructor never stops passing a probe point."""
+
+    def __init__(self, definition: WorkflowDefinition, tools: Mapping[str, Tool],
+                 probe: Probe) -> None:
+        super().__init__(definition, tools, probe)
+        while True:
+            probe("before_commit")
+
+
+def test_a_machine_that_hangs_while_built_is_reported_hung() -> None:
+    """The per-step bound holds while the machine is built: the run ends hung at step 0."""
+    result = Simulator(REFUND, SimOptions(ops_max=50), machine=LoopsWhileBuilt).run()
+    assert result.status == "machine_failed"
+    assert result.failure is not None and result.failure.problem == "hung"
+    assert result.failure.step == 0 and "building the machine" in result.failure.message
 
 
 # -- 8. schemas the generator cannot serve -----------------------------------------------------
