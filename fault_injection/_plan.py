@@ -140,7 +140,7 @@ class FaultSpec(BaseModel):
 
 class CrashSpec(FaultSpec):
     points: list[str] | None = Field(
-        None, description="Crash points to crash at; all of the runtime's when left out."
+        None, description="Crash points to crash at; every point the machine names when left out."
     )
 
 

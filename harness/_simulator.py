@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 import freezegun
 
 from fault_injection import (
+    FORGED_VARIANTS,
     STORE_WRITE,
     TOOL_FAULTS,
     FaultKind,
@@ -65,8 +66,8 @@ from harness._machine import (
     Observation,
     ReferenceMachine,
 )
-from harness._payloads import PayloadGenerator, schema_of
-from harness._world import Clock, LedgerEntry, ToolWorld, fault_tables
+from harness._payloads import schema_of
+from harness._world import Clock, LedgerEntry, ToolWorld, fault_tables, generator
 from harness.errors import HarnessError
 from reference_machine import (
     APPROVAL_DENIED,
@@ -201,28 +202,16 @@ class Simulator:
                                    f"{tool!r}{did_you_mean(tool, list(definition.tools))}")
         self._external = {name: _enabled_events(definition, name) for name in definition.states}
         # built once: Faker's realistic pools cost milliseconds; a run draws from them
-        self._payloads = {name: _generator(f"events.{name}.payload", schema_of(spec.payload),
+        self._payloads = {name: generator(f"events.{name}.payload", schema_of(spec.payload),
                                            index)
                           for index, (name, spec) in enumerate(definition.spec.events.items())
                           if spec.payload is not None}
-        self._outputs = {name: _generator(f"tools.{name}.output", spec.output, index)
+        self._outputs = {name: generator(f"tools.{name}.output", spec.output, index)
                          for index, (name, spec) in enumerate(definition.tools.items())}
 
     def run(self, seed: int | None = None) -> SimulationResult:
         """Runs one simulation (with `seed` instead of the options' seed, if given)."""
         return _Run(self, self.options.seed if seed is None else seed).execute()
-
-
-def _generator(location: str, schema: Mapping[str, Any] | None,
-               seed: int) -> PayloadGenerator | None:
-    """Gives the generator of a schema's values, or a clear error for one it cannot serve."""
-    if not schema:
-        return None
-    try:
-        return PayloadGenerator(schema, seed=seed)
-    except ValueError as exc:
-        raise HarnessError(f"{location}: the simulator cannot generate values for this "
-                           f"schema: {exc}") from exc
 
 
 def check_points(plan: FaultPlan, named: Sequence[str]) -> None:
@@ -346,8 +335,8 @@ class _Run:
         self.max_skew = skew.max_skew_ms if skew else 0
         if self.max_skew <= 0:
             self.r_skew = 0.0  # no room to skew
-        self.forged_variants = (forged.variants if forged and forged.variants else
-                                ("wrong_source", "wrong_role", "stale_request", "changed_hash"))
+        self.forged_variants = forged.variants if forged and forged.variants else (
+            FORGED_VARIANTS)
 
     # -- the loop ----------------------------------------------------------------------------
 

@@ -17,9 +17,10 @@ import random
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from fault_injection import FaultKind, FaultPlan
+from fault_injection import MALFORMED_VARIANTS, FaultKind, FaultPlan
 from harness._history import Applied, Dispatched, FaultInjected, HistoryRecord
 from harness._payloads import PayloadGenerator
+from harness.errors import HarnessError
 from reference_machine import Failure, Success, Tool, ToolOutcome, WorkflowDefinition
 
 __all__ = ["EffectLedger", "LedgerEntry", "ToolWorld"]
@@ -111,7 +112,8 @@ class ToolWorld:
         for index, (name, spec) in enumerate(definition.tools.items()):
             self.honours[name] = honours = overrides.get(name, spec.idempotency_keys)
             self._generators[name] = (outputs[name] if outputs is not None else
-                                      output_generator(spec.output, seed * 7919 + index))
+                                      generator(f"tools.{name}.output", spec.output,
+                                                seed * 7919 + index))
             self.tools[name] = self._tool(name, honours, tables[name])
 
     # -- calls -----------------------------------------------------------------------------
@@ -157,8 +159,7 @@ class ToolWorld:
                    input: Mapping[str, Any]) -> ToolOutcome:
         output = self._apply(execution, tool, honours, key, input)
         rate = self._plan.get(FaultKind.MALFORMED_OUTPUT)
-        variants = rate.variants if rate is not None and rate.variants else (
-            "wrong_shape", "missing_field", "wrong_type", "unknown_event")
+        variants = rate.variants if rate is not None and rate.variants else MALFORMED_VARIANTS
         variant = variants[self._rng.randrange(len(variants))]
         if variant == "unknown_event":
             self.agent_noise.append(execution)
@@ -203,9 +204,17 @@ class ToolWorld:
         return len(due)
 
 
-def output_generator(schema: Mapping[str, Any] | None, seed: int) -> PayloadGenerator | None:
-    """Gives the generator of a tool's success outputs (None: the tool declares none)."""
-    return PayloadGenerator(schema, seed=seed) if schema else None
+def generator(location: str, schema: Mapping[str, Any] | None,
+              seed: int) -> PayloadGenerator | None:
+    """Gives the generator of a schema's values (None: no schema), or a clear error naming
+    `location` for a schema it cannot serve."""
+    if not schema:
+        return None
+    try:
+        return PayloadGenerator(schema, seed=seed)
+    except ValueError as exc:
+        raise HarnessError(f"{location}: the simulator cannot generate values for this "
+                           f"schema: {exc}") from exc
 
 
 def canonical(value: Any) -> str:
