@@ -1,9 +1,16 @@
-"""The harness: the deterministic simulator, the tool world, the machine-under-test protocol
-and histories (checkers, exploration, the pytest plugin and reports arrive with later issues).
+"""The harness: the deterministic simulator, the tool world, the machine-under-test protocol,
+histories, invariant checkers, and the engines that explore a workflow (native seeded fuzzing
+with shrinking and replay files; Hypothesis's stateful testing and exhaustive search follow in
+`harness.stateful` and `harness.explore`).
 """
 
+from harness._checkers import INVARIANTS, Invariant, StepView, Violation, check, invariant
+from harness._choices import Choice, Choices, RecordingChoices, ScriptedChoices
+from harness._coverage import Coverage, coverage_of
+from harness._fuzz import FuzzFailure, FuzzOptions, FuzzReport, fuzz
 from harness._history import (
     Applied,
+    Commanded,
     Committed,
     Crashed,
     Decided,
@@ -11,9 +18,12 @@ from harness._history import (
     Dispatched,
     FaultInjected,
     Finished,
+    Healed,
     HistoryRecord,
     MachineFailed,
+    Observed,
     Recovered,
+    Replayed,
     ResultRecorded,
     RunStarted,
     Started,
@@ -28,15 +38,24 @@ from harness._machine import (
     Probe,
     ReferenceMachine,
 )
+from harness._replay import ReplayError, ReplayOutcome, definition_digest, replay, write_replay
+from harness._shrink import Counterexample, shrink
 from harness._simulator import SimOptions, SimulationResult, Simulator, simulate
+from harness._trace import describe_steps
 from harness._world import EffectLedger, LedgerEntry, ToolWorld
 from harness.errors import HarnessError
 
 __all__ = [
+    "INVARIANTS",
     "Applied",
     "ApprovalWait",
     "Call",
+    "Choice",
+    "Choices",
+    "Commanded",
     "Committed",
+    "Counterexample",
+    "Coverage",
     "Crashed",
     "Decided",
     "Delivered",
@@ -44,23 +63,45 @@ __all__ = [
     "EffectLedger",
     "FaultInjected",
     "Finished",
+    "FuzzFailure",
+    "FuzzOptions",
+    "FuzzReport",
     "HarnessError",
+    "Healed",
     "HistoryRecord",
+    "Invariant",
     "LedgerEntry",
     "MachineFactory",
     "MachineFailed",
     "MachineUnderTest",
     "Observation",
+    "Observed",
     "Probe",
+    "RecordingChoices",
     "Recovered",
     "ReferenceMachine",
+    "ReplayError",
+    "ReplayOutcome",
+    "Replayed",
     "ResultRecorded",
     "RunStarted",
+    "ScriptedChoices",
     "SimOptions",
     "SimulationResult",
     "Simulator",
     "Started",
+    "StepView",
     "TimerFired",
     "ToolWorld",
+    "Violation",
+    "check",
+    "coverage_of",
+    "definition_digest",
+    "describe_steps",
+    "fuzz",
+    "invariant",
+    "replay",
+    "shrink",
     "simulate",
+    "write_replay",
 ]

@@ -19,6 +19,7 @@ from typing import IO, Any, NamedTuple
 
 __all__ = [
     "Applied",
+    "Commanded",
     "Committed",
     "Crashed",
     "Decided",
@@ -26,9 +27,12 @@ __all__ = [
     "Dispatched",
     "FaultInjected",
     "Finished",
+    "Healed",
     "HistoryRecord",
     "MachineFailed",
+    "Observed",
     "Recovered",
+    "Replayed",
     "ResultRecorded",
     "RunStarted",
     "Started",
@@ -94,8 +98,24 @@ class Decided(NamedTuple):
     kind = "decided"
 
 
+class Commanded(NamedTuple):
+    """An effect or compensation a commit commanded: its id, tool and idempotency key."""
+
+    id: str
+    tool: str
+    key: str
+    compensation: bool = False
+
+
 class Committed(NamedTuple):
-    """The store committed one event's consequences (the reference machine's store)."""
+    """The store committed one event's consequences (machines that offer `watch`).
+
+    `state` is the state after the commit ("" when it was not accepted) and `from_state` the
+    state of the execution's previous accepted commit, as the store saw them, never as the
+    machine tells it. `moved` is the event type of the transition the commit made ("" for an
+    accepted event that moved nothing: a retry scheduled, a compensation advanced), `forced`
+    the budget or policy that forced it. `context` is the execution's context after the commit,
+    `payload` the event's, and `effects` the tool calls it commanded."""
 
     step: int
     at: int
@@ -104,18 +124,29 @@ class Committed(NamedTuple):
     decision: str
     version: int
     state: str
+    from_state: str = ""
+    moved: str = ""
+    forced: str = ""
+    event_type: str = ""
+    event_source: str = ""
+    answers: str = ""
+    payload: Mapping[str, Any] | None = None
+    context: Mapping[str, Any] | None = None
+    effects: tuple[Commanded, ...] = ()
 
     kind = "committed"
 
 
 class Dispatched(NamedTuple):
-    """A tool of the world was called."""
+    """A tool of the world was called; `during` says while the machine was doing what (a tool
+    call, a compensation, a recovery, or `worker` for a second worker)."""
 
     step: int
     at: int
     execution: str
     tool: str
     key: str
+    during: str = ""
 
     kind = "dispatched"
 
@@ -204,8 +235,48 @@ class MachineFailed(NamedTuple):
     kind = "machine_failed"
 
 
+class Observed(NamedTuple):
+    """What the simulator saw of an execution after a step, when it changed: its state, status,
+    version and outcome, and the approval request it waits on (with the hash to approve)."""
+
+    step: int
+    at: int
+    execution: str
+    state: str
+    status: str
+    version: int
+    outcome: str | None = None
+    request: str = ""
+    action_hash: str = ""
+
+    kind = "observed"
+
+
+class Healed(NamedTuple):
+    """The safety phase ended: from here on no fault is injected (the liveness phase)."""
+
+    step: int
+    at: int
+
+    kind = "healed"
+
+
+class Replayed(NamedTuple):
+    """The machine rebuilt an execution from its log at the end of the run: `ok` when that
+    reproduced the stored state, else `detail` says where it diverged."""
+
+    step: int
+    at: int
+    execution: str
+    ok: bool
+    detail: str = ""
+
+    kind = "replayed"
+
+
 class Finished(NamedTuple):
-    """How an execution was observed when the run ended."""
+    """How an execution was observed when the run ended; `waiting_on` names what could still
+    move one that is not final (timer, call, approval, event, queued), empty when nothing."""
 
     step: int
     at: int
@@ -214,13 +285,14 @@ class Finished(NamedTuple):
     status: str
     outcome: str | None
     version: int
+    waiting_on: tuple[str, ...] = ()
 
     kind = "finished"
 
 
 HistoryRecord = (RunStarted | Started | Delivered | Decided | Committed | Dispatched | Applied
                  | ResultRecorded | Crashed | Recovered | TimerFired | FaultInjected
-                 | MachineFailed | Finished)
+                 | Observed | Healed | Replayed | MachineFailed | Finished)
 
 
 def as_dict(record: HistoryRecord) -> dict[str, Any]:

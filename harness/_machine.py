@@ -10,6 +10,7 @@ it, and `recover(now)` rebuilds from the store and finishes what was committed b
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -115,6 +116,9 @@ class ReferenceMachine:
     stay in flight until the simulator completes them."""
 
     crash_points: Sequence[str] = CRASH_POINTS
+    #: The runtime it runs and whether calls stay in flight (a variant may change them).
+    runtime_class: type[Runtime] = Runtime
+    defer_effects: bool = True
 
     def __init__(self, definition: WorkflowDefinition, tools: Mapping[str, Tool],
                  probe: Probe | None = None, *, store: EventStore | None = None,
@@ -133,8 +137,8 @@ class ReferenceMachine:
         self.store.watch(on_commit, on_record)
 
     def _runtime(self) -> Runtime:
-        return Runtime(self.store, [self.definition], self._tools, crash=self._probe,
-                       vault=self.vault, defer_effects=True)
+        return self.runtime_class(self.store, [self.definition], self._tools, crash=self._probe,
+                                  vault=self.vault, defer_effects=self.defer_effects)
 
     def start(self, execution_id: str, context: Mapping[str, Any], now: int) -> str | None:
         return _said(self.runtime.start(self.definition, execution_id, context=context,
@@ -172,10 +176,13 @@ class ReferenceMachine:
                 approval.request_id, approval.roles, approval.action_hash, approval.expires_at),
             calls)
 
+    def replay(self, execution_id: str) -> None:
+        """Rebuilds the execution from its log and raises `ReplayMismatchError` where that
+        diverges from the stored record (an optional part of the protocol)."""
+        self.runtime.replay(execution_id)
+
     def worker(self) -> ReferenceMachine:
-        twin = object.__new__(ReferenceMachine)
-        twin.definition, twin._tools, twin._probe = self.definition, self._tools, self._probe
-        twin.store, twin.vault = self.store, self.vault
+        twin = copy.copy(self)  # the same disk (store, vault), its own memory (runtime)
         twin.runtime = twin._runtime()
         return twin
 

@@ -18,7 +18,6 @@ the simulator itself does not fail with it.
 from __future__ import annotations
 
 import json
-import random
 import traceback
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -40,17 +39,24 @@ from fault_injection import (
     SimulatedCrash,
     StoreWriteError,
     default_plan,
+    load_plan,
+    no_faults,
 )
+from harness._choices import Choices
 from harness._history import (
+    Commanded,
     Committed,
     Crashed,
     Decided,
     Delivered,
     FaultInjected,
     Finished,
+    Healed,
     HistoryRecord,
     MachineFailed,
+    Observed,
     Recovered,
+    Replayed,
     ResultRecorded,
     RunStarted,
     Started,
@@ -74,6 +80,8 @@ from reference_machine import (
     APPROVAL_GRANTED,
     Commit,
     Event,
+    RunCompensation,
+    RunEffect,
     StoreError,
     WorkflowDefinition,
 )
@@ -105,10 +113,12 @@ class SimOptions:
     context: Mapping[str, Any] = field(default_factory=dict)
     honour_keys: Mapping[str, bool] = field(default_factory=dict)
     freeze_clock: bool = False  # wall time follows the machine's clock (freezegun)
+    liveness_steps: int = 200  # after the safety phase, steps with every fault healed
+    replay_check: bool = True  # at the end, have a machine that can replay its log do so
 
     def __post_init__(self) -> None:
         for name, low in (("seed", 0), ("executions", 1), ("steps_max", 1), ("ops_max", 1),
-                          ("recoveries_max", 1)):
+                          ("recoveries_max", 1), ("liveness_steps", 0)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise HarnessError(f"options.{name}: expected a whole number of at least "
@@ -119,18 +129,47 @@ class SimOptions:
                     0.0 <= value <= 1.0):
                 raise HarnessError(f"options.{name}: expected a rate from 0 to 1, got "
                                    f"{value!r}")
+        for name in ("freeze_clock", "replay_check"):
+            if not isinstance(getattr(self, name), bool):
+                raise HarnessError(f"options.{name}: expected true or false, got "
+                                   f"{getattr(self, name)!r}")
         try:  # the context travels in the history and the start event: JSON data only
             json.dumps(dict(self.context), allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise HarnessError(f"options.context: expected JSON data: {exc}") from exc
 
     def to_dict(self) -> dict[str, Any]:
-        """Gives the options as plain JSON data (the plan apart)."""
+        """Gives the options as plain JSON data, the plan included (`from_dict` reads it)."""
         return {"seed": self.seed, "executions": self.executions, "steps_max": self.steps_max,
                 "invalid_rate": self.invalid_rate, "grant_rate": self.grant_rate,
                 "ops_max": self.ops_max, "recoveries_max": self.recoveries_max,
                 "context": dict(self.context), "honour_keys": dict(sorted(
-                    self.honour_keys.items())), "freeze_clock": self.freeze_clock}
+                    self.honour_keys.items())), "freeze_clock": self.freeze_clock,
+                "liveness_steps": self.liveness_steps, "replay_check": self.replay_check,
+                "plan": None if self.plan is None else self.plan.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SimOptions:
+        """Gives the options `to_dict` gave (a replay file's); raises `HarnessError` naming the
+        option that is wrong."""
+        if not isinstance(data, Mapping):
+            raise HarnessError(f"options: expected a mapping, got {type(data).__name__}")
+        known = {f for f in cls.__dataclass_fields__}  # type: ignore[attr-defined]
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise HarnessError(f"options.{unknown[0]}: not an option"
+                               f"{did_you_mean(unknown[0], sorted(known))}")
+        values = dict(data)
+        plan = values.pop("plan", None)
+        if plan is not None:
+            try:
+                values["plan"] = load_plan(plan)
+            except FaultPlanError as exc:
+                raise HarnessError(f"options.plan: {exc}") from exc
+        try:
+            return cls(**values)
+        except TypeError as exc:
+            raise HarnessError(f"options: {exc}") from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,9 +248,15 @@ class Simulator:
         self._outputs = {name: generator(f"tools.{name}.output", spec.output, index)
                          for index, (name, spec) in enumerate(definition.tools.items())}
 
-    def run(self, seed: int | None = None) -> SimulationResult:
-        """Runs one simulation (with `seed` instead of the options' seed, if given)."""
-        return _Run(self, self.options.seed if seed is None else seed).execute()
+    def run(self, seed: int | None = None, *, choices: Choices | None = None
+            ) -> SimulationResult:
+        """Runs one simulation (with `seed` instead of the options' seed, if given); `choices`
+        replaces the seeded source of the run's decisions (to record or replay a schedule)."""
+        return self.begin(seed, choices=choices).execute()
+
+    def begin(self, seed: int | None = None, *, choices: Choices | None = None) -> _Run:
+        """Gives a run not started yet, for engines that drive it one step at a time."""
+        return _Run(self, self.options.seed if seed is None else seed, choices)
 
 
 def check_points(plan: FaultPlan, named: Sequence[str]) -> None:
@@ -258,13 +303,15 @@ class _Nonsense(Exception):
 
 
 class _Run:
-    """The state of one run; built fresh by each `Simulator.run`."""
+    """The state of one run; built fresh by each `Simulator.run` (or `Simulator.begin`, for an
+    engine that drives it a step at a time: `start`, then `step`, `heal` and `finish`)."""
 
-    def __init__(self, simulator: Simulator, seed: int) -> None:
+    def __init__(self, simulator: Simulator, seed: int, choices: Choices | None = None) -> None:
         options = simulator.options
         self.sim, self.options, self.seed = simulator, options, seed
         self.definition = definition = simulator.definition
-        self.rng = rng = random.Random(seed)
+        self.rng = rng = choices if choices is not None else Choices(seed)
+        rng.at_step(0)
         self.plan = plan = simulator.plan.for_run(rng)
         self.clock = Clock()
         self.history: list[HistoryRecord] = []
@@ -274,7 +321,7 @@ class _Run:
                                honour_keys=options.honour_keys,
                                executions=self._execution_of, outputs=simulator._outputs,
                                tables=simulator._tables if plan is simulator.plan else None,
-                               on_call=self._count)
+                               on_call=self._count, activity=self._doing)
         self.changed: dict[str, None] = {}
         self.watched = False
         self.obs: dict[str, Observation] = {}
@@ -290,12 +337,16 @@ class _Run:
         self.acting = ""  # the execution this step acts on ("" when the clock moves)
         self.current: tuple[str, Event] | None = None
         self.last_request: dict[str, str] = {}
+        self.last_state: dict[str, str] = {}  # each execution's state at its last commit
         self.machine: MachineUnderTest | None = None  # type: ignore[assignment]
         self.points: frozenset[str] = frozenset()
         self.between = False
         self.machine_time = 0  # the machine's clock: never goes back
         self.offset = 0  # how far the machine's clock runs ahead (an early timer skew)
         self.frozen: Any = None  # freezegun's handle, with `freeze_clock`
+        self.healed = False
+        self.failure: MachineFailed | None = None
+        self.trace = ""
         self._rates(plan)
 
     def _build(self) -> None:
@@ -350,13 +401,23 @@ class _Run:
             return self._execute()
 
     def _execute(self) -> SimulationResult:
+        if not self.start():
+            return self.result("machine_failed")
+        status = self.steps(self.options.steps_max)
+        if status != "final" and self.failure is None and self.options.liveness_steps:
+            self.heal()
+            status = self.steps(self.options.liveness_steps)
+        return self.finish(status)
+
+    def start(self) -> bool:
+        """Logs the run and builds the machine; tells whether that went well (else the run's
+        failure is set)."""
+        options = self.options.to_dict()
+        options.pop("plan")  # the run's plan is logged apart: the one drawn for this run
         self.emit(RunStarted(0, 0, self.seed, self.definition.name, self.definition.version,
-                             _name_of(self.sim.machine), {**self.options.to_dict(),
-                                                         "seed": self.seed},
+                             _name_of(self.sim.machine), {**options, "seed": self.seed},
                              self.sim._plan_dict if self.plan is self.sim.plan
                              else MappingProxyType(self.plan.to_dict())))
-        status, failure, trace = "step_bound", None, ""
-        clock = self.clock
         try:
             self.activity = "building the machine"
             self._build()
@@ -365,60 +426,134 @@ class _Run:
         except KeyboardInterrupt:
             raise
         except _Hung as exc:
-            return self._failed(MachineFailed(0, 0, "hung", "StepBound", str(exc)), "")
+            self._fail(MachineFailed(0, 0, "hung", "StepBound", str(exc)), "")
+            return False
         except BaseException as exc:  # SystemExit too: the machine's, not the simulator's
-            return self._failed(MachineFailed(0, 0, "raised", type(exc).__name__,
-                                              f"while {self.activity}: {exc}"),
-                                "".join(traceback.format_exception(exc)))
+            self._fail(MachineFailed(0, 0, "raised", type(exc).__name__,
+                                     f"while {self.activity}: {exc}"),
+                       "".join(traceback.format_exception(exc)))
+            return False
+        return True
+
+    def steps(self, count: int) -> str:
+        """Runs up to `count` steps; gives `final` (every execution ended), `quiescent`
+        (nothing could happen), `step_bound` (the steps ran out) or `machine_failed`."""
+        for _ in range(count):
+            if not self.step():
+                return "machine_failed" if self.failure is not None else self.stopped()
+        return "step_bound"
+
+    def stopped(self) -> str:
+        """Tells why nothing can happen: every execution ended, or some are stuck."""
+        done = not self.unstarted and all(o.status == "final" for o in self.obs.values())
+        return "final" if done else "quiescent"
+
+    def step(self) -> bool:
+        """Performs one step (one action, chosen by the run's choices); tells whether one was
+        performed (not when nothing could happen or the machine failed)."""
+        if self.failure is not None:
+            return False
+        clock = self.clock
         try:
-            while clock.step < self.options.steps_max:
-                clock.step += 1
-                self.ops = 0
-                action = self._choose()
-                if action is None:
-                    done = not self.unstarted and all(o.status == "final"
-                                                      for o in self.obs.values())
-                    status = "final" if done else "quiescent"
-                    break
-                self._perform(action)
-                if self.between:
-                    self._between_steps()
-                self._observe()
+            actions = self.actions()
+            if not actions:
+                return False
+            clock.step += 1
+            self.ops = 0
+            self.rng.at_step(clock.step)
+            self._perform(actions[self.rng.action(actions, _label)])
+            if self.between:
+                self._between_steps()
+            self._observe()
         except _Hung as exc:
-            failure = MachineFailed(clock.step, clock.now, "hung", "StepBound", str(exc))
+            self._fail(MachineFailed(clock.step, clock.now, "hung", "StepBound", str(exc)), "")
         except _Nonsense as exc:
-            failure = MachineFailed(clock.step, clock.now, "nonsense", "Observation", str(exc))
+            self._fail(MachineFailed(clock.step, clock.now, "nonsense", "Observation",
+                                     str(exc)), "")
         except (SimulatedCrash, StoreWriteError) as exc:  # escaped a machine that was not called
-            failure = MachineFailed(clock.step, clock.now, "raised", type(exc).__name__,
-                                    f"an injected fault escaped the machine: {exc}")
+            self._fail(MachineFailed(clock.step, clock.now, "raised", type(exc).__name__,
+                                     f"an injected fault escaped the machine: {exc}"), "")
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # SystemExit too: the machine's, not the simulator's
-            failure = MachineFailed(clock.step, clock.now, "raised", type(exc).__name__,
-                                    f"while {self.activity}: {exc}")
-            trace = "".join(traceback.format_exception(exc))
-        if failure is not None:
-            return self._failed(failure, trace)
+            self._fail(MachineFailed(clock.step, clock.now, "raised", type(exc).__name__,
+                                     f"while {self.activity}: {exc}"),
+                       "".join(traceback.format_exception(exc)))
+        return self.failure is None
+
+    def heal(self) -> None:
+        """Ends the safety phase: no fault is injected from here on, and the scheduler draws
+        from its own seeded source (so a schedule edited by shrinking leaves it alone)."""
+        if self.healed:
+            return
+        self.healed = True
+        self.emit(Healed(self.clock.step, self.clock.now))
+        self._rates(no_faults())
+        self.rng = Choices(f"{self.seed}:liveness")
+        self.rng.at_step(self.clock.step)
+        self.world.heal(self.rng)
+
+    def finish(self, status: str) -> SimulationResult:
+        """Ends the run: each execution as last seen and what could still move it, and, for a
+        machine that can replay its log, whether that reproduces its state."""
+        if self.failure is not None:
+            return self.result("machine_failed")
+        clock = self.clock
         for eid, obs in self.obs.items():
             self.emit(Finished(clock.step, clock.now, eid, obs.state, obs.status,
-                               obs.outcome, obs.version))
-        return self._result(status)
+                               obs.outcome, obs.version, self._waiting_on(eid, obs)))
+        replay = getattr(self.machine, "replay", None) if self.options.replay_check else None
+        if replay is not None:
+            for eid in self.obs:
+                try:
+                    replay(eid)
+                except KeyboardInterrupt:
+                    raise
+                except BaseException as exc:  # what diverged is the finding, not a crash
+                    self.emit(Replayed(clock.step, clock.now, eid, False,
+                                       f"{type(exc).__name__}: {exc}"))
+                else:
+                    self.emit(Replayed(clock.step, clock.now, eid, True))
+        return self.result(status)
 
-    def _failed(self, failure: MachineFailed, trace: str) -> SimulationResult:
+    def _waiting_on(self, eid: str, obs: Observation) -> tuple[str, ...]:
+        """Names what could still move an execution that is not final."""
+        if obs.status == "final":
+            return ()
+        waiting = []
+        if obs.timers:
+            waiting.append("timer")
+        if obs.calls:
+            waiting.append("call")
+        if obs.approval is not None:
+            waiting.append("approval")
+        if self.sim._external.get(obs.state):
+            waiting.append("event")
+        if any(queued.execution == eid for queued in self.queue):
+            waiting.append("queued")
+        return tuple(waiting)
+
+    def _fail(self, failure: MachineFailed, trace: str) -> None:
         self.emit(failure)
-        return self._result("machine_failed", failure, trace)
+        self.failure, self.trace = failure, trace
 
-    def _result(self, status: str, failure: MachineFailed | None = None,
-                trace: str = "") -> SimulationResult:
+    def result(self, status: str) -> SimulationResult:
+        """Gives what the run did so far."""
         clock = self.clock
+        if self.failure is not None:
+            status = "machine_failed"
         return SimulationResult(self.seed, status, clock.step, clock.now, self.plan,
                                 tuple(self.history), tuple(self.world.ledger.entries),
-                                dict(self.obs), failure, trace)
+                                dict(self.obs), self.failure, self.trace)
 
-    def _choose(self) -> tuple[Any, ...] | None:
+    def actions(self) -> list[tuple[Any, ...]]:
+        """Gives the actions enabled now, in a fixed order: starts, then per execution its calls
+        to complete, its approval and its external events, then queued deliveries, then moving
+        the clock to what is due next."""
         actions: list[tuple[Any, ...]] = [(_START, eid) for eid in self.unstarted]
         now, offset = self.clock.now, self.offset
         soonest: int | None = None
+        what = ""  # what the clock would move to: a timer, a queued delivery, a landing
         for eid, obs in self.obs.items():
             if obs.status == "final":
                 continue
@@ -428,22 +563,20 @@ class _Run:
                 actions.append((_APPROVE, eid, obs.approval))
             if self.sim._external.get(obs.state):
                 actions.append((_EXTERNAL, eid, obs.state))
-            for _, fire_at in obs.timers:  # the machine's time; the clock's is behind by offset
+            for timer, fire_at in obs.timers:  # the machine's time; the clock's is behind
                 if soonest is None or fire_at - offset < soonest:
-                    soonest = fire_at - offset
+                    soonest, what = fire_at - offset, timer
         for queued in self.queue:
             if queued.due <= now:
                 actions.append((_QUEUED, queued))
             elif soonest is None or queued.due < soonest:
-                soonest = queued.due
+                soonest, what = queued.due, f"{queued.execution} {queued.event.type}"
         landing = self.world.next_landing
         if landing is not None and (soonest is None or landing < soonest):
-            soonest = landing
+            soonest, what = landing, "landing"
         if soonest is not None:
-            actions.append((_ADVANCE, max(now, soonest)))
-        if not actions:
-            return None
-        return actions[self.rng.randrange(len(actions))]
+            actions.append((_ADVANCE, max(now, soonest), what))
+        return actions
 
     def _perform(self, action: tuple[Any, ...]) -> None:
         kind = action[0]
@@ -473,34 +606,34 @@ class _Run:
                               self._machine_now())
         if done:
             self.unstarted.remove(eid)
-            self.obs[eid] = self._observation(eid)
+            self._seen(eid, self._observation(eid))
 
     def _external(self, eid: str, state: str) -> None:
         rng = self.rng
         names = self.sim._external[state]
-        name = names[rng.randrange(len(names))]
+        name = names[rng.branch(len(names))]
         spec = self.definition.spec.events[name]
         generator = self.sim._payloads.get(name)
         payload: Any = {}
         if generator is not None:
             broken = (generator.invalid(rng, mapping_only=True)
-                      if rng.random() < self.options.invalid_rate else None)
+                      if rng.chance("invalid_payload", self.options.invalid_rate) else None)
             payload = broken[0] if broken is not None else generator.valid(rng)
         sources = sorted(str(s) for s in spec.sources) if spec.sources else ["system"]
-        source = sources[rng.randrange(len(sources))]
+        source = sources[rng.below(len(sources))]
         self._send(eid, Event(self._new_id(), name, source, payload, ""), "external")
 
     def _approve(self, eid: str, approval: ApprovalWait) -> None:
         rng = self.rng
         roles = sorted(approval.roles)
-        role = roles[rng.randrange(len(roles))] if roles else "approver"
+        role = roles[rng.below(len(roles))] if roles else "approver"
         payload = {"role": role, "action_hash": approval.action_hash}
-        if self.r_forged and rng.random() < self.r_forged:
+        if self.r_forged and rng.chance(FaultKind.FORGED_APPROVAL, self.r_forged):
             variants = self.forged_variants
-            variant = variants[rng.randrange(len(variants))]
+            variant = variants[rng.branch(len(variants))]
             source, answers = "human", approval.request_id
             if variant == "wrong_source":
-                source = ("agent", "tool")[rng.randrange(2)]
+                source = ("agent", "tool")[rng.below(2)]
             elif variant == "wrong_role":
                 payload["role"] = f"not-{role}"
             elif variant == "stale_request":
@@ -514,7 +647,7 @@ class _Run:
             self._deliver(eid, event, "forged")
             return
         self.last_request[eid] = approval.request_id
-        kind = APPROVAL_GRANTED if rng.random() < self.options.grant_rate else APPROVAL_DENIED
+        kind = APPROVAL_GRANTED if rng.flip(self.options.grant_rate) else APPROVAL_DENIED
         self._send(eid, Event(self._new_id(), kind, "human", payload, approval.request_id),
                    "approval")
 
@@ -525,7 +658,7 @@ class _Run:
         while noise:
             target = noise.pop(0)
             word = ("teleport", "escalate_to_mars", "skip_approval", "refund_all")[
-                self.rng.randrange(4)]
+                self.rng.below(4)]
             self._queue(self.clock.now, target,
                         Event(self._new_id(), f"agent.{word}", "agent", {}), "agent")
 
@@ -537,9 +670,10 @@ class _Run:
         due = target + self.offset  # the machine's time when the clock reaches the target
         sim_now = target
         timers = [fire_at for obs in self.obs.values() for _, fire_at in obs.timers]
-        if self.r_skew and any(t <= due for t in timers) and rng.random() < self.r_skew:
-            skew = 1 + rng.randrange(self.max_skew)
-            if rng.random() < 0.5:  # the machine's clock runs fast: timers fire early
+        if self.r_skew and any(t <= due for t in timers) and rng.chance(FaultKind.TIMER_SKEW,
+                                                                        self.r_skew):
+            skew = 1 + rng.below(self.max_skew)
+            if rng.flip(0.5):  # the machine's clock runs fast: timers fire early
                 self.offset = skew
                 sim_now = max(clock.now, due - skew)
             else:  # it runs slow: this timer fires late
@@ -571,20 +705,20 @@ class _Run:
         """Sends an event as the outside world does: maybe dropped (and sent again later),
         held back (overtaken), duplicated, or followed by a late copy."""
         rng, now = self.rng, self.clock.now
-        if self.r_drop and rng.random() < self.r_drop:
+        if self.r_drop and rng.chance(FaultKind.DROPPED_EVENT, self.r_drop):
             self._fault(FaultKind.DROPPED_EVENT, eid, event.id)
             self._queue(now + self.redeliver_after, eid, event, "redelivered")
             return
-        if self.r_reorder and rng.random() < self.r_reorder:
+        if self.r_reorder and rng.chance(FaultKind.REORDERED_EVENTS, self.r_reorder):
             self._fault(FaultKind.REORDERED_EVENTS, eid, event.id)
             self._queue(now, eid, event, "reordered")
             return
         if not self._deliver(eid, event, via):
             return  # no answer: it is sent again as it was, and copied only once it lands
-        if self.r_dup and rng.random() < self.r_dup:
+        if self.r_dup and rng.chance(FaultKind.DUPLICATE_EVENT, self.r_dup):
             self._fault(FaultKind.DUPLICATE_EVENT, eid, event.id)
             self._queue(now, eid, event, "duplicate")
-        if self.r_late and rng.random() < self.r_late:
+        if self.r_late and rng.chance(FaultKind.LATE_EVENT, self.r_late):
             # an answer arrives again after its wait ended, under a new id (a second webhook
             # for the same approval); an event that answers nothing arrives again as itself
             late = event._replace(id=self._new_id()) if event.answers else event
@@ -665,6 +799,10 @@ class _Run:
         if self.ops > self.ops_max:
             raise self._hung()
 
+    def _doing(self) -> str:
+        """Tells what the machine is doing when it calls a tool (for `Dispatched.during`)."""
+        return "worker" if self.in_worker else self.activity
+
     def _hung(self) -> _Hung:
         return _Hung(f"more than {self.ops_max} operations in one step (while "
                      f"{self.activity}): a loop that never ends?")
@@ -679,25 +817,26 @@ class _Run:
             return
         rng = self.rng
         if point == STORE_WRITE:
-            if self.r_store and rng.random() < self.r_store:
+            if self.r_store and rng.chance(FaultKind.STORE_WRITE_FAILURE, self.r_store):
                 self._fault(FaultKind.STORE_WRITE_FAILURE, "", f"during {self.activity}")
                 raise StoreWriteError(self.activity)
             return
-        if self.r_crash and point in self.points and rng.random() < self.r_crash:
+        if self.r_crash and point in self.points and rng.chance(FaultKind.CRASH, self.r_crash):
             self._fault(FaultKind.CRASH, "", f"at {point} during {self.activity}")
             raise SimulatedCrash(point)
-        if self.r_worker and not self.in_worker and rng.random() < self.r_worker:
+        if self.r_worker and not self.in_worker and rng.chance(FaultKind.SECOND_WORKER,
+                                                               self.r_worker):
             self._second_worker(point)
 
     def _between_steps(self) -> None:
         """A machine that names no crash points is crashed, and met by a second worker,
         between two steps (all it offers)."""
         rng = self.rng
-        if self.r_crash and rng.random() < self.r_crash:
+        if self.r_crash and rng.chance(FaultKind.CRASH, self.r_crash):
             self._fault(FaultKind.CRASH, "", "between steps")
             self.emit(Crashed(self.clock.step, self.clock.now, "between_steps", "idle"))
             self._recover(crashed=True)
-        if self.r_worker and rng.random() < self.r_worker:
+        if self.r_worker and rng.chance(FaultKind.SECOND_WORKER, self.r_worker):
             self._second_worker("between_steps")
 
     def _second_worker(self, point: str) -> None:
@@ -731,13 +870,25 @@ class _Run:
     def _observe(self) -> None:
         if not self.watched:
             for eid in self.obs:
-                self.obs[eid] = self._observation(eid)
+                self._seen(eid, self._observation(eid))
             return
         changed, obs = self.changed, self.obs
         for eid in changed:
             if eid in obs:
-                obs[eid] = self._observation(eid)
+                self._seen(eid, self._observation(eid))
         changed.clear()
+
+    def _seen(self, eid: str, obs: Observation) -> None:
+        """Keeps the observation; logs it when what it says of the execution changed."""
+        before = self.obs.get(eid)
+        self.obs[eid] = obs
+        if before is not None and before[:4] == obs[:4] and before.approval == obs.approval:
+            return
+        approval = obs.approval
+        clock = self.clock
+        self.emit(Observed(clock.step, clock.now, eid, obs.state, obs.status, obs.version,
+                           obs.outcome, approval.request_id if approval is not None else "",
+                           approval.action_hash if approval is not None else ""))
 
     def _observation(self, eid: str) -> Observation:
         obs = self.machine.observe(eid)
@@ -764,12 +915,27 @@ class _Run:
     # -- records -----------------------------------------------------------------------------
 
     def _committed(self, commit: Commit, result: int | StoreError) -> None:
-        self.changed[commit.execution_id] = None
-        if isinstance(result, int):
-            execution = commit.execution
-            self.emit(Committed(self.clock.step, self.clock.now, commit.execution_id,
-                                commit.event.id, commit.decision, result,
-                                execution.state if execution is not None else ""))
+        eid = commit.execution_id
+        self.changed[eid] = None
+        if not isinstance(result, int):
+            return
+        execution, event, transition = commit.execution, commit.event, commit.transition
+        previous = self.last_state.get(eid, "")
+        if execution is None:
+            self.emit(Committed(self.clock.step, self.clock.now, eid, event.id,
+                                commit.decision, result, "", previous, "", "", event.type,
+                                event.source, event.answers, event.payload))
+            return
+        self.last_state[eid] = execution.state
+        effects = tuple(Commanded(c.effect_id, c.tool, c.key, type(c) is RunCompensation)
+                        for c in commit.commands if type(c) is RunEffect
+                        or type(c) is RunCompensation)
+        self.emit(Committed(self.clock.step, self.clock.now, eid, event.id, commit.decision,
+                            result, execution.state, previous,
+                            transition.event if transition is not None else "",
+                            transition.forced if transition is not None else "", event.type,
+                            event.source, event.answers, event.payload, execution.context,
+                            effects))
 
     def _recorded(self, execution_id: str, command_id: str, result: Event) -> None:
         self.changed[execution_id] = None
@@ -814,6 +980,25 @@ def _enabled_events(definition: WorkflowDefinition, state: str) -> tuple[str, ..
     for name in (state, *compiled.ancestors):
         names += [e for e in definition.states[name].on if e in definition.events]
     return tuple(sorted(set(names)))
+
+
+def _label(action: tuple[Any, ...]) -> str:
+    """Names an action by what it does, not by where it sits among the enabled ones; the part
+    after ` | ` is the detail a replay may do without (which attempt, which timer)."""
+    kind = action[0]
+    if kind == _START:
+        return f"start {action[1]}"
+    if kind == _COMPLETE:
+        call = action[2]
+        return f"complete {action[1]} {call.tool} | {call.id}"
+    if kind == _APPROVE:
+        return f"approve {action[1]}"
+    if kind == _EXTERNAL:
+        return f"event {action[1]}"
+    if kind == _QUEUED:
+        queued = action[1]
+        return f"deliver {queued.execution} {queued.event.type} {queued.via}"
+    return f"advance | {action[2]}"
 
 
 def _changed(action_hash: str) -> str:

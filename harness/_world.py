@@ -13,11 +13,11 @@ side-effect checks, whatever the machine believes it did.
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from fault_injection import MALFORMED_VARIANTS, FaultKind, FaultPlan
+from harness._choices import Choices
 from harness._history import Applied, Dispatched, FaultInjected, HistoryRecord
 from harness._payloads import PayloadGenerator
 from harness.errors import HarnessError
@@ -87,19 +87,22 @@ class ToolWorld:
     `honour_keys` overrides, per tool, whether the service honours idempotency keys (a
     provider that says it does and does not is a fault worth simulating)."""
 
-    def __init__(self, definition: WorkflowDefinition, plan: FaultPlan, rng: random.Random,
+    def __init__(self, definition: WorkflowDefinition, plan: FaultPlan, rng: Choices,
                  clock: Clock, emit: Callable[[HistoryRecord], None], *, seed: int,
                  honour_keys: Mapping[str, bool] | None = None,
                  executions: Callable[[str], str] | None = None,
                  outputs: Mapping[str, PayloadGenerator | None] | None = None,
                  on_call: Callable[[], None] | None = None,
-                 tables: Mapping[str, tuple[tuple[float, FaultKind], ...]] | None = None) -> None:
+                 tables: Mapping[str, tuple[tuple[float, FaultKind], ...]] | None = None,
+                 activity: Callable[[], str] | None = None) -> None:
         self._rng = rng
         self._clock = clock
         self._emit = emit
         self._plan = plan
         self._execution_of = executions or _execution_of_key
         self._on_call = on_call or (lambda: None)  # the simulator counts calls per step
+        self._activity = activity or (lambda: "")
+        self._healed = False
         self.ledger = EffectLedger()
         self.agent_noise: list[str] = []  # executions an agent emitted an unknown event for
         self._landings: list[_Landing] = []
@@ -130,14 +133,8 @@ class ToolWorld:
         self._on_call()
         clock = self._clock
         execution = self._execution_of(key)
-        self._emit(Dispatched(clock.step, clock.now, execution, tool, key))
-        fault = None
-        if table:
-            draw = self._rng.random()
-            for threshold, kind in table:
-                if draw < threshold:
-                    fault = kind
-                    break
+        self._emit(Dispatched(clock.step, clock.now, execution, tool, key, self._activity()))
+        fault = self._rng.pick(f"tool:{tool}", table) if table and not self._healed else None
         if fault is None:
             return Success(self._apply(execution, tool, honours, key, input))
         self._emit(FaultInjected(clock.step, clock.now, fault, execution, f"{tool} {key}"))
@@ -160,14 +157,14 @@ class ToolWorld:
         output = self._apply(execution, tool, honours, key, input)
         rate = self._plan.get(FaultKind.MALFORMED_OUTPUT)
         variants = rate.variants if rate is not None and rate.variants else MALFORMED_VARIANTS
-        variant = variants[self._rng.randrange(len(variants))]
+        variant = variants[self._rng.branch(len(variants))]
         if variant == "unknown_event":
             self.agent_noise.append(execution)
             return Success(output)
         generator = self._generators[tool]
         broken = generator.invalid(self._rng, mapping_only=True) if generator else None
         if variant == "wrong_shape" or broken is None:
-            return Success([output] if self._rng.random() < 0.5 else json.dumps(output))  # type: ignore[arg-type]
+            return Success([output] if self._rng.below(2) else json.dumps(output))  # type: ignore[arg-type]
         return Success(broken[0])
 
     def _apply(self, execution: str, tool: str, honours: bool, key: str,
@@ -184,6 +181,11 @@ class ToolWorld:
         if honours:
             self._outputs[(tool, key)] = output
         return output
+
+    def heal(self, rng: Choices) -> None:
+        """Stops injecting tool faults (the liveness phase) and draws from `rng` from now on."""
+        self._healed = True
+        self._rng = rng
 
     # -- slow calls landing ----------------------------------------------------------------
 

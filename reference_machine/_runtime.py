@@ -142,7 +142,12 @@ class Runtime:
     With `defer_effects`, committed effects and compensations are not called at once: they stay
     in flight in the outbox until `complete` calls them, so that a simulator can let timers,
     other events and crashes happen while a tool works (the call and its landing are apart).
+
+    `decide` is the transition function the runtime commits the decisions of (the reference
+    `decide`); a subclass may replace it, to run a variant under the same durability.
     """
+
+    decide = staticmethod(decide)
 
     def __init__(
         self,
@@ -217,7 +222,7 @@ class Runtime:
         for _ in range(self._conflict_retries):
             stored = self._load(execution_id)
             definition = self._definition(stored.execution)
-            decision = decide(definition, stored.execution, event, now)
+            decision = self.decide(definition, stored.execution, event, now)
             commit = _commit(execution_id, stored.version, event, decision, now)
             self._crash("before_commit")
             try:
@@ -241,7 +246,8 @@ class Runtime:
         staged = []
         for execution_id, event in deliveries:
             stored = self._load(execution_id)
-            decision = decide(self._definition(stored.execution), stored.execution, event, now)
+            decision = self.decide(self._definition(stored.execution), stored.execution, event,
+                                   now)
             staged.append((execution_id, event, decision, _commit(
                 execution_id, stored.version, event, decision, now)))
         self._crash("before_commit")
@@ -407,7 +413,7 @@ class Runtime:
         records = {r.sequence: r.transition for r in history.transitions}
         execution = new_execution(definition, execution_id)
         for entry in history.log:
-            decision = decide(definition, execution, entry.event, entry.at)
+            decision = self.decide(definition, execution, entry.event, entry.at)
             if decision.kind != entry.decision:
                 raise ReplayMismatchError(execution_id, entry.sequence,
                                           f"logged {entry.decision}, replayed {decision.kind}")

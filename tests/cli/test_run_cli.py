@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 REFUND = ROOT / "scenarios" / "refund_escalation.yaml"
 KINDS = {"run", "started", "delivered", "decided", "committed", "dispatched", "applied",
          "result_recorded", "crashed", "recovered", "timer_fired", "fault", "machine_failed",
-         "finished"}
+         "observed", "healed", "replayed", "finished"}
 
 
 def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:

@@ -344,7 +344,7 @@ def test_without_a_budget_the_loop_runs_into_the_step_bound() -> None:
     definition = load_definition(looping(None))
     [(result, _)] = simulate(definition, plan_for(definition), [0], steps_max=STEPS_MAX)
     assert result.status == "step_bound"
-    assert result.steps == STEPS_MAX
+    assert result.steps == STEPS_MAX + SimOptions().liveness_steps  # the liveness phase too
     assert all(seen.status != "final" for seen in result.final.values())
 
 

@@ -1,0 +1,233 @@
+"""The choices of a run: every random decision a simulation makes goes through one object.
+
+A run draws three kinds of choice, each tagged so that the engines can treat them apart:
+
+- `branch` and `action` (tag `b`): what the scheduler does next (which action, which event,
+  grant or deny);
+- `chance` and `pick` (tag `f:<kind>`): whether a fault of that kind strikes at an
+  opportunity, and which tool fault a call of a tool meets (`f:tool:<name>`);
+- `random` and `below` (tag `v`): values (payloads, roles, skew amounts).
+
+Every draw is a number `u` in [0, 1] turned into the decision the same way in every mode
+(`branch(n)` is `int(u * n)`, `chance(rate)` is `u < rate`), and each is keyed by the step it
+happens in, its tag and its position among that step's draws of that tag. So a run can be:
+
+- drawn from a seed (`Choices`, the fast default);
+- drawn from a seed and recorded (`RecordingChoices`): the same run, plus its schedule;
+- replayed from a schedule (`ScriptedChoices`): a key the schedule lacks takes the tag's
+  default (no fault, the first branch, the smallest value), which is what shrinking uses to
+  drop faults and events without the rest of the run sliding out of place.
+
+Keying by step keeps an edit local: dropping a fault in step 5 leaves step 6's draws where
+they were, as Hypothesis keeps its choice sequence aligned when it shrinks.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+__all__ = [
+    "BRANCH",
+    "FAULT",
+    "VALUE",
+    "Choice",
+    "Choices",
+    "RecordingChoices",
+    "ScriptedChoices",
+    "Table",
+    "default",
+    "script_of",
+]
+
+BRANCH, FAULT, VALUE = "b", "f", "v"
+
+
+def default(tag: str) -> float:
+    """Gives what a draw of `tag` takes when the schedule has no value for it."""
+    return 1.0 if tag[0] == FAULT else 0.0
+_BELOW_ONE = 0.9999999999999999
+#: Cumulative thresholds of the tool faults one call can meet: ((threshold, kind), ...).
+Table = Sequence[tuple[float, Any]]
+
+
+class Choice(NamedTuple):
+    """One recorded draw: in `step`, the `n`-th draw of tag `tag`, valued `u`."""
+
+    step: int
+    tag: str
+    n: int
+    u: float
+
+
+class Choices(random.Random):
+    """Draws a run's choices from a seed, recording nothing (the fast path of fuzzing)."""
+
+    def __init__(self, seed: Any = 0) -> None:
+        super().__init__(seed)
+        self.step = 0
+
+    def at_step(self, step: int) -> None:
+        """Tells the source that step `step` begins (keys restart for it)."""
+        self.step = step
+
+    def branch(self, n: int) -> int:
+        """Gives the scheduler's choice among `n` options (0 to n - 1)."""
+        return int(self.random() * n)
+
+    def flip(self, p: float) -> bool:
+        """Gives a scheduler's yes or no, yes with probability `p` (grant or deny)."""
+        return self.random() < p
+
+    def below(self, n: int) -> int:
+        """Gives a value from 0 to n - 1 (a role, a variant's detail, a skew amount)."""
+        return int(self.random() * n)
+
+    def chance(self, kind: str, rate: float) -> bool:
+        """Tells whether fault `kind` strikes at this opportunity (it does with `rate`)."""
+        return self.random() < rate
+
+    def pick(self, site: str, table: Table) -> Any:
+        """Gives the tool fault a call at `site` meets, by the table's cumulative rates, or
+        None."""
+        u = self.random()
+        for threshold, kind in table:
+            if u < threshold:
+                return kind
+        return None
+
+    def action(self, actions: Sequence[Any], label: Callable[[Any], str]) -> int:
+        """Gives which of the enabled `actions` the step performs (`label` names one)."""
+        return int(self.random() * len(actions))
+
+
+class RecordingChoices(Choices):
+    """Draws exactly what `Choices(seed)` draws, and records each draw as a `Choice`, and
+    each step's action by its label (`actions`)."""
+
+    def __init__(self, seed: Any = 0) -> None:
+        super().__init__(seed)
+        self.recorded: list[Choice] = []
+        self.actions: dict[int, str] = {}
+        self._counts: dict[str, int] = {}
+
+    def action(self, actions: Sequence[Any], label: Callable[[Any], str]) -> int:
+        index = int(self._draw(BRANCH) * len(actions))
+        self.actions[self.step] = labels_of(actions, label)[index]
+        return index
+
+    def at_step(self, step: int) -> None:
+        self.step = step
+        self._counts = {}
+
+    def _draw(self, tag: str) -> float:
+        u = random.Random.random(self)
+        n = self._counts.get(tag, 0)
+        self._counts[tag] = n + 1
+        self.recorded.append(Choice(self.step, tag, n, u))
+        return u
+
+    def random(self) -> float:
+        return self._draw(VALUE)
+
+    def branch(self, n: int) -> int:
+        return int(self._draw(BRANCH) * n)
+
+    def flip(self, p: float) -> bool:
+        return self._draw(BRANCH) < p
+
+    def below(self, n: int) -> int:
+        return int(self._draw(VALUE) * n)
+
+    def chance(self, kind: str, rate: float) -> bool:
+        return self._draw(f"f:{kind}") < rate
+
+    def pick(self, site: str, table: Table) -> Any:
+        u = self._draw(f"f:{site}")
+        for threshold, kind in table:
+            if u < threshold:
+                return kind
+        return None
+
+
+class ScriptedChoices(RecordingChoices):
+    """Replays a schedule: each draw takes the value recorded under its key, or the tag's
+    default where the schedule has none; `recorded` holds what the run actually drew.
+
+    With `actions` (step -> label), each step performs the next scheduled action that is
+    enabled, skipping those that are not (as Hypothesis skips a rule whose precondition fails),
+    and its draws take the values recorded for the scheduled step it performs. A label matches
+    exactly, or else by its part before ` | ` (another attempt of the same call, the clock
+    moving to another timer). So dropping a
+    step from a schedule leaves the others doing what they did. Once the schedule is used up,
+    the run goes on with the defaults: the first action, no fault."""
+
+    def __init__(self, script: Sequence[Choice] | Mapping[tuple[int, str, int], float],
+                 actions: Mapping[int, str] | None = None) -> None:
+        super().__init__(0)
+        if isinstance(script, Mapping):
+            self.script = dict(script)
+        else:
+            self.script = {(c.step, c.tag, c.n): c.u for c in script}
+        self.planned = sorted((actions or {}).items())
+        self.cursor = 0
+        self.source: int | None = 0  # the scheduled step whose draws this step takes
+
+    def at_step(self, step: int) -> None:
+        super().at_step(step)
+        self.source = step if not self.planned else (0 if step == 0 else None)
+
+    def action(self, actions: Sequence[Any], label: Callable[[Any], str]) -> int:
+        if not self.planned:
+            return super().action(actions, label)
+        labels = labels_of(actions, label)
+        coarse = [text.partition(" | ")[0] for text in labels]
+        for position in range(self.cursor, len(self.planned)):
+            step, wanted = self.planned[position]
+            if wanted in labels:  # the very action, or one that does the same
+                index = labels.index(wanted)
+            elif wanted.partition(" | ")[0] in coarse:
+                index = coarse.index(wanted.partition(" | ")[0])
+            else:
+                continue
+            self.cursor, self.source = position + 1, step
+            break
+        else:
+            self.cursor, self.source, index = len(self.planned), None, 0
+        n = self._counts.get(BRANCH, 0)
+        self._counts[BRANCH] = n + 1
+        self.recorded.append(Choice(self.step, BRANCH, n, (index + 0.5) / len(labels)))
+        self.actions[self.step] = labels[index]
+        return index
+
+    def _draw(self, tag: str) -> float:
+        n = self._counts.get(tag, 0)
+        self._counts[tag] = n + 1
+        u = None if self.source is None else self.script.get((self.source, tag, n))
+        if u is None:
+            u = default(tag)
+        elif tag == VALUE:
+            u = min(max(u, 0.0), _BELOW_ONE)  # a value is always below one
+        self.recorded.append(Choice(self.step, tag, n, u))
+        return u
+
+    def branch(self, n: int) -> int:
+        return min(int(self._draw(BRANCH) * n), n - 1)
+
+
+def labels_of(actions: Sequence[Any], label: Callable[[Any], str]) -> list[str]:
+    """Gives each action's label, made unique among them (a repeated label gets `#2`, `#3`)."""
+    labels: list[str] = []
+    seen: dict[str, int] = {}
+    for action in actions:
+        text = label(action)
+        count = seen.get(text, 0) + 1
+        seen[text] = count
+        labels.append(text if count == 1 else f"{text} #{count}")
+    return labels
+
+
+def script_of(recorded: Sequence[Choice]) -> dict[tuple[int, str, int], float]:
+    """Gives the schedule a recorded run replays from, without the draws that are defaults."""
+    return {(c.step, c.tag, c.n): c.u for c in recorded if c.u != default(c.tag)}
