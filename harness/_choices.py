@@ -84,8 +84,9 @@ class Choices(random.Random):
         """Gives a value from 0 to n - 1 (a role, a variant's detail, a skew amount)."""
         return int(self.random() * n)
 
-    def chance(self, kind: str, rate: float) -> bool:
-        """Tells whether fault `kind` strikes at this opportunity (it does with `rate`)."""
+    def chance(self, kind: str, rate: float, where: str = "") -> bool:
+        """Tells whether fault `kind` strikes at this opportunity (it does with `rate`);
+        `where` names the opportunity (a crash point), for engines that aim faults."""
         return self.random() < rate
 
     def pick(self, site: str, table: Table) -> Any:
@@ -140,7 +141,7 @@ class RecordingChoices(Choices):
     def below(self, n: int) -> int:
         return int(self._draw(VALUE) * n)
 
-    def chance(self, kind: str, rate: float) -> bool:
+    def chance(self, kind: str, rate: float, where: str = "") -> bool:
         return self._draw(f"f:{kind}") < rate
 
     def pick(self, site: str, table: Table) -> Any:

@@ -99,8 +99,9 @@ _START, _EXTERNAL, _COMPLETE, _APPROVE, _QUEUED, _ADVANCE = range(6)
 
 @dataclass(frozen=True, slots=True)
 class SimOptions:
-    """How one simulated run is made. `steps_max` bounds the run; `ops_max` bounds one step
-    (tool calls plus probe points: a machine past it is reported as hung)."""
+    """How one simulated run is made. `steps_max` bounds the safety phase (faults on), then
+    `liveness_steps` more run with every fault healed; `ops_max` bounds one step (tool calls
+    plus probe points: a machine past it is reported as hung)."""
 
     seed: int = 0
     executions: int = 3
@@ -117,7 +118,7 @@ class SimOptions:
     replay_check: bool = True  # at the end, have a machine that can replay its log do so
 
     def __post_init__(self) -> None:
-        for name, low in (("seed", 0), ("executions", 1), ("steps_max", 1), ("ops_max", 1),
+        for name, low in (("seed", 0), ("executions", 1), ("steps_max", 0), ("ops_max", 1),
                           ("recoveries_max", 1), ("liveness_steps", 0)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
@@ -345,6 +346,7 @@ class _Run:
         self.offset = 0  # how far the machine's clock runs ahead (an early timer skew)
         self.frozen: Any = None  # freezegun's handle, with `freeze_clock`
         self.healed = False
+        self.healed_at = 0  # the last step of the safety phase, once healed
         self.failure: MachineFailed | None = None
         self.trace = ""
         self._rates(plan)
@@ -487,6 +489,7 @@ class _Run:
         if self.healed:
             return
         self.healed = True
+        self.healed_at = self.clock.step
         self.emit(Healed(self.clock.step, self.clock.now))
         self._rates(no_faults())
         self.rng = Choices(f"{self.seed}:liveness")
@@ -821,7 +824,8 @@ class _Run:
                 self._fault(FaultKind.STORE_WRITE_FAILURE, "", f"during {self.activity}")
                 raise StoreWriteError(self.activity)
             return
-        if self.r_crash and point in self.points and rng.chance(FaultKind.CRASH, self.r_crash):
+        if self.r_crash and point in self.points and rng.chance(FaultKind.CRASH, self.r_crash,
+                                                                point):
             self._fault(FaultKind.CRASH, "", f"at {point} during {self.activity}")
             raise SimulatedCrash(point)
         if self.r_worker and not self.in_worker and rng.chance(FaultKind.SECOND_WORKER,
@@ -832,7 +836,7 @@ class _Run:
         """A machine that names no crash points is crashed, and met by a second worker,
         between two steps (all it offers)."""
         rng = self.rng
-        if self.r_crash and rng.chance(FaultKind.CRASH, self.r_crash):
+        if self.r_crash and rng.chance(FaultKind.CRASH, self.r_crash, "between_steps"):
             self._fault(FaultKind.CRASH, "", "between steps")
             self.emit(Crashed(self.clock.step, self.clock.now, "between_steps", "idle"))
             self._recover(crashed=True)
