@@ -1,12 +1,13 @@
 """The harness: the deterministic simulator, the tool world, the machine-under-test protocol,
-histories, invariant checkers, and the engines that explore a workflow (native seeded fuzzing
-with shrinking and replay files; Hypothesis's stateful testing and exhaustive search follow in
-`harness.stateful` and `harness.explore`).
+histories, invariant checkers, and the engines that explore a workflow: native seeded fuzzing
+(`fuzz`, with shrinking and replay files), exhaustive bounded search (`explore`), and
+Hypothesis's stateful testing (`harness.stateful`); `harness.strategies` draws definitions.
 """
 
 from harness._checkers import INVARIANTS, Invariant, StepView, Violation, check, invariant
 from harness._choices import Choice, Choices, RecordingChoices, ScriptedChoices
 from harness._coverage import Coverage, coverage_of
+from harness._explore import ExploreOptions, ExploreReport, explore
 from harness._fuzz import FuzzFailure, FuzzOptions, FuzzReport, fuzz
 from harness._history import (
     Applied,
@@ -61,6 +62,8 @@ __all__ = [
     "Delivered",
     "Dispatched",
     "EffectLedger",
+    "ExploreOptions",
+    "ExploreReport",
     "FaultInjected",
     "Finished",
     "FuzzFailure",
@@ -98,6 +101,7 @@ __all__ = [
     "coverage_of",
     "definition_digest",
     "describe_steps",
+    "explore",
     "fuzz",
     "invariant",
     "replay",

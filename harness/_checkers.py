@@ -421,6 +421,11 @@ def _legal_table(definition: WorkflowDefinition
                 table[(name, "*", "retries_exhausted")].add(step.escalate_to)
             for transition in state.on.get("step.failed", ()):
                 table[(name, "*", "compensated")].add(transition.target_leaf)
+            # where the run goes once undone is chosen when undoing begins: a budget
+            # exceeded then sends it to the budget's state
+            for target in (budgets.on_exceeded, budgets.on_cycle):
+                if target and budgets.any_limit:
+                    table[(name, "*", "compensated")].add(target)
         if state.approval is not None and state.approval.escalate_to:
             table[(name, "*", "approval_expired")].add(state.approval.escalate_to)
     return {key: frozenset(targets) for key, targets in table.items()}
@@ -845,6 +850,9 @@ def _compensable(definition: WorkflowDefinition) -> dict[str, tuple[str, ...]]:
     return {tool: tuple(forward) for tool, forward in undoes.items()}
 
 
+_UNDO = "/undo"  # a compensation's key is its step's key plus this (the reference's way)
+
+
 class _Undo(NamedTuple):
     index: int  # the compensation's Applied record
     forward: int  # the Applied record of the effect it undid
@@ -852,20 +860,35 @@ class _Undo(NamedTuple):
 
 def _undos(definition: WorkflowDefinition, history: History
            ) -> tuple[dict[str, list[_Undo]], dict[str, list[int]]]:
-    """Pairs each compensation applied with the effect it undid (the newest one of its forward
-    tools not undone yet); gives the pairs and every compensable effect, per execution."""
+    """Pairs each compensation applied with the effect it undid: the one whose key its key
+    extends (`{key}/undo`), or, for a machine with other keys, the newest effect of its forward
+    tools not undone yet; gives the pairs and every compensable effect, per execution. An
+    effect applied again with the same input is the same logical effect: one undo covers it."""
     undoes = _compensable(definition)
     forward_tools = {tool for tools in undoes.values() for tool in tools}
     pairs: dict[str, list[_Undo]] = defaultdict(list)
     forward: dict[str, list[int]] = defaultdict(list)
+    actions: set[tuple[str, str, str]] = set()
     for index, record in enumerate(history):
         if type(record) is not Applied:
             continue
         eid = record.execution
+        action = (eid, record.tool, record.input)
+        if action in actions:
+            continue
+        actions.add(action)
         if record.tool in undoes:
             undone = {pair.forward for pair in pairs[eid]}
-            target = next((i for i in reversed(forward[eid]) if i not in undone
-                           and history[i].tool in undoes[record.tool]), None)  # type: ignore[union-attr]
+            if record.key.endswith(_UNDO):
+                # the key names what it undoes (`{key}/undo`): pair exactly; an undo of an
+                # effect that never took place pairs with nothing
+                undoing = record.key[:-len(_UNDO)]
+                target = next((i for i in reversed(forward[eid]) if i not in undone
+                               and history[i].key == undoing), None)  # type: ignore[union-attr]
+            else:
+                target = next((i for i in reversed(forward[eid]) if i not in undone
+                               and history[i].tool in undoes[record.tool]),  # type: ignore[union-attr]
+                              None)
             if target is not None:
                 pairs[eid].append(_Undo(index, target))
         elif record.tool in forward_tools:

@@ -176,6 +176,24 @@ class ReferenceMachine:
                 approval.request_id, approval.roles, approval.action_hash, approval.expires_at),
             calls)
 
+    def fingerprint(self, execution_id: str, now: int) -> tuple[Any, ...]:
+        """Gives what the store holds of an execution that decides what it does next (times
+        relative to `now`), for the exhaustive search to tell states apart (optional)."""
+        ex = self.store.load(execution_id).execution
+        record = ex._replace(sequence=0, started_at=ex.started_at - now,
+                             timers=tuple((t.id, t.purpose, t.fire_at - now) for t in ex.timers))
+        pending = tuple((e.command_id, e.result is not None)
+                        for e in self.store.pending(execution_id))
+        inner = self.store.inner
+        timers = (tuple((t.id, t.fire_at - now) for t in inner.timers_of(execution_id))
+                  if isinstance(inner, MemoryStore) else ())
+        return (repr(record), pending, timers)
+
+    def consumed(self, execution_id: str, event_id: str) -> bool:
+        """Tells whether the store consumed this event id (for the exhaustive search)."""
+        inner = self.store.inner
+        return isinstance(inner, MemoryStore) and inner.consumed(execution_id, event_id)
+
     def replay(self, execution_id: str) -> None:
         """Rebuilds the execution from its log and raises `ReplayMismatchError` where that
         diverges from the stored record (an optional part of the protocol)."""

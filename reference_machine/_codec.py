@@ -129,6 +129,7 @@ def decode_execution(text: str) -> Execution:
         exceeded=data["exceeded"],
         answered=data["answered"],
         last_event_id=data["last_event_id"],
+        uncertain=data.get("uncertain", False),  # records written before it was kept
     )
 
 

@@ -62,6 +62,8 @@ from reference_machine._spec import Category, Source
 
 _CATEGORIES = frozenset(str(c) for c in Category)
 _RETRYABLE_COMPENSATION = frozenset({Category.TRANSIENT, Category.RATE_LIMITED, Category.TIMEOUT})
+#: Failures after which the effect may have taken place all the same.
+_UNCERTAIN = frozenset({Category.TIMEOUT, Category.INVALID_OUTPUT})
 _RESULT_SOURCES = frozenset({Source.TOOL, Source.AGENT, Source.SYSTEM})
 _TIMER_SOURCES = frozenset({Source.TIMER, Source.SYSTEM})
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -232,7 +234,7 @@ def _move(
     # one unpacking reads every field at C speed; twelve attribute reads cost ~0.4 us
     (ex_id, ex_definition, ex_version, ex_state, _, _, _, sequence, started_at, transitions,
      visits, _, _, ex_timers, _, ex_approved, ex_completed, _, _, cost, failures, exceeded,
-     ex_answered, _) = ex
+     ex_answered, _, _) = ex
     budgets = definition.budgets
     commands: list[Command] = list(prefix) if prefix else []
     timers: tuple[Timer, ...] = ()
@@ -337,7 +339,7 @@ def _move(
         ex_id, ex_definition, ex_version, target, status, outcome, context, sequence + 1,
         started_at, transitions, visits, attempt, effect, timers, approval, approved,
         ex_completed if completed is None else completed, (), "", cost, failures, exceeded,
-        ex_answered if answered is None else answered, event.id,
+        ex_answered if answered is None else answered, event.id, False,
     ))
     return _new(Accepted, (execution, tuple(commands),
                            _new(Transition, (ex_state, event.type, target, forced))))
@@ -439,6 +441,10 @@ def _on_step_failure(definition: WorkflowDefinition, ex: Execution, event: Event
     effect = ex.effect
     assert step is not None and effect is not None
     ambiguous = category == Category.TIMEOUT and not step.retry_safe
+    # the effect may have taken place though this attempt failed (a timeout, an unusable
+    # output, or a failure answered to a call sent again after its first answer was lost)
+    uncertain = ex.uncertain or category in _UNCERTAIN or event.payload.get(
+        "uncertain") is True
     attempt = ex.attempt
     if not ambiguous and category in step.retry_on and attempt < step.attempts_max:
         fraction = entropy if entropy is not None else _fraction(effect.effect_id)
@@ -449,7 +455,8 @@ def _on_step_failure(definition: WorkflowDefinition, ex: Execution, event: Event
         commands.append(ScheduleTimer(*timer))
         timers = (*(t for t in ex.timers if t.purpose != _STEP_TIMEOUT), timer)
         return Accepted(ex._replace(effect=None, timers=timers, sequence=ex.sequence + 1,
-                                    answered=answered, last_event_id=event.id),
+                                    answered=answered, last_event_id=event.id,
+                                    uncertain=uncertain),
                         tuple(commands))
     if ambiguous and step.escalate_to is not None:
         return _move(definition, ex, event, now, step.escalate_to, ex.context,
@@ -458,8 +465,10 @@ def _on_step_failure(definition: WorkflowDefinition, ex: Execution, event: Event
         return _move(definition, ex, event, now, step.escalate_to or "", ex.context,
                      forced="retries_exhausted", answered=answered)
     transitions = state.on.get(STEP_FAILED, ())
-    if step.on_exhausted == "compensate" and ex.completed:
-        return _begin_compensation(definition, ex, event, now, transitions, answered)
+    if step.on_exhausted == "compensate" and (ex.completed or (
+            uncertain and step.compensation is not None)):
+        return _begin_compensation(definition, ex, event, now, transitions, answered,
+                                   uncertain)
     return _take(definition, ex, event, now, transitions, answered=answered)
 
 
@@ -486,12 +495,24 @@ def _fraction(text: str) -> float:
 
 
 def _begin_compensation(definition: WorkflowDefinition, ex: Execution, event: Event, now: int,
-                        transitions: tuple[CompiledTransition, ...], answered: str) -> Decision:
-    """Chooses where the run goes once undone, then undoes completed steps newest first."""
+                        transitions: tuple[CompiledTransition, ...], answered: str,
+                        uncertain: bool = False) -> Decision:
+    """Chooses where the run goes once undone, then undoes completed steps newest first: the
+    failing step first when its effect may have taken place (so its compensation must be safe
+    to run for an effect that did not)."""
     chosen = _take(definition, ex, event, now, transitions)
     if not isinstance(chosen, Accepted):
         return chosen
     queue = tuple(reversed(ex.completed))
+    step = definition.states[ex.state].step
+    compensation = step.compensation if step is not None else None
+    if uncertain and compensation is not None and ex.effect is not None:
+        try:
+            undo_input = compensation.input(ex.context)
+        except Exception as exc:  # the undo's input is user expressions: a failure is a reject
+            return _input_failed(ex.state, "compensation input", exc)
+        queue = (CompletedStep(ex.state, ex.effect.key, compensation.tool, undo_input,
+                               compensation.attempts_max, compensation.retry_safe), *queue)
     commands = [CancelTimer(t.id) for t in ex.timers if t.purpose != _DEADLINE]
     timers = tuple(t for t in ex.timers if t.purpose == _DEADLINE)
     effect, command = _compensate(queue[0], 1)

@@ -116,7 +116,9 @@ class Execution(NamedTuple):
     """The state of one run of a workflow, as stored after each accepted event.
 
     `failures` counts error signatures for cycle detection; `exceeded` names the budget that
-    forced the run (after which budgets no longer apply, so the run can be finished by hand).
+    forced the run (after which budgets no longer apply, so the run can be finished by hand);
+    `uncertain` says an attempt of the current step ended without telling whether its effect
+    took place (a timeout, an unusable output), so undoing the run must undo that step too.
     """
 
     id: str
@@ -143,6 +145,7 @@ class Execution(NamedTuple):
     exceeded: str = ""
     answered: str = ""
     last_event_id: str = ""
+    uncertain: bool = False
 
 
 class RunEffect(NamedTuple):

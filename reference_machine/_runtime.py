@@ -329,13 +329,26 @@ class Runtime:
                      None)
         if entry is None or isinstance(entry.command, RequestApproval):
             return None
-        result = entry.result if entry.result is not None else self._call(
-            execution_id, entry.command)
+        result = entry.result
+        if result is None:
+            command = entry.command
+            effect = self.store.load(execution_id).execution.effect
+            if not command.idempotent and (effect is None or effect.effect_id != call_id):
+                # the run moved on (the step timed out, or escalated) before this call went
+                # out; a tool that honours no key is not sent it after the fact: its effect
+                # would come behind the back of whoever has the run now, and a send lost
+                # before may have taken effect already
+                result = self._record(execution_id, command, Failure(
+                    Category.TIMEOUT, "superseded before it was sent: not sent"))
+            else:
+                result = self._call(execution_id, command)
         return self._deliver(execution_id, result, now)
 
-    def _call(self, execution_id: str, command: RunEffect | RunCompensation) -> Event:
+    def _call(self, execution_id: str, command: RunEffect | RunCompensation,
+              resent: bool = False) -> Event:
         """Calls the tool and records its result; gives the result that was recorded first
-        (another worker's, when one got there before)."""
+        (another worker's, when one got there before). A call `resent` after its first answer
+        was lost records a failure as uncertain: the first call may have taken effect."""
         tool = self.tools.get(command.tool)
         if tool is None:
             msg = f"no tool {command.tool!r} was given to the runtime"
@@ -346,12 +359,13 @@ class Runtime:
         except Exception as exc:  # a tool that raises may have applied: ambiguous
             outcome = Failure(Category.TIMEOUT, f"the tool raised {type(exc).__name__}: {exc}")
         self._crash("after_apply_before_record")
-        return self._record(execution_id, command, outcome)
+        return self._record(execution_id, command, outcome, resent)
 
     def _record(self, execution_id: str, command: RunEffect | RunCompensation,
-                outcome: ToolOutcome) -> Event:
+                outcome: ToolOutcome, resent: bool = False) -> Event:
         definition_secrets = self._secrets(execution_id)
-        result = _result_event(command, outcome, execution_id, definition_secrets, self.vault)
+        result = _result_event(command, outcome, execution_id, definition_secrets, self.vault,
+                               resent)
         recorded = self.store.record_result(execution_id, command.effect_id, result)
         self._crash("after_record_before_event")
         return recorded  # another worker's, when it recorded one first
@@ -393,7 +407,8 @@ class Runtime:
         if entry.result is not None:
             result = entry.result  # recorded but never delivered
         elif command.idempotent:
-            result = self._call(execution_id, command)  # the same key: at most one effect
+            # the same key: at most one effect, but a failure now may hide the lost success
+            result = self._call(execution_id, command, resent=True)
         else:
             # the tool may or may not have applied it and honours no key: never a blind
             # retry; report the ambiguous outcome and let the step's policy decide (a result
@@ -443,7 +458,8 @@ def _commit(execution_id: str, version: int, event: Event, decision: Decision,
 
 
 def _result_event(command: RunEffect | RunCompensation, outcome: ToolOutcome,
-                  execution_id: str, secrets: frozenset[str], vault: Vault) -> Event:
+                  execution_id: str, secrets: frozenset[str], vault: Vault,
+                  resent: bool = False) -> Event:
     """Gives the event a tool outcome becomes; its id derives from the effect id, so a result
     delivered twice is refused as a duplicate. Output fields named like secret context keys
     are kept as vault references; a failure category the machine does not know is recorded
@@ -466,7 +482,9 @@ def _result_event(command: RunEffect | RunCompensation, outcome: ToolOutcome,
     if category not in _CATEGORIES:
         message = f"unknown failure category {category!r}: {message}"
         category = Category.PERMANENT
-    payload = {"category": str(category), "error": message}
+    payload: dict[str, Any] = {"category": str(category), "error": message}
+    if resent:
+        payload["uncertain"] = True  # the call's first answer was lost, not its effect
     return Event(f"{RESERVED_ID_PREFIX}result:{command.effect_id}", kind, Source.TOOL, payload,
                  command.effect_id)
 

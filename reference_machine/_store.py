@@ -376,6 +376,14 @@ class MemoryStore:
     def transitions(self, execution_id: str) -> list[TransitionRecord]:
         return list(self._run(execution_id).transitions)
 
+    def timers_of(self, execution_id: str) -> list[Timer]:
+        """Gives the execution's durable timers (what will fire), by fire time then id."""
+        return sorted(self._run(execution_id).timers.values(), key=lambda t: (t.fire_at, t.id))
+
+    def consumed(self, execution_id: str, event_id: str) -> bool:
+        """Tells whether the execution consumed an event with this id."""
+        return event_id in self._run(execution_id).consumed
+
     def close(self) -> None:
         """Nothing to release."""
 

@@ -46,9 +46,10 @@ WORKFLOW = load_definition(Path(__file__).resolve().parents[1] / "simulation" / 
 
 
 class _KeyPerAttemptRuntime(Runtime):
-    def _call(self, execution_id: str, command: RunEffect | RunCompensation) -> Event:
+    def _call(self, execution_id: str, command: RunEffect | RunCompensation,
+              resent: bool = False) -> Event:
         # the bug: the attempt's id (key#attempt) goes to the tool as the idempotency key
-        return super()._call(execution_id, command._replace(key=command.effect_id))
+        return super()._call(execution_id, command._replace(key=command.effect_id), resent)
 
 
 class KeyPerAttempt(ReferenceMachine):
@@ -127,12 +128,13 @@ class _DispatchFirstRuntime(Runtime):
                                                           command.key)
         return super()._commit_one(execution_id, event, now)
 
-    def _call(self, execution_id: str, command: RunEffect | RunCompensation) -> Event:
+    def _call(self, execution_id: str, command: RunEffect | RunCompensation,
+              resent: bool = False) -> Event:
         outcome = self._early.pop(command.effect_id, None)
         if outcome is None:
-            return super()._call(execution_id, command)
+            return super()._call(execution_id, command, resent)
         self._crash("after_apply_before_record")
-        return self._record(execution_id, command, outcome)
+        return self._record(execution_id, command, outcome, resent)
 
 
 class DispatchBeforeCommit(ReferenceMachine):

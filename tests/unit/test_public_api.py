@@ -70,6 +70,16 @@ class TestExports:
             "MachineUnderTest", "Observation", "Probe", "Recovered", "ReferenceMachine",
             "ResultRecorded", "RunStarted", "SimOptions", "SimulationResult", "Simulator",
             "Started", "TimerFired", "ToolWorld", "simulate",
+            # histories: what was seen, healed and replayed
+            "Commanded", "Healed", "Observed", "Replayed",
+            # invariants
+            "INVARIANTS", "Invariant", "StepView", "Violation", "check", "invariant",
+            # choices, and the engines that make them
+            "Choice", "Choices", "RecordingChoices", "ScriptedChoices",
+            "Coverage", "coverage_of", "FuzzFailure", "FuzzOptions", "FuzzReport", "fuzz",
+            "Counterexample", "shrink", "describe_steps", "ExploreOptions", "ExploreReport",
+            "explore", "ReplayError", "ReplayOutcome", "definition_digest", "replay",
+            "write_replay",
         }
 
     def test_fault_injection_names_are_pinned(self) -> None:
