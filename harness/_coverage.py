@@ -94,7 +94,9 @@ def coverage_of(definition: WorkflowDefinition, history: Sequence[HistoryRecord]
             committed = True
             states.add(record.state)
             if record.moved and record.from_state:
-                label = f"forced:{record.forced}" if record.forced else record.moved
+                # a run that undid its steps then takes the step's declared failure move
+                label = ("step.failed" if record.forced == "compensated" else
+                         f"forced:{record.forced}" if record.forced else record.moved)
                 transitions.add((record.from_state, label, record.state))
         elif kind is Observed:
             states.add(record.state)

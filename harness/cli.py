@@ -22,6 +22,8 @@ from rich.markup import escape
 
 from fault_injection import FaultPlan, FaultPlanError, load_plan
 from fault_injection import no_faults as no_faults_plan
+from harness._checkers import Violation, check
+from harness._replay import ReplayError, replay
 from harness._simulator import SimOptions, SimulationResult, Simulator, plan_for
 from harness.errors import HarnessError
 from reference_machine import (
@@ -202,8 +204,8 @@ def run_command(paths: Sequence[str], seed: int, plan_path: str | None, no_fault
     """Run one seeded simulation of each workflow definition (files or folders of them) on the
     reference machine, with faults injected, and print what happened.
 
-    Exit 0 when the machine held up, 1 when it failed (raised, hung or answered nonsense),
-    2 on bad input.
+    Every invariant is checked over the run's history. Exit 0 when all held, 1 when one broke
+    or the machine failed (raised, hung or answered nonsense), 2 on bad input.
     """
     import_modules(modules)
     if no_faults and (plan_path or swarm):
@@ -236,28 +238,69 @@ def run_command(paths: Sequence[str], seed: int, plan_path: str | None, no_fault
         raise UsageProblem(str(exc)) from exc
     console = Console(highlight=False, soft_wrap=True)
     summaries, failed = {}, False
-    for (name, _), simulator in zip(loaded, simulators, strict=True):
+    for (name, definition), simulator in zip(loaded, simulators, strict=True):
         result = simulator.run()
-        failed = failed or result.failure is not None
+        violations = [v for v in check(definition, result.history) if v.rule != "machine_ok"]
+        failed = failed or result.failure is not None or bool(violations)
         if history_path is not None:
             try:
                 result.write_history(history_path)
             except OSError as exc:
                 raise UsageProblem(f"--history {history_path}: cannot write: "
                                    f"{exc.strerror}") from exc
-        summaries[name] = result.summary()
+        summaries[name] = {**result.summary(),
+                           "violations": [v.to_dict() for v in violations]}
         if not as_json:
             again = [f"--{flag}" if value is True else f"--{flag} {value}"
                      for flag, value in (("plan", plan_path), ("no-faults", no_faults),
                                          ("swarm", swarm), ("executions", executions),
                                          ("steps", steps)) if value]
             again += [f"--import {module}" for module in modules]
-            _print_summary(console, name, summaries[name], result, " ".join(again))
+            _print_summary(console, name, summaries[name], result, " ".join(again),
+                           violations)
     if as_json:
         single = len(summaries) == 1
         click.echo(json.dumps(next(iter(summaries.values())) if single else summaries,
                               indent=2, sort_keys=True))
     sys.exit(EXIT_FOUND if failed else EXIT_OK)
+
+
+@cli.command("replay")
+@click.argument("path", metavar="FILE")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@click.option("--import", "modules", multiple=True, metavar="MODULE",
+              help="Import a Python module first (for the functions it registers).")
+def replay_command(path: str, as_json: bool, modules: Sequence[str]) -> None:
+    """Replay a replay file a fuzz campaign or a Hypothesis run saved, and tell whether the
+    same invariant breaks again.
+
+    The definition is loaded from where the file says and must not have changed since; the
+    machine is imported from the file's `module:name` (the current folder is on the path).
+    Exit 1 when it breaks again, 0 when it no longer does (fixed), 2 when the file cannot be
+    replayed.
+    """
+    import_modules(modules)
+    if "" not in sys.path and str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))  # the machine's module, as `python -m` finds it
+    try:
+        outcome = replay(path)
+    except ReplayError as exc:
+        raise UsageProblem(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps({
+            "file": path, "rule": outcome.rule, "reproduced": outcome.reproduced,
+            "violation": outcome.violation.to_dict() if outcome.violation else None,
+            "expected": outcome.expected, "trace": outcome.trace()}, indent=2))
+    else:
+        console = Console(highlight=False, soft_wrap=True)
+        for line in outcome.trace():
+            console.print(f"  {line}", markup=False)
+        if outcome.violation is not None:
+            console.print(f"[red]reproduced[/red] {escape(str(outcome.violation))}")
+        else:
+            console.print(f"[green]no longer fails[/green]: {escape(outcome.rule)} held "
+                          f"(it broke as: {escape(outcome.expected)})")
+    sys.exit(EXIT_FOUND if outcome.reproduced else EXIT_OK)
 
 
 def _check_plan(plan: FaultPlan, definition: WorkflowDefinition, source: str) -> None:
@@ -270,7 +313,8 @@ def _check_plan(plan: FaultPlan, definition: WorkflowDefinition, source: str) ->
 
 
 def _print_summary(console: Console, file: str, summary: dict[str, Any],
-                   result: SimulationResult, options: str) -> None:
+                   result: SimulationResult, options: str,
+                   violations: Sequence[Violation] = ()) -> None:
     console.print(f"{escape(file)}: seed {summary['seed']}, {summary['steps']} steps, "
                   f"{summary['virtual_ms'] / 1000:g}s of virtual time: {summary['status']}")
     records = ", ".join(f"{kind} {count}" for kind, count in summary["records"].items())
@@ -281,14 +325,19 @@ def _print_summary(console: Console, file: str, summary: dict[str, Any],
     for eid, final in summary["final"].items():
         outcome = f" ({final['outcome']})" if final["outcome"] else ""
         console.print(f"  {eid}: {final['state']} [{final['status']}]{outcome}", markup=False)
+    for violation in violations:
+        console.print(f"[red]violated[/red] {escape(str(violation))}")
     if result.failure is not None:
         failure = result.failure
         console.print(f"[red]machine failed[/red] at step {failure.step} ({failure.problem}): "
                       f"{escape(failure.error)}: {escape(failure.message)}")
         if result.traceback:
             console.print(result.traceback, markup=False)
+    if result.failure is not None or violations:
         console.print(f"replay: fsmharness run {file} --seed {summary['seed']} "
                       f"{options}".rstrip(), markup=False)
+    else:
+        console.print("  every invariant held")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -1,6 +1,7 @@
 """A fault campaign: thousands of simulated steps of both bundled workflows under every fault
-kind (the default plan, swarm plans, and every kind at twice its default rate), with safety
-checked over every run from the history and the effect ledger, never from the machine's word.
+kind (the default plan, swarm plans, and every kind at twice its default rate), with every
+invariant checked over every run's history (the checkers' own tests are in
+tests/unit/test_checkers.py).
 
 Run with `-s` to see the campaign's size and wall time.
 """
@@ -8,8 +9,8 @@ Run with `-s` to see the campaign's size and wall time.
 from __future__ import annotations
 
 import time
-from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,18 +21,16 @@ from fault_injection import FaultKind, FaultPlan, FaultRate
 from fault_injection._plan import DEFAULT_RATES
 from harness import (
     Applied,
-    Committed,
     Delivered,
     FaultInjected,
-    HistoryRecord,
-    LedgerEntry,
     ReferenceMachine,
     SimOptions,
     SimulationResult,
     Simulator,
+    check,
 )
 from harness._simulator import plan_for
-from reference_machine import APPROVAL_GRANTED, WorkflowDefinition, load_definition
+from reference_machine import WorkflowDefinition, load_definition
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ("refund_escalation", "support_triage")
@@ -39,10 +38,6 @@ SEEDS = range(100)  # per workflow and mode: default and swarm
 DOUBLED_SEEDS = range(40)  # per workflow, every kind at twice its default rate
 EXECUTIONS = 4
 STEPS_MIN = 10_000
-#: How the simulated approver's events may reach the machine: sent, or that same event
-#: (same id) dropped and redelivered, held back, duplicated, or sent again after no answer;
-#: a late copy carries the same human decision under a new id. Never `forged`.
-GENUINE_VIAS = frozenset({"approval", "redelivered", "reordered", "duplicate", "retry", "late"})
 
 
 def doubled_plan() -> FaultPlan:
@@ -51,112 +46,16 @@ def doubled_plan() -> FaultPlan:
                            for kind, rate in DEFAULT_RATES.items()))
 
 
-# -- safety checks: pure functions over what a run recorded -------------------------------------
+# -- what the harness's invariants do not see: the store's own numbering ------------------------
 
 
-def duplicate_effects(ledger: Iterable[LedgerEntry], honours: Mapping[str, bool]) -> list[str]:
-    """Tells of every (tool, key) the ledger holds twice, for tools that honour keys."""
-    first: dict[tuple[str, str], int] = {}
-    problems = []
-    for entry in ledger:
-        if not honours.get(entry.tool, False):
-            continue
-        seen = first.setdefault((entry.tool, entry.key), entry.seq)
-        if seen != entry.seq:
-            problems.append(f"{entry.tool} applied twice under key {entry.key!r} "
-                            f"(ledger #{seen} and #{entry.seq})")
-    return problems
-
-
-def final_stays_final(definition: WorkflowDefinition,
-                      history: Iterable[HistoryRecord]) -> list[str]:
-    """Tells of every accepted commit to an execution after it reached a final state."""
-    finished: dict[str, Committed] = {}
-    problems = []
-    for record in history:
-        if not isinstance(record, Committed) or record.decision != "accepted":
-            continue
-        done = finished.get(record.execution)
-        if done is not None:
-            problems.append(f"{record.execution}: {record.event_id} accepted (to "
-                            f"{record.state!r}, version {record.version}) after it became final "
-                            f"in {done.state!r} at step {done.step}")
-        elif definition.states[record.state].final:
-            finished[record.execution] = record
-    return problems
-
-
-def gated_without_approval(definition: WorkflowDefinition,
-                           history: Iterable[HistoryRecord]) -> list[str]:
-    """Tells of every effect of an approval-gated step applied at the world without a granted,
-    genuine approval accepted earlier for its execution (one approval per gated key)."""
-    gated = {state.step.tool for state in definition.states.values()
-             if state.step is not None and state.step.needs_approval}
-    delivered: dict[tuple[str, str], Delivered] = {}
-    forged: set[str] = set()
-    approvals: Counter[str] = Counter()
-    keys: dict[str, set[str]] = defaultdict(set)
-    problems = []
-    for record in history:
-        if isinstance(record, Delivered):
-            delivered.setdefault((record.execution, record.event_id), record)
-            if record.via == "forged":
-                forged.add(record.event_id)
-        elif isinstance(record, Committed) and record.decision == "accepted":
-            sent = delivered.get((record.execution, record.event_id))
-            if sent is None or sent.type != APPROVAL_GRANTED:
-                continue
-            if (record.event_id in forged or sent.source != "human"
-                    or sent.via not in GENUINE_VIAS):
-                problems.append(f"{record.execution}: forged approval {record.event_id} "
-                                f"(source {sent.source!r}, via {sent.via!r}) was accepted")
-            else:
-                approvals[record.execution] += 1
-        elif isinstance(record, Applied) and record.tool in gated:
-            keys[record.execution].add(record.key)
-            if len(keys[record.execution]) > approvals[record.execution]:
-                problems.append(f"{record.execution}: {record.tool} applied under "
-                                f"{record.key!r} at step {record.step} with "
-                                f"{approvals[record.execution]} genuine approval(s) granted for "
-                                f"{len(keys[record.execution])} gated key(s)")
-    return problems
-
-
-def versions_not_increasing(history: Iterable[HistoryRecord]) -> list[str]:
-    """Tells of every accepted commit whose version is not above the execution's last one, and
-    of every ignored or rejected commit that moved the version."""
-    last: dict[str, int] = {}
-    problems = []
-    for record in history:
-        if not isinstance(record, Committed):
-            continue
-        before = last.get(record.execution, 0)
-        if record.decision == "accepted":
-            if record.version <= before:
-                problems.append(f"{record.execution}: accepted {record.event_id} at version "
-                                f"{record.version}, not above {before}")
-            last[record.execution] = record.version
-        elif record.version != before:
-            problems.append(f"{record.execution}: {record.decision} {record.event_id} moved the "
-                            f"version from {before} to {record.version}")
-    return problems
-
-
-def store_problems(machine: ReferenceMachine) -> list[str]:
-    """Tells of every execution whose log sequence is not 1, 2, 3... or whose log does not
-    replay to the stored record."""
+def log_problems(machine: ReferenceMachine) -> list[str]:
+    """Tells of every execution whose log sequence is not 1, 2, 3..."""
     problems = []
     for eid in machine.store.execution_ids():
         sequences = [entry.sequence for entry in machine.store.log(eid)]
         if sequences != list(range(1, len(sequences) + 1)):
             problems.append(f"{eid}: log sequences {sequences}")
-        try:
-            replayed = machine.runtime.replay(eid)
-        except Exception as exc:
-            problems.append(f"{eid}: replay failed: {exc}")
-            continue
-        if replayed != machine.store.load(eid).execution:
-            problems.append(f"{eid}: replay differs from the stored record")
     return problems
 
 
@@ -189,13 +88,9 @@ class Campaign:
 
 def check_run(definition: WorkflowDefinition, result: SimulationResult,
               machine: ReferenceMachine) -> tuple[str, ...]:
-    """Gives every safety problem of one run."""
-    honours = {name: tool.idempotency_keys for name, tool in definition.tools.items()}
-    return (*duplicate_effects(result.ledger, honours),
-            *final_stays_final(definition, result.history),
-            *gated_without_approval(definition, result.history),
-            *versions_not_increasing(result.history),
-            *store_problems(machine))
+    """Gives every problem of one run: each invariant the harness checks, and the log's
+    numbering."""
+    return (*(str(v) for v in check(definition, result.history)), *log_problems(machine))
 
 
 def campaign_plans(definition: WorkflowDefinition) -> list[tuple[str, FaultPlan, Sequence[int]]]:
@@ -258,9 +153,7 @@ def test_every_run_ends_final(campaign: Campaign) -> None:
 
 
 def test_safety_holds_in_every_run(campaign: Campaign) -> None:
-    """Every safety check of `check_run` holds in every run of the campaign."""
-    # no keyed effect twice, nothing accepted after final, no gated effect without a genuine
-    # approval, versions increase, logs are numbered 1..n and replay to the stored record
+    """Every invariant holds in every run of the campaign, and every log is numbered 1..n."""
     problems = [f"{run.name}: {problem}" for run in campaign.runs for problem in run.problems]
     assert not problems, "\n".join(problems[:20])
 
@@ -276,47 +169,3 @@ def test_campaign_exercised_the_gate(campaign: Campaign) -> None:
                 forged += 1
     assert applied > 0
     assert forged > 0
-
-
-# -- the checks can fail ------------------------------------------------------------------------
-
-
-REFUND = load_definition(ROOT / "scenarios" / "refund_escalation.yaml")
-
-
-def _approval(step: int, eid: str, event_id: str, via: str, source: str = "human") -> Delivered:
-    return Delivered(step, 0, eid, event_id, APPROVAL_GRANTED, source, f"{eid}/req", {}, via)
-
-
-def test_checks_report_planted_violations() -> None:
-    """Each check reports a history or ledger that breaks its rule, and passes a sound one."""
-    ledger = [LedgerEntry(1, 0, "x1", "payments.refund", "x1/executing_refund/1", "{}"),
-              LedgerEntry(2, 0, "x1", "payments.refund", "x1/executing_refund/1", "{}"),
-              LedgerEntry(3, 0, "x1", "email.send", "x1/notifying/1", "{}"),
-              LedgerEntry(4, 0, "x1", "email.send", "x1/notifying/1", "{}")]
-    honours = {"payments.refund": True, "email.send": False}
-    assert len(duplicate_effects(ledger, honours)) == 1
-    assert duplicate_effects(ledger[:1] + ledger[2:], honours) == []
-
-    after_final = [Committed(1, 0, "x1", "e1", "accepted", 1, "rejected"),
-                   Committed(2, 0, "x1", "e2", "rejected", 1, "rejected"),
-                   Committed(3, 0, "x1", "e3", "accepted", 2, "planning")]
-    assert len(final_stays_final(REFUND, after_final)) == 1
-    assert final_stays_final(REFUND, after_final[:2]) == []
-
-    refund = Applied(9, 0, "x1", "payments.refund", "x1/executing_refund/1", "{}", 1)
-    forged = [_approval(1, "x1", "ev1", "forged", "agent"),
-              Committed(1, 0, "x1", "ev1", "accepted", 3, "executing_refund"), refund]
-    assert any("forged" in p for p in gated_without_approval(REFUND, forged))
-    assert len(gated_without_approval(REFUND, [refund])) == 1
-    genuine = [_approval(1, "x1", "ev2", "approval"),
-               Committed(1, 0, "x1", "ev2", "accepted", 3, "executing_refund"), refund]
-    assert gated_without_approval(REFUND, genuine) == []
-    second_visit = Applied(20, 0, "x1", "payments.refund", "x1/executing_refund/2", "{}", 2)
-    assert len(gated_without_approval(REFUND, [*genuine, second_visit])) == 1
-
-    versions = [Committed(1, 0, "x1", "e1", "accepted", 1, "planning"),
-                Committed(2, 0, "x1", "e2", "accepted", 1, "awaiting_approval"),
-                Committed(3, 0, "x1", "e3", "ignored", 2, "")]
-    assert len(versions_not_increasing(versions)) == 2
-    assert versions_not_increasing(versions[:1]) == []
