@@ -43,7 +43,8 @@ __all__ = [
 
 
 class RunStarted(NamedTuple):
-    """The first record: what the run was made of (the plan drawn for it, the options)."""
+    """The first record: what the run was made of (the plan drawn for it, the options). The
+    plan is kept as the `FaultPlan` itself and written as its `to_dict()`."""
 
     step: int
     at: int
@@ -52,7 +53,7 @@ class RunStarted(NamedTuple):
     version: str
     machine: str
     options: Mapping[str, Any]
-    plan: Mapping[str, Any]
+    plan: Any
 
     kind = "run"
 
@@ -331,6 +332,9 @@ def counts(records: Iterable[HistoryRecord]) -> dict[str, int]:
 
 
 def _plain(value: object) -> object:
+    to_dict = getattr(value, "to_dict", None)
+    if to_dict is not None:  # a record's object written as its plain form (a fault plan)
+        return to_dict()
     if isinstance(value, Mapping):
         return dict(value)
     if isinstance(value, tuple | frozenset):

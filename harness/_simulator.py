@@ -24,7 +24,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import freezegun
@@ -232,9 +231,7 @@ class Simulator:
         if isinstance(named, tuple | list):
             check_points(self.plan, named)
         self.machine = machine
-        # a plan without swarm is the plan of every run: what a run logs and draws from it
-        # is made once
-        self._plan_dict = MappingProxyType(self.plan.to_dict())
+        # a plan without swarm is the plan of every run: what a run draws from it is made once
         self._tables = fault_tables(self.plan, definition)
         for tool in self.options.honour_keys:
             if tool not in definition.tools:
@@ -418,8 +415,7 @@ class _Run:
         options.pop("plan")  # the run's plan is logged apart: the one drawn for this run
         self.emit(RunStarted(0, 0, self.seed, self.definition.name, self.definition.version,
                              _name_of(self.sim.machine), {**options, "seed": self.seed},
-                             self.sim._plan_dict if self.plan is self.sim.plan
-                             else MappingProxyType(self.plan.to_dict())))
+                             self.plan))
         try:
             self.activity = "building the machine"
             self._build()
