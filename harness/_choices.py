@@ -123,7 +123,10 @@ class RecordingChoices(Choices):
         self._counts = {}
 
     def _draw(self, tag: str) -> float:
-        u = random.Random.random(self)
+        return self._record(tag, random.Random.random(self))
+
+    def _record(self, tag: str, u: float) -> float:
+        """Records `u` as the step's next draw of `tag`, and gives it."""
         n = self._counts.get(tag, 0)
         self._counts[tag] = n + 1
         self.recorded.append(Choice(self.step, tag, n, u))
@@ -196,9 +199,7 @@ class ScriptedChoices(RecordingChoices):
             break
         else:
             self.cursor, self.source, index = len(self.planned), None, 0
-        n = self._counts.get(BRANCH, 0)
-        self._counts[BRANCH] = n + 1
-        self.recorded.append(Choice(self.step, BRANCH, n, (index + 0.5) / len(labels)))
+        self._record(BRANCH, (index + 0.5) / len(labels))
         self.actions[self.step] = labels[index]
         return index
 

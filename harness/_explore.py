@@ -24,7 +24,7 @@ from typing import Any
 
 from fault_injection import FaultPlan
 from harness._checkers import Invariant, Violation, invariants
-from harness._choices import BRANCH, VALUE, Choice, RecordingChoices, Table, labels_of
+from harness._choices import BRANCH, VALUE, RecordingChoices, Table, labels_of
 from harness._machine import MachineFactory, ReferenceMachine
 from harness._shrink import Counterexample
 from harness._simulator import SimOptions, Simulator, _Run, plan_for
@@ -120,56 +120,50 @@ class _Exploring(RecordingChoices):
         self.cursor += 1
         return index
 
-    def _note(self, tag: str, u: float) -> float:
-        n = self._counts.get(tag, 0)
-        self._counts[tag] = n + 1
-        self.recorded.append(Choice(self.step, tag, n, u))
-        return u
-
     def random(self) -> float:
-        return self._note(VALUE, 0.0)
+        return self._record(VALUE, 0.0)
 
     def below(self, n: int) -> int:
-        self._note(VALUE, 0.0)
+        self._record(VALUE, 0.0)
         return 0
 
     def action(self, actions: Sequence[Any], label: Callable[[Any], str]) -> int:
         index = self._choose(len(actions))
-        self._note(BRANCH, (index + 0.5) / len(actions))
+        self._record(BRANCH, (index + 0.5) / len(actions))
         self.actions[self.step] = labels_of(actions, label)[index]
         return index
 
     def branch(self, n: int) -> int:
         index = self._choose(n)
-        self._note(BRANCH, (index + 0.5) / n)
+        self._record(BRANCH, (index + 0.5) / n)
         return index
 
     def flip(self, p: float) -> bool:
         if p <= 0.0 or p >= 1.0:
-            self._note(BRANCH, 0.0 if p >= 1.0 else 1.0)
+            self._record(BRANCH, 0.0 if p >= 1.0 else 1.0)
             return p >= 1.0
         yes = self._choose(2) == 0
-        self._note(BRANCH, 0.0 if yes else 1.0)
+        self._record(BRANCH, 0.0 if yes else 1.0)
         return yes
 
     def chance(self, kind: str, rate: float, where: str = "") -> bool:
         fire = rate > 0 and self.faults_left > 0 and self._choose(2) == 1
         if fire:
             self.faults_left -= 1
-        self._note(f"f:{kind}", 0.0 if fire else 1.0)
+        self._record(f"f:{kind}", 0.0 if fire else 1.0)
         return fire
 
     def pick(self, site: str, table: Table) -> Any:
         if not table or self.faults_left <= 0:
-            self._note(f"f:{site}", 1.0)
+            self._record(f"f:{site}", 1.0)
             return None
         index = self._choose(len(table) + 1)
         if index == 0:
-            self._note(f"f:{site}", 1.0)
+            self._record(f"f:{site}", 1.0)
             return None
         self.faults_left -= 1
         low = table[index - 2][0] if index > 1 else 0.0
-        self._note(f"f:{site}", (low + table[index - 1][0]) / 2)
+        self._record(f"f:{site}", (low + table[index - 1][0]) / 2)
         return table[index - 1][1]
 
 

@@ -36,7 +36,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from fault_injection import TOOL_FAULTS, FaultKind, FaultPlan
 from harness._checkers import Invariant, Violation, invariants
-from harness._choices import BRANCH, Choice, RecordingChoices, Table, labels_of
+from harness._choices import BRANCH, RecordingChoices, Table, labels_of
 from harness._machine import MachineFactory, ReferenceMachine
 from harness._replay import write_replay
 from harness._shrink import Counterexample
@@ -91,9 +91,7 @@ class _DrivenChoices(RecordingChoices):
     def action(self, actions: Sequence[Any], label: Any) -> int:
         index = self.forced if self.forced is not None else 0
         self.forced = None
-        n = self._counts.get(BRANCH, 0)
-        self._counts[BRANCH] = n + 1
-        self.recorded.append(Choice(self.step, BRANCH, n, (index + 0.5) / len(actions)))
+        self._record(BRANCH, (index + 0.5) / len(actions))
         self.actions[self.step] = labels_of(actions, label)[index]
         return index
 
@@ -101,16 +99,8 @@ class _DrivenChoices(RecordingChoices):
         if self.shape is None:
             return super().branch(n)
         index, self.shape = min(self.shape, n - 1), None
-        count = self._counts.get(BRANCH, 0)
-        self._counts[BRANCH] = count + 1
-        self.recorded.append(Choice(self.step, BRANCH, count, (index + 0.5) / n))
+        self._record(BRANCH, (index + 0.5) / n)
         return index
-
-    def _fault(self, tag: str, u: float) -> float:
-        n = self._counts.get(tag, 0)
-        self._counts[tag] = n + 1
-        self.recorded.append(Choice(self.step, tag, n, u))
-        return u
 
     def _take(self, kind: str, where: str = "") -> bool:
         """Disarms and tells whether a fault of `kind` (at `where`) was armed."""
@@ -130,16 +120,16 @@ class _DrivenChoices(RecordingChoices):
         if kind not in _KINDS:
             return super().chance(kind, rate, where)  # not a fault: drawn from the seed
         fire = rate > 0 and self._take(kind, where)
-        return self._fault(f"f:{kind}", 0.0 if fire else 1.0) < rate
+        return self._record(f"f:{kind}", 0.0 if fire else 1.0) < rate
 
     def pick(self, site: str, table: Table) -> Any:
         low = 0.0
         for threshold, kind in table:
             if self._take(kind):
-                self._fault(f"f:{site}", (low + threshold) / 2)
+                self._record(f"f:{site}", (low + threshold) / 2)
                 return kind
             low = threshold
-        self._fault(f"f:{site}", 1.0)
+        self._record(f"f:{site}", 1.0)
         return None
 
 
