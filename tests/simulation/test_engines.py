@@ -106,6 +106,21 @@ class TestReplayFiles:
             replay(path)
         assert replay(path, definition=definition).reproduced
 
+    def test_options_in_a_file_are_checked_as_options(self, example: object,
+                                                      tmp_path: Path) -> None:
+        """An option the simulator does not know, or a bad value, names itself."""
+        path = write_replay(example, tmp_path)  # type: ignore[arg-type]
+        data = json.loads(path.read_text())
+        data["options"]["colour"] = "blue"
+        path.write_text(json.dumps(data))
+        with pytest.raises(ReplayError, match=r"options\.colour: not an option"):
+            replay(path)
+        del data["options"]["colour"]
+        data["options"]["executions"] = 0
+        path.write_text(json.dumps(data))
+        with pytest.raises(ReplayError, match=r"options\.executions: expected a whole number"):
+            replay(path)
+
     def test_an_unwritable_folder_is_a_clear_error(self, example: object,
                                                   tmp_path: Path) -> None:
         """A replay folder that is a file cannot be made."""
