@@ -264,6 +264,26 @@ def _has_commits(history: History) -> bool:
     return any(type(record) is Committed for record in history)
 
 
+class _Owner(NamedTuple):
+    execution: str
+    state: str
+    compensation: bool
+
+
+def _owners(history: History) -> dict[str, _Owner]:
+    """Gives, for each key (and id) a commit commanded a call under, whose call it was: the
+    execution, the state that commanded it, and whether it was a compensation. For effects
+    whose key does not name their execution, and tools that several states use."""
+    owners: dict[str, _Owner] = {}
+    for record in history:
+        if type(record) is Committed and record.effects:
+            for effect in record.effects:
+                owner = _Owner(record.execution, record.state, effect.compensation)
+                owners.setdefault(effect.key, owner)
+                owners.setdefault(effect.id, owner)
+    return owners
+
+
 # -- side effects --------------------------------------------------------------------------
 
 
@@ -355,7 +375,8 @@ def terminal_stays_terminal(definition: WorkflowDefinition, history: History
                 ended[eid] = index
         elif kind is Decided and not commits:
             eid = record.execution
-            if eid in ended and record.decision == "accepted" and eid not in reported:
+            if (eid in ended and record.decision.partition(":")[0] == "accepted"
+                    and eid not in reported):
                 reported.add(eid)
                 yield _after_final(history, ended[eid], index, eid,
                                    f"accepted event {record.event_id!r}")
@@ -393,12 +414,21 @@ def legal_targets(definition: WorkflowDefinition, source: str, moved: str, force
 
 
 @per_definition
+def _budgeted(definition: WorkflowDefinition) -> bool:
+    """Tells whether the definition sets any budget (a cost budget included)."""
+    budgets = definition.budgets
+    return budgets.any_limit or budgets.cost_max is not None or budgets.deadline_ms is not None
+
+
 def _legal_table(definition: WorkflowDefinition
                  ) -> dict[tuple[str, str, str], frozenset[str]]:
     """Gives every (source, event, forced) -> targets the definition allows (built once)."""
     table: dict[tuple[str, str, str], set[str]] = defaultdict(set)
     table[("", STARTED, "")].add(definition.initial)
     budgets = definition.budgets
+    for reason in ("transitions_max", "visits_max", "cost_max", "deadline"):
+        if budgets.on_exceeded:  # the first step may already be over a budget (its cost)
+            table[("", "*", reason)].add(budgets.on_exceeded)
     for name, state in definition.states.items():
         if state.final:
             continue
@@ -424,7 +454,7 @@ def _legal_table(definition: WorkflowDefinition
             # where the run goes once undone is chosen when undoing begins: a budget
             # exceeded then sends it to the budget's state
             for target in (budgets.on_exceeded, budgets.on_cycle):
-                if target and budgets.any_limit:
+                if target and _budgeted(definition):
                     table[(name, "*", "compensated")].add(target)
         if state.approval is not None and state.approval.escalate_to:
             table[(name, "*", "approval_expired")].add(state.approval.escalate_to)
@@ -681,11 +711,16 @@ def _not_genuine(definition: WorkflowDefinition, event: Event, state: str,
                               "genuine grant of that exact action, one grant per action")
 def approved_effects(definition: WorkflowDefinition, history: History) -> Iterator[Violation]:
     gated: dict[str, list[str]] = defaultdict(list)  # tool -> states whose step needs approval
+    ungated: set[str] = set()  # tools some state runs without approval
     for name, state in definition.states.items():
-        if state.step is not None and state.step.needs_approval:
-            gated[state.step.tool].append(name)
+        if state.step is not None:
+            if state.step.needs_approval:
+                gated[state.step.tool].append(name)
+            else:
+                ungated.add(state.step.tool)
     if not gated:
         return
+    owners = _owners(history)
     decisions = {index: (event, problem) for index, _, event, _, problem in
                  _approval_decisions(definition, history)}
     grants: dict[str, list[_Grant]] = defaultdict(list)
@@ -700,20 +735,36 @@ def approved_effects(definition: WorkflowDefinition, history: History) -> Iterat
             continue
         if type(record) is not Applied or record.tool not in gated:
             continue
-        action = (record.execution, record.tool, record.input)
+        owner = owners.get(record.key)
+        if owner is not None:  # the commit that commanded it says which state's it was
+            if owner.compensation or owner.state not in gated[record.tool]:
+                continue
+            states, execution = [owner.state], record.execution or owner.execution
+        elif record.tool in ungated:
+            continue  # a tool gated in one state, not in another: cannot tell which
+        else:
+            states, execution = gated[record.tool], record.execution
+        action = (execution, record.tool, record.input)
         if action in done:
             continue  # the same action again: no_duplicate_effect tells of it
-        wanted = _hashes(definition, gated[record.tool], record.input)
-        available = grants[record.execution]
-        match = next((g for g in available if wanted is None or g.action_hash in wanted),
-                     None)
+        wanted = _hashes(definition, states, record.input)
+        if wanted is None and not execution:
+            continue  # neither its run nor its action can be told: nothing to judge by
+        # an effect no key ties to its run may use any run's grant of that exact action
+        pools = [grants[execution]] if execution else list(grants.values())
+        match, available = None, grants[execution]
+        for pool in pools:
+            match = next((g for g in pool if wanted is None or g.action_hash in wanted), None)
+            if match is not None:
+                available = pool
+                break
         if match is None:
-            why = ("no genuine approval was granted" if not available else
+            why = ("no genuine approval was granted" if not any(pools) else
                    "no genuine approval granted was for this exact action")
             yield Violation("approved_effects",
-                            f"{record.tool} took effect for {record.execution} with input "
-                            f"{_short(record.input)} (ledger #{record.seq}), but {why}",
-                            record.execution, record.step, (index,))
+                            f"{record.tool} took effect for {execution or 'an unknown run'} "
+                            f"with input {_short(record.input)} (ledger #{record.seq}), but "
+                            f"{why}", execution, record.step, (index,))
             continue
         available.remove(match)
         done[action] = index
@@ -791,7 +842,7 @@ def retries_within_bounds(definition: WorkflowDefinition, history: History
 def budgets_within_bounds(definition: WorkflowDefinition, history: History
                           ) -> Iterator[Violation]:
     budgets = definition.budgets
-    if not budgets.any_limit:
+    if not _budgeted(definition):
         return
     transitions: dict[str, int] = defaultdict(int)
     visits: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -858,49 +909,71 @@ class _Undo(NamedTuple):
     forward: int  # the Applied record of the effect it undid
 
 
-def _undos(definition: WorkflowDefinition, history: History
-           ) -> tuple[dict[str, list[_Undo]], dict[str, list[int]]]:
+class _Saga(NamedTuple):
+    pairs: dict[str, list[_Undo]]  # per execution, each undo with what it undid
+    forward: dict[str, list[int]]  # per execution, every compensable effect
+    undo_tools: dict[str, tuple[str, ...]]
+    owners: dict[str, _Owner]
+
+    def execution_of(self, record: Applied | Dispatched) -> str:
+        owner = self.owners.get(record.key)
+        return record.execution or (owner.execution if owner is not None else "")
+
+
+def _undos(definition: WorkflowDefinition, history: History) -> _Saga:
     """Pairs each compensation applied with the effect it undid: the one whose key its key
     extends (`{key}/undo`), or, for a machine with other keys, the newest effect of its forward
-    tools not undone yet; gives the pairs and every compensable effect, per execution. An
-    effect applied again with the same input is the same logical effect: one undo covers it."""
+    tools not undone yet. A compensable effect is one of a state whose step declares a
+    compensation (told by the commit that commanded it, or by its tool when no state without
+    a compensation uses that tool); one applied again with the same input is the same logical
+    effect, which one undo covers."""
     undoes = _compensable(definition)
+    compensable = {name for name, state in definition.states.items()
+                   if state.step is not None and state.step.compensation is not None}
+    plain = {state.step.tool for state in definition.states.values()
+             if state.step is not None and state.step.compensation is None}
     forward_tools = {tool for tools in undoes.values() for tool in tools}
-    pairs: dict[str, list[_Undo]] = defaultdict(list)
-    forward: dict[str, list[int]] = defaultdict(list)
+    owners = _owners(history)
+    saga = _Saga(defaultdict(list), defaultdict(list), undoes, owners)
     actions: set[tuple[str, str, str]] = set()
     for index, record in enumerate(history):
         if type(record) is not Applied:
             continue
-        eid = record.execution
-        action = (eid, record.tool, record.input)
-        if action in actions:
-            continue
-        actions.add(action)
-        if record.tool in undoes:
-            undone = {pair.forward for pair in pairs[eid]}
+        owner = owners.get(record.key)
+        eid = record.execution or (owner.execution if owner is not None else "")
+        if record.tool in undoes and (owner is None or owner.compensation):
+            undone = {pair.forward for pair in saga.pairs[eid]}
             if record.key.endswith(_UNDO):
-                # the key names what it undoes (`{key}/undo`): pair exactly; an undo of an
-                # effect that never took place pairs with nothing
+                # the key names what it undoes: pair exactly; an undo of an effect that
+                # never took place pairs with nothing
                 undoing = record.key[:-len(_UNDO)]
-                target = next((i for i in reversed(forward[eid]) if i not in undone
+                target = next((i for i in reversed(saga.forward[eid]) if i not in undone
                                and history[i].key == undoing), None)  # type: ignore[union-attr]
             else:
-                target = next((i for i in reversed(forward[eid]) if i not in undone
+                target = next((i for i in reversed(saga.forward[eid]) if i not in undone
                                and history[i].tool in undoes[record.tool]),  # type: ignore[union-attr]
                               None)
             if target is not None:
-                pairs[eid].append(_Undo(index, target))
-        elif record.tool in forward_tools:
-            forward[eid].append(index)
-    return pairs, forward
+                saga.pairs[eid].append(_Undo(index, target))
+            continue
+        if record.tool not in forward_tools:
+            continue
+        if owner is not None:
+            if owner.state not in compensable:
+                continue
+        elif record.tool in plain:
+            continue  # a state without a compensation uses the tool too: cannot tell
+        action = (eid, record.tool, record.input)
+        if action not in actions:
+            actions.add(action)
+            saga.forward[eid].append(index)
+    return saga
 
 
 @_builtin("compensation_order", "completed steps are undone newest first")
 def compensation_order(definition: WorkflowDefinition, history: History
                        ) -> Iterator[Violation]:
-    pairs, _ = _undos(definition, history)
-    for eid, undos in pairs.items():
+    for eid, undos in _undos(definition, history).pairs.items():
         for position, later in enumerate(undos):
             for earlier in undos[:position]:
                 # an older effect was undone while a newer one, applied before that undo,
@@ -921,17 +994,19 @@ def compensation_order(definition: WorkflowDefinition, history: History
           final_only=True)
 def compensation_complete(definition: WorkflowDefinition, history: History
                           ) -> Iterator[Violation]:
-    undoes = _compensable(definition)
-    if not undoes:
+    saga = _undos(definition, history)
+    if not saga.undo_tools:
         return
-    pairs, forward = _undos(definition, history)
+    pairs, forward = saga.pairs, saga.forward
     begun: dict[str, int] = {}
     humans: set[str] = set()
     finished: dict[str, int] = {}
     for index, record in enumerate(history):
         kind = type(record)
-        if kind is Dispatched and record.tool in undoes:
-            begun.setdefault(record.execution, index)
+        if kind is Dispatched and record.tool in saga.undo_tools:
+            owner = saga.owners.get(record.key)
+            if owner is None or owner.compensation:
+                begun.setdefault(saga.execution_of(record), index)
         elif kind in (Committed, Observed) and definition.compensation_failed and (
                 getattr(record, "state", "") == definition.compensation_failed):
             humans.add(record.execution)

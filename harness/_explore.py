@@ -29,7 +29,7 @@ from harness._machine import MachineFactory, ReferenceMachine
 from harness._shrink import Counterexample
 from harness._simulator import SimOptions, Simulator, _Run, plan_for
 from harness.errors import HarnessError
-from reference_machine import WorkflowDefinition, load_definition
+from reference_machine import StoreError, WorkflowDefinition, load_definition
 
 __all__ = ["ExploreOptions", "ExploreReport", "explore"]
 
@@ -113,7 +113,7 @@ class _Exploring(RecordingChoices):
         if options <= 1:
             return 0
         if self.cursor < len(self.prefix):
-            index = self.prefix[self.cursor]
+            index = min(self.prefix[self.cursor], options - 1)
         else:
             index = 0
             self.found.append(options)
@@ -154,17 +154,29 @@ class _Exploring(RecordingChoices):
         return fire
 
     def pick(self, site: str, table: Table) -> Any:
-        if not table or self.faults_left <= 0:
+        bands = _bands(table)  # a kind whose rates leave it no room is never met
+        if not bands or self.faults_left <= 0:
             self._record(f"f:{site}", 1.0)
             return None
-        index = self._choose(len(table) + 1)
+        index = self._choose(len(bands) + 1)
         if index == 0:
             self._record(f"f:{site}", 1.0)
             return None
         self.faults_left -= 1
-        low = table[index - 2][0] if index > 1 else 0.0
-        self._record(f"f:{site}", (low + table[index - 1][0]) / 2)
-        return table[index - 1][1]
+        low, high, kind = bands[index - 1]
+        self._record(f"f:{site}", (low + high) / 2)
+        return kind
+
+
+def _bands(table: Table) -> list[tuple[float, float, Any]]:
+    """Gives (low, high, kind) for each tool fault a draw can meet: a kind the cumulative rates
+    before it leave no room for (its threshold capped at 1) is left out."""
+    bands, low = [], 0.0
+    for threshold, kind in table:
+        if threshold > low:
+            bands.append((low, threshold, kind))
+        low = max(low, threshold)
+    return bands
 
 
 def explore(target: WorkflowDefinition | str | Mapping[str, Any],
@@ -291,16 +303,24 @@ def _fingerprint(run: _Run) -> str:
     machine = run.machine
     describe = getattr(machine, "fingerprint", None)
     executions = []
-    for eid in sorted(run.obs):
-        obs = run.obs[eid]
+    for eid in run.ids:  # the unstarted too: a start that crashed may have left a record
+        stored = None
+        if describe is not None:
+            try:
+                stored = describe(eid, now)
+            except (StoreError, KeyError):
+                stored = None  # the machine knows nothing of it yet
+        obs = run.obs.get(eid)
+        if obs is None:
+            executions.append((eid, "unseen", stored))
+            continue
         approval = obs.approval
         executions.append((
             eid, obs.state, obs.status, obs.outcome,
             tuple(sorted((timer, at - now) for timer, at in obs.timers)),
             None if approval is None else (approval.request_id, approval.action_hash,
                                            approval.expires_at - now),
-            tuple(call.id for call in obs.calls),
-            describe(eid, now) if describe is not None else None,
+            tuple(call.id for call in obs.calls), stored,
         ))
     consumed = getattr(machine, "consumed", None)
     queue = tuple((q.due - now, q.execution, q.event.type, q.event.source, q.event.answers,
@@ -317,7 +337,7 @@ def _fingerprint(run: _Run) -> str:
         tuple(sorted((landing.due - now, landing.execution, landing.tool, landing.key)
                      for landing in world._landings)),
         run.rng.faults_left if isinstance(run.rng, _Exploring) else None,
-        run.worker is not None,
+        run.worker is not None, tuple(world.agent_noise),
     )
     text = repr(state)
     names: dict[str, str] = {}

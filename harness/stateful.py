@@ -37,6 +37,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from fault_injection import TOOL_FAULTS, FaultKind, FaultPlan
 from harness._checkers import Invariant, Violation, invariants
 from harness._choices import BRANCH, RecordingChoices, Table, labels_of
+from harness._explore import _bands
 from harness._machine import MachineFactory, ReferenceMachine
 from harness._replay import write_replay
 from harness._shrink import Counterexample
@@ -123,12 +124,10 @@ class _DrivenChoices(RecordingChoices):
         return self._record(f"f:{kind}", 0.0 if fire else 1.0) < rate
 
     def pick(self, site: str, table: Table) -> Any:
-        low = 0.0
-        for threshold, kind in table:
+        for low, high, kind in _bands(table):  # only kinds a draw can meet
             if self._take(kind):
-                self._record(f"f:{site}", (low + threshold) / 2)
+                self._record(f"f:{site}", (low + high) / 2)
                 return kind
-            low = threshold
         self._record(f"f:{site}", 1.0)
         return None
 
@@ -179,7 +178,12 @@ def workflow_machine(definition: WorkflowDefinition, *,
             self.choices = _DrivenChoices(seed, variants)
             self.run = simulator.begin(seed, choices=self.choices)
             if not self.run.start():
-                self._fail(list(self._violations(self.run, complete=True)))
+                failure = self.run.failure
+                assert failure is not None
+                found = list(self._violations(self.run, complete=True)) or [Violation(
+                    "machine_ok", f"the machine {failure.problem} ({failure.error}): "
+                                  f"{failure.message}")]
+                self._fail(found)
 
         def _enabled(self, kinds_of: frozenset[int]) -> list[int]:
             assert self.run is not None
@@ -228,8 +232,8 @@ def workflow_machine(definition: WorkflowDefinition, *,
             @rule(pick=st.integers(min_value=0, max_value=255),
                   point=st.sampled_from(menu.crash))
             def crash_and_recover(self, pick: int, point: str) -> None:
-                """The process dies in the middle of its next action (at `point`, or at the
-                first crash point it passes), and recovers."""
+                """The process dies at `point` in the middle of its next action that passes
+                it (later ones', if that one does not), and recovers."""
                 self._arm(point)
                 self._act(_ANY, pick)
 
