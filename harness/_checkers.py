@@ -45,6 +45,7 @@ from reference_machine import (
     WorkflowDefinition,
 )
 from reference_machine._decide import _action_hash
+from reference_machine._findings import did_you_mean
 
 __all__ = [
     "INVARIANTS",
@@ -162,7 +163,6 @@ def invariants(names: Iterable[str] | None = None) -> tuple[Invariant, ...]:
     for name in names:
         found = INVARIANTS.get(name)
         if found is None:
-            from reference_machine._findings import did_you_mean
             msg = (f"no invariant named {name!r}{did_you_mean(name, list(INVARIANTS))}; known: "
                    f"{', '.join(INVARIANTS)}")
             raise HarnessError(msg)
@@ -256,6 +256,24 @@ def per_definition(function: Callable[[WorkflowDefinition], T]
     return derived
 
 
+def per_history(function: Callable[[WorkflowDefinition, History], T]
+                ) -> Callable[[WorkflowDefinition, History], T]:
+    """Keeps what a function derives from the last (definition, history) it saw, so that the
+    checkers of one `check` that read the same derived pass share it. A history that grew
+    since (a run checked after each step) is derived again."""
+    last: list[Any] = []
+
+    def derived(definition: WorkflowDefinition, history: History) -> T:
+        if last and last[0] is definition and last[1] is history and last[2] == len(history):
+            return last[3]  # type: ignore[no-any-return]
+        value = function(definition, history)
+        last[:] = [definition, history, len(history), value]
+        return value
+
+    derived.__doc__ = function.__doc__
+    return derived
+
+
 def _short(text: str, size: int = 80) -> str:
     return text if len(text) <= size else f"{text[:size - 3]}..."
 
@@ -268,6 +286,11 @@ class _Owner(NamedTuple):
     execution: str
     state: str
     compensation: bool
+
+
+@per_history
+def _owners_of(definition: WorkflowDefinition, history: History) -> dict[str, _Owner]:
+    return _owners(history)
 
 
 def _owners(history: History) -> dict[str, _Owner]:
@@ -628,10 +651,16 @@ def approval_genuine(definition: WorkflowDefinition, history: History) -> Iterat
                             f"{problem}", eid, history[index].step, (index,))
 
 
+@per_history
 def _approval_decisions(definition: WorkflowDefinition, history: History
-                        ) -> Iterator[tuple[int, str, Event, str, str]]:
+                        ) -> list[tuple[int, str, Event, str, str]]:
     """Gives (position, execution, event, state, problem) for each accepted approval decision;
     `problem` says why it was not genuine ("" when it was)."""
+    return list(_each_approval_decision(definition, history))
+
+
+def _each_approval_decision(definition: WorkflowDefinition, history: History
+                            ) -> Iterator[tuple[int, str, Event, str, str]]:
     commits = _has_commits(history)
     requests: dict[str, Observed] = {}
     states: dict[str, str] = {}
@@ -720,7 +749,7 @@ def approved_effects(definition: WorkflowDefinition, history: History) -> Iterat
                 ungated.add(state.step.tool)
     if not gated:
         return
-    owners = _owners(history)
+    owners = _owners_of(definition, history)
     decisions = {index: (event, problem) for index, _, event, _, problem in
                  _approval_decisions(definition, history)}
     grants: dict[str, list[_Grant]] = defaultdict(list)
@@ -920,6 +949,7 @@ class _Saga(NamedTuple):
         return record.execution or (owner.execution if owner is not None else "")
 
 
+@per_history
 def _undos(definition: WorkflowDefinition, history: History) -> _Saga:
     """Pairs each compensation applied with the effect it undid: the one whose key its key
     extends (`{key}/undo`), or, for a machine with other keys, the newest effect of its forward
@@ -933,7 +963,7 @@ def _undos(definition: WorkflowDefinition, history: History) -> _Saga:
     plain = {state.step.tool for state in definition.states.values()
              if state.step is not None and state.step.compensation is None}
     forward_tools = {tool for tools in undoes.values() for tool in tools}
-    owners = _owners(history)
+    owners = _owners_of(definition, history)
     saga = _Saga(defaultdict(list), defaultdict(list), undoes, owners)
     actions: set[tuple[str, str, str]] = set()
     for index, record in enumerate(history):

@@ -176,11 +176,6 @@ def replay(path: str | os.PathLike[str], *, definition: WorkflowDefinition | Non
                          violation, result)
 
 
-def load_counterexample_data(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Gives a replay file's contents, checked for shape (for tools that show one)."""
-    return _read(str(path))
-
-
 def _read(name: str) -> dict[str, Any]:
     try:
         text = Path(name).read_text(encoding="utf-8")

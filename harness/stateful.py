@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -155,8 +156,7 @@ def workflow_machine(definition: WorkflowDefinition, *,
     if chosen_plan.swarm:
         raise HarnessError("a Hypothesis machine injects the faults its rules arm: give a plan "
                            "without swarm mode")
-    sim_options = SimOptions(**{**{name: getattr(base, name) for name in
-                                   SimOptions.__dataclass_fields__}, "plan": chosen_plan})
+    sim_options = replace(base, plan=chosen_plan)
     simulator = Simulator(definition, sim_options, machine)
     checked: tuple[Invariant, ...] = invariants(only)
     prefix_rules = tuple(rule_ for rule_ in checked if not rule_.final_only)
@@ -284,10 +284,8 @@ def workflow_machine(definition: WorkflowDefinition, *,
             if folder is not None and _final_example():
                 example = Counterexample(
                     definition, machine, self.run.seed,
-                    SimOptions(**{**{n: getattr(sim_options, n) for n in
-                                     SimOptions.__dataclass_fields__},
-                                  "steps_max": (self.run.healed_at if self.run.healed
-                                                else self.run.clock.step)}),
+                    replace(sim_options, steps_max=(self.run.healed_at if self.run.healed
+                                                    else self.run.clock.step)),
                     tuple(c for c in self.choices.recorded if c.step <= first.step),
                     {s: a for s, a in self.choices.actions.items() if s <= first.step},
                     first, self.run.result("step_bound"))
