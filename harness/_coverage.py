@@ -13,7 +13,7 @@ from harness._checkers import _legal_table, guard_outcomes, per_definition
 from harness._history import Committed, Crashed, FaultInjected, HistoryRecord, Observed
 from reference_machine import WorkflowDefinition
 
-__all__ = ["Coverage", "coverage_of"]
+__all__ = ["Coverage", "coverage_of", "transition_label"]
 
 Transition = tuple[str, str, str]  # (source, event or "forced:<reason>", target)
 GuardOutcome = tuple[str, str, int, bool]  # (state, event, transition index, held)
@@ -68,7 +68,8 @@ def _universe(definition: WorkflowDefinition) -> dict[str, frozenset[Any]]:
     states = frozenset(name for name in definition.states if name not in parents)
     transitions = frozenset((source, event, target)
                             for (source, event, forced), targets in
-                            _legal_table(definition).items() if not forced and source
+                            _legal_table(definition).items()
+                            if not forced and source in states  # leaves hold the inherited
                             for target in targets)
     guards = frozenset(
         (name, event, index, held)
@@ -76,6 +77,14 @@ def _universe(definition: WorkflowDefinition) -> dict[str, frozenset[Any]]:
         for index, transition in enumerate(candidates) if transition.guard is not None
         for held in (False, True))
     return {"states": states, "transitions": transitions, "guards": guards}
+
+
+def transition_label(record: Committed) -> str:
+    """Gives the label a committed move is covered under: its event, `forced:<reason>`, or
+    `step.failed` for a run that undid its steps and took the step's declared failure move."""
+    if record.forced == "compensated":
+        return "step.failed"
+    return f"forced:{record.forced}" if record.forced else record.moved
 
 
 def coverage_of(definition: WorkflowDefinition, history: Sequence[HistoryRecord]) -> Coverage:
@@ -94,10 +103,7 @@ def coverage_of(definition: WorkflowDefinition, history: Sequence[HistoryRecord]
             committed = True
             states.add(record.state)
             if record.moved and record.from_state:
-                # a run that undid its steps then takes the step's declared failure move
-                label = ("step.failed" if record.forced == "compensated" else
-                         f"forced:{record.forced}" if record.forced else record.moved)
-                transitions.add((record.from_state, label, record.state))
+                transitions.add((record.from_state, transition_label(record), record.state))
         elif kind is Observed:
             states.add(record.state)
             before = last.get(record.execution)

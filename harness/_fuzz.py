@@ -24,6 +24,7 @@ from harness._checkers import Invariant, Violation, invariants
 from harness._coverage import Coverage, coverage_of
 from harness._history import FaultInjected
 from harness._machine import MachineFactory, ReferenceMachine
+from harness._metrics import Metrics, metrics_of
 from harness._replay import write_replay
 from harness._shrink import Counterexample, shrink
 from harness._simulator import SimOptions, Simulator, plan_for
@@ -106,6 +107,7 @@ class FuzzReport:
     faults: Mapping[str, int]
     invariants: tuple[str, ...]
     crash_points: tuple[str, ...] = ()
+    metrics: Metrics = field(default_factory=Metrics)
 
     @property
     def held(self) -> bool:
@@ -127,6 +129,7 @@ class FuzzReport:
             "invariants": list(self.invariants),
             "faults": dict(sorted(self.faults.items())),
             "coverage": self.coverage.report(self.definition, self.plan, self.crash_points),
+            "metrics": self.metrics.report(),
             "failures": [{
                 "seed": f.seed, "rule": f.rule,
                 "violations": [v.to_dict() for v in f.violations],
@@ -144,6 +147,7 @@ class _Outcome:
     violations: tuple[Violation, ...]
     coverage: Coverage
     faults: Counter[str]
+    metrics: Metrics
 
 
 class _Campaign:
@@ -165,7 +169,7 @@ class _Campaign:
         found.sort(key=lambda v: v.step)
         faults = Counter(str(r.fault) for r in history if type(r) is FaultInjected)
         return _Outcome(seed, result.steps, tuple(found), coverage_of(self.definition, history),
-                        faults)
+                        faults, metrics_of(self.definition, history))
 
 
 _WORKER: _Campaign | None = None  # the campaign a forked process inherits
@@ -229,14 +233,16 @@ def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any]
     failures = _failures(campaign, options, failing)
     covered = Coverage()
     faults: Counter[str] = Counter()
+    metrics = Metrics()
     for outcome in outcomes:
         covered = covered.merge(outcome.coverage)
         faults.update(outcome.faults)
+        metrics = metrics.merge(outcome.metrics)
     points = tuple(getattr(machine, "crash_points", ()) or ("between_steps",))
     return FuzzReport(definition, getattr(machine, "__qualname__", type(machine).__name__),
                       campaign.sim_options.plan, len(outcomes), steps, elapsed,
                       tuple(failures), covered, dict(faults),
-                      tuple(rule.name for rule in campaign.invariants), points)
+                      tuple(rule.name for rule in campaign.invariants), points, metrics)
 
 
 def _outcomes(campaign: _Campaign, options: FuzzOptions, deadline: float | None

@@ -7,11 +7,10 @@ to be reported.
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,23 @@ from rich.markup import escape
 from fault_injection import FaultPlan, FaultPlanError, load_plan
 from fault_injection import no_faults as no_faults_plan
 from harness._checkers import Violation, check
+from harness._cli_common import (
+    EXIT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageProblem,
+    definition_files,
+    import_modules,
+)
+from harness._commands import (
+    bench_command,
+    diagram_command,
+    explore_command,
+    fuzz_command,
+    report_command,
+)
 from harness._replay import ReplayError, replay
+from harness._report import report_schema
 from harness._simulator import SimOptions, SimulationResult, Simulator, plan_for
 from harness.errors import HarnessError
 from reference_machine import (
@@ -36,47 +51,6 @@ from reference_machine import (
     lint,
     load_definition,
 )
-
-DEFINITION_SUFFIXES = (".yaml", ".yml", ".json")
-EXIT_OK, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
-
-
-class UsageProblem(click.ClickException):
-    """A user's mistake: one line on stderr, exit 2."""
-
-    exit_code = EXIT_USAGE
-
-    def show(self, file: object = None) -> None:
-        click.echo(f"fsmharness: error: {self.format_message()}", err=True)
-
-
-def definition_files(paths: Iterable[str]) -> list[Path]:
-    """Gives the definition files named by `paths`, expanding folders (sorted, recursively)."""
-    files: list[Path] = []
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.suffix in DEFINITION_SUFFIXES
-                           and p.is_file())
-            if not found:
-                raise UsageProblem(f"{raw}: folder holds no {', '.join(DEFINITION_SUFFIXES)} files")
-            files.extend(found)
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise UsageProblem(f"{raw}: no such file or folder")
-    return files
-
-
-def import_modules(modules: Iterable[str]) -> None:
-    """Imports the user's modules (for the functions they register), or exits 2 naming one."""
-    if modules and "" not in sys.path and str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))  # as `python -m` would: the user's own modules
-    for module in modules:
-        try:
-            importlib.import_module(module)
-        except Exception as exc:  # the user's module failed, not fsmharness
-            raise UsageProblem(f"--import {module}: {type(exc).__name__}: {exc}") from exc
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -157,11 +131,16 @@ def _finding_json(finding: Finding) -> dict[str, object]:
 @cli.command("schema")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True),
               help="Write the schema to this file instead of standard output.")
-def schema_command(output: str | None) -> None:
+@click.option("--report", "of_report", is_flag=True,
+              help="The schema of report documents (reports/*.json) instead.")
+def schema_command(output: str | None, of_report: bool) -> None:
     """Print the JSON Schema of workflow definition files (for editors and CI)."""
-    schema = WorkflowSpec.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "fsmharness workflow definition"
+    if of_report:
+        schema = report_schema()
+    else:
+        schema = WorkflowSpec.model_json_schema()
+        schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+        schema["title"] = "fsmharness workflow definition"
     text = json.dumps(schema, indent=2, sort_keys=True) + "\n"
     if output is None:
         click.echo(text, nl=False)
@@ -340,6 +319,10 @@ def _print_summary(console: Console, file: str, summary: dict[str, Any],
         console.print("  every invariant held")
 
 
+for _command in (fuzz_command, explore_command, diagram_command, report_command, bench_command):
+    cli.add_command(_command)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Runs the CLI; user errors exit 2 with one line, harness bugs show their traceback."""
     try:
@@ -357,7 +340,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("fsmharness: aborted", err=True)
         sys.exit(EXIT_USAGE)
-    except DefinitionError as exc:
+    except (DefinitionError, HarnessError, FaultPlanError) as exc:
         click.echo(f"fsmharness: error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
     except Exception:  # a bug in fsmharness, not the user's doing

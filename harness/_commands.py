@@ -1,0 +1,390 @@
+"""The CLI's engine commands: `fuzz`, `explore`, `diagram`, `report` and `bench`.
+
+`fuzz` and `explore` take definition files, folders of them, or `module:attribute` (a Python
+definition, or a machine under test that names its definition); they print one verdict per
+target, write a report (JSON, Markdown, HTML) and exit 0 when every invariant held, 1 when one
+broke, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from fault_injection import FaultKind, FaultPlan, FaultPlanError, load_plan
+from harness._campaign import describe_failure, explore_target, fuzz_target, parse_faults, plan_of
+from harness._checkers import check
+from harness._cli_common import EXIT_FOUND, EXIT_OK, UsageProblem, import_modules
+from harness._explore import ExploreOptions
+from harness._fuzz import FuzzOptions
+from harness._report import (
+    ReportError,
+    diagram_of,
+    document,
+    load_report,
+    mermaid,
+    svg,
+    write_reports,
+)
+from harness._simulator import SimOptions, Simulator
+from harness._targets import Target, resolve_targets
+from harness.errors import HarnessError
+
+__all__ = ["bench_command", "diagram_command", "explore_command", "fuzz_command",
+           "report_command"]
+
+
+def _targets(names: Sequence[str], machine: str | None, modules: Sequence[str]) -> list[Target]:
+    import_modules(modules)
+    try:
+        return resolve_targets(names, machine)
+    except HarnessError as exc:
+        raise UsageProblem(str(exc)) from exc
+
+
+def _faults(text: str) -> tuple[FaultKind, ...] | None:
+    try:
+        return parse_faults(text)
+    except HarnessError as exc:
+        raise UsageProblem(f"--faults: {exc}") from exc
+
+
+def _plan(path: str | None, targets: Sequence[Target]) -> FaultPlan | None:
+    if path is None:
+        return None
+    try:
+        plan = load_plan(path)
+        for target in targets:
+            plan.check(target.definition)
+    except FaultPlanError as exc:
+        raise UsageProblem(f"--plan {path}: {exc}") from exc
+    return plan
+
+
+def check_writable(folder: str | None) -> Path | None:
+    """Checks, before any work, that reports can be written to `folder` (made if missing)."""
+    if folder is None:
+        return None
+    path = Path(folder)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".fsmharness-probe-"):
+            pass
+    except OSError as exc:
+        raise UsageProblem(f"--report {folder}: cannot write there: "
+                           f"{exc.strerror or exc}") from exc
+    return path
+
+
+def _progress(quiet: bool) -> Progress:
+    """A progress bar on stderr, off when it is not a terminal or with --quiet."""
+    console = Console(stderr=True)
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[detail]}"), TimeElapsedColumn(),
+                    console=console, transient=True,
+                    disable=quiet or not console.is_terminal)
+
+
+def _engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options `fuzz` and `explore` share."""
+    for option in reversed([
+        click.argument("targets", nargs=-1, required=True),
+        click.option("--machine", metavar="MODULE:ATTR",
+                     help="Run the definitions on this machine under test instead of the "
+                          "reference machine."),
+        click.option("--faults", "faults_text", default="all", show_default=True,
+                     metavar="KINDS", help="Fault kinds to inject: all, none, or a comma-"
+                                           "separated list (crash,duplicate_event,...)."),
+        click.option("--plan", "plan_path", type=click.Path(dir_okay=False), metavar="PLAN",
+                     help="A fault plan file (rates and parameters); --faults then selects "
+                          "among its kinds."),
+        click.option("--executions", type=click.IntRange(min=1), default=None,
+                     help="Executions run side by side, sharing the tools."),
+        click.option("--report", "report_dir", default="reports", show_default=True,
+                     metavar="DIR", help="Where the report (JSON, Markdown, HTML) and replay "
+                                         "files go."),
+        click.option("--no-report", is_flag=True, help="Write no report and no replay file."),
+        click.option("--json", "as_json", is_flag=True,
+                     help="Print the report document as JSON."),
+        click.option("--quiet", "-q", is_flag=True,
+                     help="No progress bar; print only failures and the summary."),
+        click.option("--import", "modules", multiple=True, metavar="MODULE",
+                     help="Import a Python module first (for the functions it registers)."),
+    ]):
+        command = option(command)
+    return command
+
+
+@click.command("fuzz")
+@_engine_options
+@click.option("--runs", type=click.IntRange(min=1), default=200, show_default=True,
+              help="Seeded runs per target.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="The first seed; run i uses seed + i.")
+@click.option("--budget", type=click.FloatRange(min=0, min_open=True), default=None,
+              metavar="SECONDS", help="A time budget per target (with --runs, whichever ends "
+                                      "first).")
+@click.option("--processes", "-n", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Worker processes (results are the same for any number).")
+@click.option("--steps", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="The bound on simulated steps with faults on, per run.")
+@click.option("--no-swarm", is_flag=True, help="Every run uses the whole plan (swarm mode "
+                                               "draws a subset of kinds per run).")
+@click.option("--all-failures", is_flag=True,
+              help="Go on after the first failing run and report every rule broken.")
+def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
+                 plan_path: str | None, executions: int | None, report_dir: str,
+                 no_report: bool, as_json: bool, quiet: bool, modules: Sequence[str],
+                 runs: int, seed: int, budget: float | None, processes: int, steps: int,
+                 no_swarm: bool, all_failures: bool) -> None:
+    """Fuzz workflow definitions: many seeded simulations with faults injected, every
+    invariant checked, failures shrunk to a minimal trace and saved as replay files.
+
+    TARGETS are definition files, folders of them, or MODULE:ATTR naming a Python definition
+    or a machine under test. Exit 0 when every invariant held, 1 when one broke, 2 on bad
+    input.
+    """
+    faults = _faults(faults_text)
+    found = _targets(targets, machine, modules)
+    plan = _plan(plan_path, found)
+    folder = None if no_report else check_writable(report_dir)
+    sections: list[dict[str, Any]] = []
+    out = Console(highlight=False, soft_wrap=True)
+    with _progress(quiet or as_json) as progress:
+        for target in found:
+            sim = SimOptions(steps_max=steps, plan=plan_of(target, faults, plan),
+                             **({"executions": executions} if executions else {}))
+            options = FuzzOptions(runs=runs, seed=seed, time_budget_s=budget,
+                                  swarm=not no_swarm, processes=processes,
+                                  stop_at_first=not all_failures,
+                                  replay_dir=None if folder is None else folder / "replays",
+                                  sim=sim)
+            task = progress.add_task(escape(target.name), total=runs, detail="")
+
+            def advance(done: int, steps_done: int, failures: int, task: Any = task) -> None:
+                detail = f"{steps_done:,} steps" + (f", {failures} failing" if failures else "")
+                progress.update(task, completed=done, detail=detail)
+
+            _, section = fuzz_target(target, options, advance)
+            progress.remove_task(task)
+            sections.append(section)
+            if not as_json:
+                _print_section(out, section, quiet)
+    _finish(out, "fuzz", sections, folder, as_json)
+
+
+@click.command("explore")
+@_engine_options
+@click.option("--depth", type=click.IntRange(min=1), default=6, show_default=True,
+              help="Explore every schedule of up to this many steps.")
+@click.option("--faults-max", type=click.IntRange(min=0), default=1, show_default=True,
+              help="At most this many faults on one path.")
+@click.option("--states-max", type=click.IntRange(min=1), default=200_000, show_default=True,
+              help="Stop (bound not covered) past this many distinct states.")
+@click.option("--budget", type=click.FloatRange(min=0, min_open=True), default=None,
+              metavar="SECONDS", help="Stop (bound not covered) after this long, per target.")
+def explore_command(targets: Sequence[str], machine: str | None, faults_text: str,
+                    plan_path: str | None, executions: int | None, report_dir: str,
+                    no_report: bool, as_json: bool, quiet: bool, modules: Sequence[str],
+                    depth: int, faults_max: int, states_max: int, budget: float | None
+                    ) -> None:
+    """Explore every schedule of each definition, breadth-first to a depth: a proof that every
+    invariant holds within the bound, or the shortest trace that breaks one.
+
+    Exit 0 when every invariant held within the bound, 1 when one broke, 2 on bad input.
+    """
+    faults = _faults(faults_text)
+    found = _targets(targets, machine, modules)
+    plan = _plan(plan_path, found)
+    folder = None if no_report else check_writable(report_dir)
+    sections: list[dict[str, Any]] = []
+    out = Console(highlight=False, soft_wrap=True)
+    with _progress(quiet or as_json) as progress:
+        for target in found:
+            options = ExploreOptions(depth=depth, faults_max=faults_max,
+                                     executions=executions or 1, states_max=states_max,
+                                     time_budget_s=budget,
+                                     plan=plan_of(target, faults, plan))
+            task = progress.add_task(escape(target.name), total=depth, detail="")
+
+            def advance(level: int, states: int, task: Any = task) -> None:
+                progress.update(task, completed=level, detail=f"{states:,} states")
+
+            _, section = explore_target(
+                target, options, None if folder is None else folder / "replays", advance)
+            progress.remove_task(task)
+            sections.append(section)
+            if not as_json:
+                _print_section(out, section, quiet)
+    _finish(out, "explore", sections, folder, as_json)
+
+
+def _print_section(out: Console, section: dict[str, Any], quiet: bool) -> None:
+    name = escape(section["name"])
+    coverage = ", ".join(f"{dimension} {part['reached']}/{part['of']}"
+                         for dimension, part in section["coverage"].items())
+    if section["engine"] == "explore":
+        what = escape(section["verdict"])
+    else:
+        faults = sum(section["faults"].values())
+        what = (f"{section['runs']} runs, {section['steps']:,} steps "
+                f"({section['steps_per_second']:,.0f} steps/s), {faults} faults injected"
+                + (f"; coverage {coverage}" if coverage else ""))
+    if section["held"]:
+        if not quiet:
+            out.print(f"[green]held[/green]  {name}: {what}")
+        return
+    out.print(f"[red]FAIL[/red]  {name}: {what}")
+    for line in describe_failure(section):
+        out.print(f"      {line}", markup=False)
+
+
+def _finish(out: Console, command: str, sections: list[dict[str, Any]], folder: Path | None,
+            as_json: bool) -> None:
+    doc = document(command, sections, sys.argv[1:])
+    files = None
+    if folder is not None:
+        try:
+            files = write_reports(doc, folder, stem=command)
+        except ReportError as exc:
+            raise UsageProblem(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps(doc, indent=2, sort_keys=True))
+    else:
+        broken = sum(1 for section in sections if not section["held"])
+        verdict = "[red]violations found[/red]" if broken else "[green]every invariant held[/green]"
+        out.print(f"{len(sections)} target(s), {broken} failing: {verdict}")
+        if files is not None:
+            out.print(f"report: {escape(str(files.html))} (and {escape(files.json.name)}, "
+                      f"{escape(files.markdown.name)})")
+    sys.exit(EXIT_FOUND if not doc["held"] else EXIT_OK)
+
+
+@click.command("diagram")
+@click.argument("target")
+@click.option("--format", "form", type=click.Choice(["mermaid", "svg"]), default="mermaid",
+              show_default=True, help="Mermaid stateDiagram-v2 text, or an SVG drawn by "
+                                      "Graphviz.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write to this file instead of standard output.")
+@click.option("--import", "modules", multiple=True, metavar="MODULE",
+              help="Import a Python module first (for the functions it registers).")
+def diagram_command(target: str, form: str, output: str | None,
+                    modules: Sequence[str]) -> None:
+    """Draw a workflow definition as a state diagram."""
+    found = _targets([target], None, modules)
+    if len(found) != 1:
+        raise UsageProblem(f"{target}: diagram takes one definition; {len(found)} were found")
+    graph = diagram_of(found[0].definition)
+    text = mermaid(graph) if form == "mermaid" else svg(graph) + "\n"
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    _write_atomically(Path(output), text)
+
+
+def _write_atomically(target: Path, text: str) -> None:
+    if not target.parent.is_dir():
+        raise UsageProblem(f"{target}: folder {str(target.parent)!r} does not exist")
+    temporary = target.with_name(f".{target.name}.tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        temporary.replace(target)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise UsageProblem(f"{target}: cannot write: {exc.strerror}") from exc
+
+
+@click.command("report")
+@click.argument("path", metavar="REPORT.json")
+@click.option("--report", "report_dir", default=None, metavar="DIR",
+              help="Where to write the Markdown and HTML (default: beside the JSON).")
+def report_command(path: str, report_dir: str | None) -> None:
+    """Render a report's JSON document again as Markdown and HTML (after an upgrade, or from a
+    CI artifact). Exit 0 when the report says every invariant held, 1 when not, 2 when the
+    file is not a report."""
+    try:
+        doc = load_report(path)
+    except ReportError as exc:
+        raise UsageProblem(str(exc)) from exc
+    folder = check_writable(report_dir) if report_dir else Path(path).parent
+    try:
+        files = write_reports(doc, folder, stem=Path(path).stem)
+    except ReportError as exc:
+        raise UsageProblem(str(exc)) from exc
+    click.echo(f"report: {files.html} (and {files.markdown.name})")
+    sys.exit(EXIT_OK if doc["held"] else EXIT_FOUND)
+
+
+@click.command("bench")
+@click.argument("targets", nargs=-1, required=True)
+@click.option("--seconds", type=click.FloatRange(min=0, min_open=True), default=1.0,
+              show_default=True, help="Time to spend on each measurement.")
+@click.option("--json", "as_json", is_flag=True, help="Print the measurements as JSON.")
+@click.option("--import", "modules", multiple=True, metavar="MODULE",
+              help="Import a Python module first (for the functions it registers).")
+def bench_command(targets: Sequence[str], seconds: float, as_json: bool,
+                  modules: Sequence[str]) -> None:
+    """Measure each definition's throughput on its machine: simulated steps per second with no
+    faults and with every fault, and invariant checking in history records per second. The
+    ratios between rows hold on a noisy machine; absolute numbers do not."""
+    found = _targets(targets, None, modules)
+    rows: list[dict[str, Any]] = []
+    for target in found:
+        quiet = plan_of(target, ())
+        faulty = plan_of(target, None)
+        for label, plan in (("simulate, no faults", quiet), ("simulate, every fault", faulty)):
+            steps, elapsed, records = _simulate_for(target, plan, seconds)
+            rows.append({"target": target.name, "measure": label, "unit": "steps/s",
+                         "rate": steps / elapsed, "per_op_us": 1e6 * elapsed / max(steps, 1)})
+            if plan is faulty:
+                checked, spent = _check_for(target, records, seconds)
+                rows.append({"target": target.name, "measure": "check every invariant",
+                             "unit": "records/s", "rate": checked / spent,
+                             "per_op_us": 1e6 * spent / max(checked, 1)})
+    if as_json:
+        click.echo(json.dumps({"seconds": seconds, "results": rows}, indent=2))
+        return
+    table = Table("target", "measure", "rate", "µs per op")
+    for row in rows:
+        table.add_row(escape(row["target"]), row["measure"],
+                      f"{row['rate']:,.0f} {row['unit']}", f"{row['per_op_us']:.2f}")
+    Console(highlight=False).print(table)
+
+
+def _simulate_for(target: Target, plan: FaultPlan, seconds: float
+                  ) -> tuple[int, float, list[Any]]:
+    """Runs seeds until `seconds` pass; gives steps, time, and the last run's history."""
+    simulator = Simulator(target.definition, SimOptions(plan=plan), target.machine)
+    steps, seed, history = 0, 0, []
+    started = time.perf_counter()
+    while True:
+        result = simulator.run(seed)
+        steps += result.steps
+        history = result.history
+        seed += 1
+        elapsed = time.perf_counter() - started
+        if elapsed >= seconds:
+            return steps, elapsed, list(history)
+
+
+def _check_for(target: Target, history: list[Any], seconds: float) -> tuple[int, float]:
+    records = 0
+    started = time.perf_counter()
+    while True:
+        check(target.definition, list(history))  # a new list: no pass is served from a cache
+        records += len(history)
+        elapsed = time.perf_counter() - started
+        if elapsed >= seconds:
+            return records, elapsed

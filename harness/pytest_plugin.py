@@ -1,0 +1,546 @@
+"""The fsmharness pytest plugin, registered through the `pytest11` entry point: installing the
+distribution is enough, and `-p no:fsmharness` turns it off.
+
+- Options (group `fsmharness`) and the ini keys of the same names: `--fsm-seed`, `--fsm-runs`,
+  `--fsm-budget`, `--fsm-faults`, `--fsm-report`, `--fsm-depth`; ini only: `fsm_definitions`
+  (the globs of definition files to collect) and `fsm_machine`.
+- Fixtures: `fsm_settings`, `fsm_fault_plan`, `fsm_simulator`, `fsm_tool_world`,
+  `fsm_frozen_clock`, `fsm_fuzz`, and `fsm_report` for tests marked `fsm_fuzz`.
+- The marker `@pytest.mark.fsm_fuzz(definition, machine=..., runs=..., faults=...)` makes the
+  test a fuzz campaign; the test body runs after it with the campaign's report.
+- Files matching `fsm_definitions` (default `workflow_*.yaml workflow_*.json`) become three
+  items each: lint, fuzz under every fault, and exhaustive search to `--fsm-depth`.
+
+A campaign's seeds come from `--fsm-seed` and the test's id, so a test draws the same seeds on
+any xdist worker (and different tests, so different workers, draw different ones); the workers'
+results are merged into the controller's summary and report. Session state lives in
+`config.stash`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import json
+import os
+import zlib
+from collections.abc import Callable, Generator, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import freezegun
+import pytest
+
+from fault_injection import FaultKind, FaultPlan, default_plan, no_faults
+from harness._campaign import describe_failure, explore_target, fuzz_target, parse_faults, plan_of
+from harness._choices import Choices
+from harness._explore import ExploreOptions
+from harness._fuzz import FuzzOptions, FuzzReport
+from harness._machine import MachineFactory, ReferenceMachine
+from harness._report import ReportError, document, write_reports
+from harness._simulator import FROZEN_EPOCH, SimOptions, Simulator
+from harness._targets import Target, resolve_machine
+from harness._world import Clock, ToolWorld
+from harness.errors import HarnessError
+from reference_machine import (
+    DefinitionError,
+    DefinitionSyntaxError,
+    Severity,
+    WorkflowDefinition,
+    lint,
+    load_definition,
+)
+
+__all__ = ["CampaignFailed", "FsmSettings"]
+
+_DEFAULT_GLOBS = "workflow_*.yaml workflow_*.json"
+_SEED_SLOTS, _SEED_STRIDE = 100_000, 1_000  # a test's seeds: seed + slot(test id) * stride
+
+
+# --- settings -----------------------------------------------------------------------------
+
+
+def _whole(name: str, low: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(str(text).strip())
+        except ValueError:
+            raise pytest.UsageError(f"{name}: expected a whole number, got {text!r}") from None
+        if value < low:
+            raise pytest.UsageError(f"{name}: expected at least {low}, got {value}")
+        return value
+    return parse
+
+
+def _seconds(name: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(str(text).strip())
+        except ValueError:
+            raise pytest.UsageError(f"{name}: expected seconds, got {text!r}") from None
+        if not value > 0:
+            raise pytest.UsageError(f"{name}: expected a positive number of seconds, got "
+                                    f"{text!r}")
+        return value
+    return parse
+
+
+def _faults(name: str) -> Callable[[str], tuple[FaultKind, ...] | None]:
+    def parse(text: str) -> tuple[FaultKind, ...] | None:
+        try:
+            return parse_faults(str(text))
+        except HarnessError as exc:
+            raise pytest.UsageError(f"{name}: {exc}") from None
+    return parse
+
+
+def _folder(name: str) -> Callable[[str], Path]:
+    def parse(text: str) -> Path:
+        if not str(text).strip():
+            raise pytest.UsageError(f"{name}: expected a folder, got an empty value")
+        return Path(text)
+    return parse
+
+
+#: option -> (ini key, parser, default, help)
+_OPTIONS: dict[str, tuple[str, Callable[[str], Any], Any, str]] = {
+    "--fsm-seed": ("fsm_seed", _whole("--fsm-seed", 0), 0,
+                   "The base seed of every campaign (default 0)."),
+    "--fsm-runs": ("fsm_runs", _whole("--fsm-runs", 1), 100,
+                   "Seeded runs per fuzz campaign (default 100)."),
+    "--fsm-budget": ("fsm_budget", _seconds("--fsm-budget"), None,
+                     "A time budget in seconds per campaign (with the runs, whichever ends "
+                     "first)."),
+    "--fsm-faults": ("fsm_faults", _faults("--fsm-faults"), None,
+                     "Fault kinds to inject: all (default), none, or a comma-separated list."),
+    "--fsm-report": ("fsm_report", _folder("--fsm-report"), None,
+                     "Write the session's report (JSON, Markdown, HTML) into this folder."),
+    "--fsm-depth": ("fsm_depth", _whole("--fsm-depth", 1), 4,
+                    "The depth of exhaustive search for collected definition files "
+                    "(default 4)."),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class FsmSettings:
+    """The session's campaign settings, from the command line, else the ini file, else the
+    defaults."""
+
+    seed: int = 0
+    runs: int = 100
+    budget: float | None = None
+    faults: tuple[FaultKind, ...] | None = None  # None: every kind
+    report: Path | None = None
+    depth: int = 4
+    globs: tuple[str, ...] = tuple(_DEFAULT_GLOBS.split())
+    machine: str | None = None
+
+    def seed_for(self, test_id: str) -> int:
+        """Gives the first seed of a test's campaign: the base seed moved by the test's id,
+        the same in every process."""
+        return self.seed + zlib.crc32(test_id.encode()) % _SEED_SLOTS * _SEED_STRIDE
+
+
+@dataclass(slots=True)
+class _Session:
+    settings: FsmSettings
+    sections: list[dict[str, Any]] = field(default_factory=list)
+    files: Any = None
+
+
+_SESSION = pytest.StashKey[_Session]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fsmharness", "fsmharness: fuzz workflow definitions and machines")
+    for option, (ini, parse, _, text) in _OPTIONS.items():
+        group.addoption(option, dest=ini, type=parse, default=None, help=text)
+        parser.addini(ini, f"{text} (the ini key of {option})", default=None)
+    parser.addini("fsm_definitions", "Globs of workflow definition files to collect as tests "
+                                     f"(default: {_DEFAULT_GLOBS}).", type="args",
+                  default=_DEFAULT_GLOBS.split())
+    parser.addini("fsm_machine", "The machine under test (module:attribute) that collected "
+                                 "definition files run on (default: the reference machine).",
+                  default=None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "fsm_fuzz(definition, *, machine=None, runs=None, seed=None, faults=None, "
+                   "executions=None, invariants=None): run a fuzz campaign over a definition "
+                   "(a path relative to the test file, a WorkflowDefinition, or "
+                   "module:attribute) before the test; the test fails when an invariant breaks")
+    values: dict[str, Any] = {}
+    for ini, parse, default, _ in _OPTIONS.values():
+        given = config.getoption(ini)
+        if given is None:
+            raw = config.getini(ini)
+            given = parse(raw) if raw not in (None, "") else default
+        values[ini.removeprefix("fsm_")] = given
+    settings = FsmSettings(globs=tuple(config.getini("fsm_definitions")),
+                           machine=config.getini("fsm_machine") or None, **values)
+    config.stash[_SESSION] = _Session(settings)
+    if settings.report is not None and getattr(config, "workerinput", None) is None:
+        _check_writable(settings.report)
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_XdistMerge(config), "fsmharness-xdist")
+
+
+def _check_writable(folder: Path) -> None:
+    """Refuses, before any test runs, a report folder that cannot be written."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".fsmharness-probe-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise pytest.UsageError(f"--fsm-report {folder}: cannot write there: "
+                                f"{exc.strerror or exc}") from None
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    settings = config.stash[_SESSION].settings
+    faults = "all" if settings.faults is None else ",".join(settings.faults) or "none"
+    return (f"fsmharness: seed {settings.seed}, {settings.runs} runs per campaign, "
+            f"faults {faults}" + (f", report {settings.report}" if settings.report else ""))
+
+
+def _settings(config: pytest.Config) -> FsmSettings:
+    return config.stash[_SESSION].settings
+
+
+# --- campaigns ------------------------------------------------------------------------------
+
+
+class CampaignFailed(Exception):
+    """An invariant broke in a campaign: the violation, the shrunk trace, the replay
+    command."""
+
+    def __init__(self, name: str, lines: list[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.name = name
+        self.lines = lines
+
+
+def _replay_dir(config: pytest.Config) -> Path:
+    settings = _settings(config)
+    base = settings.report if settings.report is not None else Path(config.rootpath, "reports")
+    with contextlib.suppress(ValueError):  # as the user would type it, from where they are
+        base = base.resolve().relative_to(Path.cwd().resolve())
+    return base / "replays"
+
+
+def _run_fuzz(config: pytest.Config, target: Target, test_id: str, *,
+              runs: int | None = None, seed: int | None = None,
+              faults: str | tuple[FaultKind, ...] | None = None,
+              executions: int | None = None,
+              invariants: tuple[str, ...] | None = None) -> FuzzReport:
+    """Runs a campaign with the session's settings (each overridable), records its section for
+    the summary and the report; raises `CampaignFailed` when an invariant broke."""
+    settings = _settings(config)
+    kinds = parse_faults(faults) if isinstance(faults, str) else (
+        faults if faults is not None else settings.faults)
+    sim = SimOptions(plan=plan_of(target, kinds),
+                     **({"executions": executions} if executions is not None else {}))
+    options = FuzzOptions(
+        runs=runs if runs is not None else settings.runs,
+        seed=seed if seed is not None else settings.seed_for(test_id),
+        time_budget_s=settings.budget, replay_dir=_replay_dir(config),
+        invariants=invariants, sim=sim)
+    report, section = fuzz_target(target, options)
+    config.stash[_SESSION].sections.append(section)
+    if not report.held:
+        raise CampaignFailed(target.name, describe_failure(section))
+    return report
+
+
+def _marked_target(item: pytest.Item, marker: pytest.Mark) -> Target:
+    if not marker.args:
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.fsm_fuzz needs a definition: a "
+                                f"path, a WorkflowDefinition or module:attribute")
+    given = marker.args[0]
+    machine = marker.kwargs.get("machine")
+    factory: MachineFactory = (resolve_machine(machine) if isinstance(machine, str) else
+                               machine or ReferenceMachine)
+    if isinstance(given, WorkflowDefinition | Mapping):
+        return Target(item.nodeid, load_definition(given), factory)
+    text = str(given)
+    path = Path(item.path).parent / text
+    if path.exists():
+        return Target(_relative(item.config, path), load_definition(path), factory)
+    if ":" in text and not Path(text).exists():
+        from harness._targets import resolve_targets
+        found = resolve_targets([text], machine if isinstance(machine, str) else None)[0]
+        return found if machine is None or isinstance(machine, str) else replace(
+            found, machine=factory)
+    return Target(text, load_definition(text), factory)
+
+
+def _relative(config: pytest.Config, path: Path) -> str:
+    """Names a file as pytest does: relative to the rootdir when under it."""
+    try:
+        return str(path.resolve().relative_to(config.rootpath.resolve()))
+    except ValueError:
+        return str(path)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
+    marker = pyfuncitem.get_closest_marker("fsm_fuzz")
+    if marker is not None:
+        try:
+            target = _marked_target(pyfuncitem, marker)
+            options = {key: marker.kwargs[key] for key in
+                       ("runs", "seed", "faults", "executions", "invariants")
+                       if key in marker.kwargs}
+            if isinstance(options.get("invariants"), list):
+                options["invariants"] = tuple(options["invariants"])
+            report = _run_fuzz(pyfuncitem.config, target, pyfuncitem.nodeid, **options)
+        except CampaignFailed as exc:
+            pytest.fail(str(exc), pytrace=False)
+        except (HarnessError, DefinitionError) as exc:
+            pytest.fail(f"fsm_fuzz: {exc}", pytrace=False)
+        if "fsm_report" in pyfuncitem.funcargs:
+            pyfuncitem.funcargs["fsm_report"] = report
+    return (yield)
+
+
+# --- fixtures -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fsm_settings(request: pytest.FixtureRequest) -> FsmSettings:
+    """The session's campaign settings (seed, runs, budget, faults, report folder)."""
+    return _settings(request.config)
+
+
+@pytest.fixture
+def fsm_fault_plan(fsm_settings: FsmSettings) -> FaultPlan:
+    """The fault plan `--fsm-faults` selects, at the default rates."""
+    if fsm_settings.faults == ():
+        return no_faults()
+    plan = default_plan()
+    if fsm_settings.faults is None:
+        return plan
+    return replace(plan, rates=tuple(r for r in plan.rates if r.kind in fsm_settings.faults))
+
+
+@pytest.fixture
+def fsm_simulator(request: pytest.FixtureRequest, fsm_settings: FsmSettings
+                  ) -> Callable[..., Simulator]:
+    """Builds a simulator: `fsm_simulator(definition, machine=None, **sim_options)`, seeded
+    from the session's seed and the test's id, under the session's fault selection."""
+
+    def build(definition: Any, machine: MachineFactory | None = None,
+              **options: Any) -> Simulator:
+        target = Target(request.node.nodeid, load_definition(definition),
+                        machine or ReferenceMachine)
+        options.setdefault("seed", fsm_settings.seed_for(request.node.nodeid))
+        options.setdefault("plan", plan_of(target, fsm_settings.faults))
+        return Simulator(target.definition, SimOptions(**options), target.machine)
+
+    return build
+
+
+class SimulatedWorld(ToolWorld):
+    """A tool world on its own, as `fsm_tool_world` builds it: `tools` to call, `ledger` of
+    what took effect, `records` of what happened, `clock` to move."""
+
+    def __init__(self, definition: WorkflowDefinition, plan: FaultPlan, seed: int) -> None:
+        self.clock = Clock()
+        self.records: list[Any] = []
+        super().__init__(definition, plan, Choices(seed), self.clock, self.records.append,
+                         seed=seed)
+
+
+@pytest.fixture
+def fsm_tool_world(request: pytest.FixtureRequest, fsm_settings: FsmSettings
+                   ) -> Callable[..., SimulatedWorld]:
+    """Builds the simulated tools of a definition: `fsm_tool_world(definition, faults=False)`
+    (with `faults=True`, the session's fault selection strikes the calls)."""
+
+    def build(definition: Any, faults: bool = False) -> SimulatedWorld:
+        target = Target(request.node.nodeid, load_definition(definition))
+        plan = plan_of(target, fsm_settings.faults) if faults else no_faults()
+        return SimulatedWorld(target.definition, plan,
+                              fsm_settings.seed_for(request.node.nodeid))
+
+    return build
+
+
+@pytest.fixture
+def fsm_frozen_clock() -> Iterator[Any]:
+    """Freezes wall time (`datetime.now()`, `time.time()`) at fsmharness's epoch for code
+    under test that reads it; `fsm_frozen_clock.tick(seconds)` moves it."""
+    with freezegun.freeze_time(FROZEN_EPOCH) as frozen:
+        yield frozen
+
+
+@pytest.fixture
+def fsm_fuzz(request: pytest.FixtureRequest) -> Callable[..., FuzzReport]:
+    """Runs a fuzz campaign from inside a test: `fsm_fuzz(definition, machine=None, runs=...,
+    faults=..., executions=..., invariants=...)` gives the report, and fails the test with the
+    shrunk trace and the replay command when an invariant breaks."""
+
+    def run(definition: Any, machine: MachineFactory | None = None, **options: Any
+            ) -> FuzzReport:
+        target = Target(request.node.nodeid, load_definition(definition),
+                        machine or ReferenceMachine)
+        try:
+            return _run_fuzz(request.config, target, request.node.nodeid, **options)
+        except CampaignFailed as exc:
+            pytest.fail(str(exc), pytrace=False)
+
+    return run
+
+
+@pytest.fixture
+def fsm_report() -> FuzzReport | None:
+    """In a test marked `fsm_fuzz`, the campaign's report (None elsewhere)."""
+    return None
+
+
+# --- collected definition files -------------------------------------------------------------
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    settings = _settings(parent.config)
+    if any(fnmatch.fnmatch(file_path.name, glob) for glob in settings.globs):
+        return WorkflowFile.from_parent(parent, path=file_path)
+    return None
+
+
+class WorkflowFile(pytest.File):
+    """A workflow definition file: linted, fuzzed under every fault, explored to a depth."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        for check in ("lint", "fuzz", "explore"):
+            yield WorkflowItem.from_parent(self, name=check, check=check)
+
+
+class WorkflowItem(pytest.Item):
+    """One check of a collected definition file."""
+
+    def __init__(self, *, check: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.check = check
+
+    def runtest(self) -> None:
+        path = self.path
+        if self.check == "lint":
+            try:
+                findings = lint(path)
+            except DefinitionSyntaxError as exc:
+                findings = list(exc.findings)
+            errors = [f for f in findings if f.severity is Severity.ERROR]
+            if errors:
+                raise CampaignFailed(str(path), [
+                    f"{path}:{f.line or ''}: {f.location or '(file)'}: {f.message} [{f.code}]"
+                    for f in errors])
+            return
+        try:
+            definition = load_definition(path)
+        except DefinitionError as exc:
+            raise CampaignFailed(str(path), [f"cannot {self.check}: the definition has "
+                                             f"errors (see the lint item): {exc}"]) from None
+        settings = _settings(self.config)
+        machine = resolve_machine(settings.machine)
+        target = Target(self._relative(), definition, machine)
+        if self.check == "fuzz":
+            _run_fuzz(self.config, target, self.nodeid)
+            return
+        options = ExploreOptions(depth=settings.depth, faults_max=1,
+                                 plan=plan_of(target, settings.faults), states_max=50_000)
+        report, section = explore_target(target, options, _replay_dir(self.config))
+        self.config.stash[_SESSION].sections.append(section)
+        if not report.held:
+            raise CampaignFailed(target.name, describe_failure(section))
+
+    def _relative(self) -> str:
+        return _relative(self.config, self.path)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: Any = None) -> str:
+        if isinstance(excinfo.value, CampaignFailed):
+            return f"{self._relative()} ({self.check}):\n" + "\n".join(excinfo.value.lines)
+        if isinstance(excinfo.value, HarnessError | DefinitionError):
+            return f"{self._relative()} ({self.check}): {excinfo.value}"
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, self.name
+
+
+# --- summary, report and xdist ------------------------------------------------------------
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    state = config.stash.get(_SESSION, None)
+    if state is None:
+        return
+    workeroutput = getattr(config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: the controller merges and reports
+        workeroutput["fsmharness"] = json.dumps(state.sections)
+        return
+    if state.settings.report is not None and state.sections:
+        try:
+            state.files = write_reports(document("pytest", _ordered(state.sections),
+                                                  config.invocation_params.args),
+                                        state.settings.report, stem="pytest")
+        except ReportError as exc:
+            state.files = exc
+
+
+def _ordered(sections: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Gives the sections in a stable order, whichever worker finished first."""
+    return sorted(sections, key=lambda s: (s["name"], s["engine"]))
+
+
+class _XdistMerge:
+    """On the xdist controller: takes each worker's sections as it finishes."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        output = getattr(node, "workeroutput", {}).get("fsmharness")
+        if output:
+            self.config.stash[_SESSION].sections.extend(json.loads(output))
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
+                            config: pytest.Config) -> None:
+    state = config.stash.get(_SESSION, None)
+    if state is None or not state.sections or getattr(config, "workeroutput", None) is not None:
+        return
+    sections = _ordered(state.sections)
+    write = terminalreporter.write_line
+    terminalreporter.section("fsmharness")
+    invariants = sorted({name for s in sections for name in s["invariants"]})
+    runs = sum(s["runs"] for s in sections)
+    steps = sum(s["steps"] for s in sections)
+    faults: dict[str, int] = {}
+    for section in sections:
+        for kind, count in section["faults"].items():
+            faults[kind] = faults.get(kind, 0) + count
+    broken = [s for s in sections if not s["held"]]
+    write(f"{len(sections)} campaign(s): {len(invariants)} invariants checked, {runs} runs, "
+          f"{steps} steps, {sum(faults.values())} faults injected, {len(broken)} failing")
+    for section in sections:
+        coverage = ", ".join(f"{name} {part['reached']}/{part['of']}"
+                             for name, part in section["coverage"].items())
+        verdict = "held" if section["held"] else "VIOLATED"
+        detail = (section["verdict"] if section["engine"] == "explore" else
+                  f"{section['runs']} runs, {section['steps']} steps; coverage {coverage}")
+        write(f"  {verdict:8} {section['name']} ({section['engine']}): {detail}")
+    if faults:
+        write("  faults injected: " + ", ".join(f"{kind} {count}"
+                                                for kind, count in sorted(faults.items())))
+    if isinstance(state.files, ReportError):
+        write(f"  report not written: {state.files}", red=True)
+    elif state.files is not None:
+        write(f"  report: {state.files.html} (and {state.files.json.name}, "
+              f"{state.files.markdown.name})")

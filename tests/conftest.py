@@ -1,0 +1,3 @@
+"""Shared pytest configuration: `pytester` for the tests of the fsmharness pytest plugin."""
+
+pytest_plugins = ["pytester"]
