@@ -24,7 +24,13 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from harness._coverage import Coverage, _universe, transition_label
+from harness._coverage import (
+    UNSEEN_EVENT,
+    Coverage,
+    _universe,
+    covered_transitions,
+    transition_label,
+)
 from harness._history import Committed, HistoryRecord, Started
 from harness._replay import definition_digest
 from harness._shrink import Counterexample
@@ -70,10 +76,13 @@ def diagram_of(definition: WorkflowDefinition, coverage: Coverage | None = None,
     declared transition and every move a run made that no event declares (forced moves), each
     marked covered or not and on the counterexample's path or not."""
     universe = _universe(definition)
-    reached = coverage.transitions if coverage is not None else frozenset()
+    taken = coverage.transitions if coverage is not None else frozenset()
+    reached = covered_transitions(taken, universe["transitions"]) | set(taken)
     states_reached = coverage.states if coverage is not None else frozenset()
     on_path = set(path)
-    edges = set(universe["transitions"]) | {t for t in reached if t[0] and t[2]} | on_path
+    edges = (set(universe["transitions"]) | on_path |
+             {t for t in reached if t[0] and t[2] and t[1] != UNSEEN_EVENT
+              and t not in universe["transitions"]})
     states = [{"name": name, "parent": state.parent or "", "final": state.final,
                "outcome": state.outcome or "", "reached": name in states_reached}
               for name, state in definition.states.items()]
@@ -235,11 +244,9 @@ def write_reports(doc: Mapping[str, Any], folder: str | os.PathLike[str],
     except OSError as exc:
         raise ReportError(f"{folder}: cannot make the report folder: "
                           f"{exc.strerror or exc}") from exc
-    texts = {
-        ".json": json.dumps(doc, indent=2, sort_keys=True) + "\n",
-        ".md": render_markdown(doc),
-        ".html": render_html(doc),
-    }
+    text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    canonical = json.loads(text)  # render what a reader of the JSON gets, keys sorted
+    texts = {".json": text, ".md": render_markdown(canonical), ".html": render_html(canonical)}
     finals = {suffix: folder / f"{stem}{suffix}" for suffix in texts}
     with _all_or_nothing(folder) as stage:
         for suffix, text in texts.items():

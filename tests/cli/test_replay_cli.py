@@ -3,27 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from planted import PLANTED
+from running import cli, one_error_line
 
 from harness import FuzzOptions, fuzz
 
 ROOT = Path(__file__).resolve().parents[2]
 SUPPORT = ROOT / "tests" / "support"
 PLANTED_YAML = ROOT / "tests" / "simulation" / "workflows" / "planted.yaml"
-
-
-def cli(*args: str, cwd: Path = ROOT, path: str = "") -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": path} if path else {
-        k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -35,15 +26,6 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (failure,) = report.failures
     assert failure.replay_file is not None
     return failure.replay_file
-
-
-def one_error_line(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert "Traceback" not in result.stderr
-    (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("fsmharness: error: ")
-    for fragment in fragments:
-        assert fragment in line, line
 
 
 class TestReplay:

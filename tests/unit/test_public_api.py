@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -105,8 +107,7 @@ class TestReadme:
         commands = re.findall(r"```bash\n(.*?)```", first, flags=re.DOTALL)
         assert len(commands) == 2
         assert "pip install -e '.[test]'" in commands[0]
-        assert "fsmharness lint scenarios/" in commands[0]
-        assert "fsmharness run scenarios/ --seed 1" in commands[0]
+        assert commands[0].strip().endswith("&& fsmharness fuzz scenarios/")
         assert commands[1].strip() == "python -m pytest"
 
     def test_ci_runs_the_readme_test_command(self) -> None:
@@ -122,7 +123,7 @@ class TestReadme:
 
     def test_python_example_runs(self, tmp_path: Path) -> None:
         """The README's Python example runs as written and reaches the planning step."""
-        example = fenced("python")[0]
+        example = fenced("python")[1]
         script = tmp_path / "example.py"
         script.write_text(example + "\nassert decision.execution.state == 'planning', decision\n")
         result = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True,
@@ -132,7 +133,7 @@ class TestReadme:
 
     def test_runtime_example_runs(self, tmp_path: Path) -> None:
         """The README's runtime example runs as written, up to the supervisor's approval."""
-        example = fenced("python")[1]
+        example = fenced("python")[2]
         script = tmp_path / "runtime_example.py"
         script.write_text(example.replace('"scenarios/', f'"{ROOT}/scenarios/') + "\nassert "
                           "runtime.store.load('run-1').execution.state == 'awaiting_approval'\n")
@@ -148,7 +149,7 @@ class TestReadme:
         assert plan.rate("duplicate_event") == 0.1
         assert plan.get("slow_tool").latency_ms == 120_000  # type: ignore[union-attr]
 
-    @pytest.mark.parametrize("index", [2, 3], ids=["simulation", "own-machine"])
+    @pytest.mark.parametrize("index", [3, 4], ids=["simulation", "own-machine"])
     def test_simulation_examples_run(self, tmp_path: Path, index: int) -> None:
         """The README's simulation examples run as written and end with every run final."""
         example = fenced("python")[index]
@@ -175,25 +176,57 @@ class TestReadme:
 
     def test_invariant_example_runs(self, tmp_path: Path) -> None:
         """The user-invariant example registers it and finds every invariant held."""
-        out = self.run_example(4, tmp_path, "\nassert 'one_refund_per_order' in "
+        out = self.run_example(5, tmp_path, "\nassert 'one_refund_per_order' in "
                                             "__import__('harness').INVARIANTS\n")
         assert out == "[]\n"
 
     def test_fuzz_example_finds_shrinks_and_replays(self, tmp_path: Path) -> None:
         """The fuzz example finds the planted bug, prints its trace and replays its file."""
-        out = self.run_example(5, tmp_path).splitlines()
+        out = self.run_example(6, tmp_path).splitlines()
         assert out[0] == "no_duplicate_effect" and out[-1] == "True"
         assert out[1].startswith("step 1 (t=0s): start x1") and len(out) - 2 <= 12
         assert list((tmp_path / "reports" / "replays").glob("planted-*.json"))
 
     def test_hypothesis_example_is_a_test_case(self, tmp_path: Path) -> None:
         """The Hypothesis example gives a TestCase that runs and passes."""
-        self.run_example(6, tmp_path, "\nimport unittest\nresult = unittest.TextTestRunner("
+        self.run_example(7, tmp_path, "\nimport unittest\nresult = unittest.TextTestRunner("
                                       "verbosity=0).run(unittest.defaultTestLoader."
                                       "loadTestsFromTestCase(TestRefund))\n"
                                       "assert result.wasSuccessful() and result.testsRun == 1\n")
 
     def test_explore_example_proves_a_bound(self, tmp_path: Path) -> None:
         """The exhaustive search example prints its verdict."""
-        out = self.run_example(7, tmp_path)
+        out = self.run_example(8, tmp_path)
         assert out.startswith("held within bound 4 (") and out.endswith(" distinct states)\n")
+
+
+class TestTour:
+    def test_the_tour_runs_as_written(self, tmp_path: Path) -> None:
+        """Every command of the README's tour runs, in order, in a user's folder holding the
+        scenarios, the tour's marker test and the Doorbell example, and exits 0."""
+        tour = README.split("\n## A short tour\n", 1)[1].split("\n## ", 1)[0]
+        commands = re.findall(r"```bash\n(.*?)```", tour, flags=re.DOTALL)
+        (marker_test,) = re.findall(r"```python\n(.*?)```", tour, flags=re.DOTALL)
+        shutil.copytree(ROOT / "scenarios", tmp_path / "scenarios")
+        (doorbell,) = [block for block in fenced("python") if "class Doorbell" in block]
+        (tmp_path / "doorbell.py").write_text(doorbell)
+        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+        env.pop("PYTHONPATH", None)
+        for index, block in enumerate(commands):
+            if index == 1:  # the plugin's step: the marker test goes beside the definition
+                block += "\ncat > demo/test_refund.py <<'EOF'\n" + marker_test + "EOF\n" \
+                         "python -m pytest demo --fsm-runs 50 -p no:cacheprovider"
+            done = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=tmp_path,
+                                  env=env, capture_output=True, text=True, check=False,
+                                  timeout=600)
+            assert done.returncode == 0, f"{block}\n{done.stdout[-3000:]}\n{done.stderr}"
+            if index == 0:
+                assert done.stdout.count("held  scenarios/") == 3  # two fuzzed, one explored
+                assert done.stdout.rstrip().endswith("[*]")  # the diagram's last line
+            if index == 1:
+                assert "4 passed" in done.stdout and "= fsmharness =" in done.stdout
+                assert (tmp_path / "demo" / "reports" / "pytest.html").is_file()
+            if index == 2:
+                assert done.stdout.startswith("held  doorbell:Doorbell: 200 runs")
+        assert (tmp_path / "report.schema.json").read_text().startswith("{")
+        assert (tmp_path / "reports" / "fuzz.md").read_text().startswith("# fsmharness fuzz")

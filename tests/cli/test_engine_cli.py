@@ -1,0 +1,206 @@
+"""`fsmharness fuzz`, `explore`, `diagram`, `report`, `bench` and `schema --report`, end to end
+as subprocesses: verdicts and exit codes, reports that follow their schema, counterexamples that
+replay, and bad input refused in one line with nothing half-written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+from running import ROOT, cli, one_error_line
+from user_project import NAIVE_MACHINE, WORKFLOW
+
+from harness._report import report_schema
+
+SCENARIOS = ROOT / "scenarios"
+
+
+@pytest.fixture
+def user(tmp_path: Path) -> Path:
+    """A user's folder: a definition and a machine under test with a planted bug."""
+    (tmp_path / "workflow_pay.yaml").write_text(WORKFLOW)
+    (tmp_path / "naive_machine.py").write_text(NAIVE_MACHINE)
+    return tmp_path
+
+
+def report_of(folder: Path, stem: str) -> dict:
+    doc = json.loads((folder / f"{stem}.json").read_text())
+    jsonschema.validate(doc, report_schema())
+    return doc
+
+
+class TestFuzz:
+    def test_the_bundled_scenarios_hold_and_the_report_is_written(self, tmp_path: Path
+                                                                  ) -> None:
+        result = cli("fuzz", str(SCENARIOS), "--runs", "20", "--report", str(tmp_path / "r"))
+        assert result.returncode == 0, result.stdout + result.stderr
+        lines = result.stdout.splitlines()
+        assert lines[0].startswith(f"held  {SCENARIOS / 'refund_escalation.yaml'}: 20 runs, ")
+        assert "coverage states " in lines[0] and "faults injected" in lines[0]
+        assert "every invariant held" in lines[-2]
+        assert lines[-1] == f"report: {tmp_path / 'r' / 'fuzz.html'} (and fuzz.json, fuzz.md)"
+        assert result.stderr == ""  # no progress bar when stdout is not a terminal
+        doc = report_of(tmp_path / "r", "fuzz")
+        assert doc["held"] and [t["definition"]["name"] for t in doc["targets"]] == [
+            "refund_escalation", "support_triage"]
+        section = doc["targets"][0]
+        assert section["runs"] == 20 and len(section["invariants"]) == 17
+        assert section["metrics"]["executions"] == 60  # 20 runs of 3 executions
+        assert section["coverage"]["states"]["of"] == 10
+
+    def test_a_planted_bug_exits_1_with_the_shrunk_trace_and_a_replay_that_reproduces(
+            self, user: Path) -> None:
+        result = cli("fuzz", "workflow_pay.yaml", "--machine", "naive_machine:KeyPerAttempt",
+                     "--runs", "50", cwd=user)
+        assert result.returncode == 1, result.stdout + result.stderr
+        out = result.stdout
+        assert out.startswith("FAIL  workflow_pay.yaml: ")
+        assert "violated no_duplicate_effect (x1, step " in out
+        assert "  step 1 (t=0s): start x1" in out
+        (replay_line,) = [line.strip() for line in out.splitlines() if "replay:" in line]
+        command = replay_line.removeprefix("replay: ").split()
+        assert command[:2] == ["fsmharness", "replay"]
+        again = cli(*command[1:], cwd=user, path=str(user))
+        assert again.returncode == 1 and "reproduced no_duplicate_effect" in again.stdout
+        doc = report_of(user / "reports", "fuzz")
+        (failure,) = doc["targets"][0]["failures"]
+        assert failure["rule"] == "no_duplicate_effect"
+        assert failure["path"][0] == ["review", "approval.granted", "charging"]
+        on_path = [e for e in doc["targets"][0]["diagram"]["transitions"] if e["on_path"]]
+        assert {(e["source"], e["target"]) for e in on_path} >= {("review", "charging")}
+        html = (user / "reports" / "fuzz.html").read_text()
+        assert "Violated: no_duplicate_effect" in html and "#d62728" in html
+
+    def test_a_machine_target_names_its_own_definition(self, user: Path) -> None:
+        result = cli("fuzz", "naive_machine:KeyPerAttempt", "--runs", "50", "--no-report",
+                     cwd=user)
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert result.stdout.startswith("FAIL  naive_machine:KeyPerAttempt: ")
+        assert not (user / "reports").exists()
+
+    def test_json_prints_the_report_document(self, tmp_path: Path) -> None:
+        result = cli("fuzz", str(SCENARIOS / "support_triage.yaml"), "--runs", "5",
+                     "--faults", "crash,duplicate_event", "--json", "--no-report")
+        assert result.returncode == 0, result.stderr
+        doc = json.loads(result.stdout)
+        jsonschema.validate(doc, report_schema())
+        assert set(doc["targets"][0]["faults"]) <= {"crash", "duplicate_event"}
+        assert doc["targets"][0]["options"]["faults"] == ["crash", "duplicate_event"]
+
+    def test_the_same_seed_gives_the_same_report_in_any_number_of_processes(
+            self, tmp_path: Path) -> None:
+        docs = []
+        for processes in ("1", "2"):
+            result = cli("fuzz", str(SCENARIOS / "refund_escalation.yaml"), "--runs", "24",
+                         "--seed", "9", "-n", processes, "--json", "--no-report")
+            assert result.returncode == 0, result.stderr
+            section = json.loads(result.stdout)["targets"][0]
+            docs.append({key: section[key] for key in ("runs", "steps", "faults",
+                                                       "coverage", "metrics")})
+        assert docs[0] == docs[1]
+
+    @pytest.mark.parametrize(("args", "fragments"), [
+        (["--faults", "crash,gremlins"], ("--faults", "unknown fault kind 'gremlins'")),
+        (["--runs", "0"], ("--runs", "0")),
+        (["--machine", "no_such_module:Machine"], ("cannot import no_such_module",)),
+        (["--machine", "naive_machine"], ("expected module:attribute",)),
+        (["--plan", "missing-plan.yaml"], ("--plan missing-plan.yaml",)),
+    ])
+    def test_bad_options_exit_2_in_one_line(self, user: Path, args: list[str],
+                                            fragments: tuple[str, ...]) -> None:
+        one_error_line(cli("fuzz", "workflow_pay.yaml", *args, cwd=user), *fragments)
+        assert not (user / "reports").exists()
+
+    @pytest.mark.parametrize(("target", "fragments"), [
+        ("nowhere.yaml", ("nowhere.yaml: no such file or folder",)),
+        ("naive_machine:Missing", ("has no attribute 'Missing'",)),
+        ("broken_module:flow", ("cannot import broken_module", "ZeroDivisionError")),
+        ("naive_machine:WORKFLOW_TEXT", ("expected a WorkflowDefinition",)),
+    ])
+    def test_bad_targets_exit_2_in_one_line(self, user: Path, target: str,
+                                            fragments: tuple[str, ...]) -> None:
+        (user / "broken_module.py").write_text("flow = 1 / 0\n")
+        (user / "naive_machine.py").write_text(NAIVE_MACHINE + "\nWORKFLOW_TEXT = 3\n")
+        one_error_line(cli("fuzz", target, cwd=user), *fragments)
+
+    def test_an_unreadable_definition_exits_2(self, user: Path) -> None:
+        (user / "workflow_pay.yaml").write_text("states: [unclosed\n")
+        result = cli("fuzz", "workflow_pay.yaml", cwd=user)
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        assert "workflow_pay.yaml" in result.stderr
+
+    def test_a_report_folder_that_cannot_be_written_exits_2_before_any_run(
+            self, user: Path) -> None:
+        (user / "taken").write_text("a file where a folder should be")
+        one_error_line(cli("fuzz", "workflow_pay.yaml", "--report", "taken/out", cwd=user),
+                       "--report taken/out", "cannot write there")
+        assert sorted(p.name for p in user.iterdir()) == [
+            "naive_machine.py", "taken", "workflow_pay.yaml"]
+
+
+class TestExplore:
+    def test_a_sound_definition_holds_within_the_bound(self, user: Path) -> None:
+        result = cli("explore", "workflow_pay.yaml", "--depth", "4", cwd=user)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert result.stdout.startswith("held  workflow_pay.yaml: held within bound 4 (")
+        doc = report_of(user / "reports", "explore")
+        assert doc["targets"][0]["engine"] == "explore"
+        assert doc["targets"][0]["states_explored"] > 100
+
+    def test_a_planted_bug_gives_the_shortest_trace_and_a_replay_file(self, user: Path
+                                                                       ) -> None:
+        result = cli("explore", "workflow_pay.yaml", "--depth", "6", "--machine",
+                     "naive_machine:KeyPerAttempt", cwd=user)
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "violated at depth 5: no_duplicate_effect" in result.stdout
+        assert list((user / "reports" / "replays").glob("*.json"))
+
+
+class TestDiagramReportBenchSchema:
+    def test_diagram_as_mermaid_and_svg(self, tmp_path: Path) -> None:
+        flow = SCENARIOS / "refund_escalation.yaml"
+        text = cli("diagram", str(flow))
+        assert text.returncode == 0 and text.stdout.startswith("stateDiagram-v2\n")
+        assert '    state "awaiting_approval" as ' in text.stdout
+        drawn = cli("diagram", str(flow), "--format", "svg", "-o", str(tmp_path / "flow.svg"))
+        assert drawn.returncode == 0, drawn.stderr
+        assert (tmp_path / "flow.svg").read_text().startswith("<svg ")
+        one_error_line(cli("diagram", str(flow), "-o", str(tmp_path / "no" / "flow.svg")),
+                       "does not exist")
+
+    def test_report_renders_again_from_the_json(self, tmp_path: Path) -> None:
+        first = cli("fuzz", str(SCENARIOS / "support_triage.yaml"), "--runs", "5",
+                    "--report", str(tmp_path / "a"))
+        assert first.returncode == 0, first.stderr
+        again = cli("report", str(tmp_path / "a" / "fuzz.json"), "--report", str(tmp_path / "b"))
+        assert again.returncode == 0, again.stderr
+        assert (tmp_path / "b" / "fuzz.html").read_text() == (
+            tmp_path / "a" / "fuzz.html").read_text()
+
+    @pytest.mark.parametrize(("content", "fragment"), [
+        ("{not json", "not a JSON report"),
+        ('{"kind": "other"}', "not an fsmharness report"),
+        ('{"kind": "fsmharness.report", "format": 99}', "report format 99"),
+        ('{"kind": "fsmharness.report", "format": 1, "targets": []}', "(document): 'tool'"),
+    ])
+    def test_report_refuses_what_is_not_a_report(self, tmp_path: Path, content: str,
+                                                 fragment: str) -> None:
+        (tmp_path / "r.json").write_text(content)
+        one_error_line(cli("report", str(tmp_path / "r.json")), fragment)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+
+    def test_bench_measures_each_target(self) -> None:
+        result = cli("bench", str(SCENARIOS / "refund_escalation.yaml"), "--seconds", "0.1",
+                     "--json")
+        assert result.returncode == 0, result.stderr
+        rows = json.loads(result.stdout)["results"]
+        assert [row["measure"] for row in rows] == [
+            "simulate, no faults", "simulate, every fault", "check every invariant"]
+        assert all(row["rate"] > 0 for row in rows)
+
+    def test_schema_of_reports(self) -> None:
+        result = cli("schema", "--report")
+        assert result.returncode == 0
+        assert json.loads(result.stdout)["title"] == "fsmharness report, format 1"
