@@ -21,6 +21,7 @@ from typing import Any
 from harness._checkers import Violation, invariants
 from harness._choices import Choice, ScriptedChoices, default
 from harness._machine import MachineFactory, ReferenceMachine
+from harness._redact import redact, secret_values
 from harness._shrink import Counterexample
 from harness._simulator import SimOptions, SimulationResult, Simulator
 from harness._trace import describe_steps
@@ -101,6 +102,7 @@ def write_replay(counterexample: Counterexample, folder: str | os.PathLike[str])
         raise HarnessError(f"{folder}: cannot make the replay folder: {exc.strerror}") from exc
     path = folder / replay_file_name(counterexample)
     definition = counterexample.definition
+    secrets = secret_values(definition, counterexample.result.history)
     data = {
         "kind": _KIND,
         "format": REPLAY_FORMAT,
@@ -110,14 +112,14 @@ def write_replay(counterexample: Counterexample, folder: str | os.PathLike[str])
         "seed": counterexample.seed,
         "options": counterexample.options.to_dict(),
         "rule": counterexample.violation.rule,
-        "violation": counterexample.violation.message,
+        "violation": redact(counterexample.violation.message, secrets),
         "execution": counterexample.violation.execution,
         "step": counterexample.violation.step,
         "choices": [[c.step, c.tag, c.n, c.u] for c in counterexample.choices
                     if c.u != default(c.tag)],
         "actions": {str(step): label for step, label in sorted(
             counterexample.actions.items())},
-        "trace": counterexample.trace(),
+        "trace": redact(counterexample.trace(), secrets),
         "replay": f"fsmharness replay {path}",
     }
     text = json.dumps(data, indent=1, sort_keys=False, ensure_ascii=False) + "\n"

@@ -31,7 +31,8 @@ from harness._coverage import (
     covered_transitions,
     transition_label,
 )
-from harness._history import Committed, HistoryRecord, Started
+from harness._history import Committed
+from harness._redact import redact, secret_values
 from harness._replay import definition_digest
 from harness._shrink import Counterexample
 from harness.errors import HarnessError
@@ -42,8 +43,6 @@ __all__ = ["REPORT_FORMAT", "ReportError", "ReportFiles", "diagram_of", "load_re
            "target_section", "write_reports"]
 
 REPORT_KIND, REPORT_FORMAT = "fsmharness.report", 1
-REDACTED = "[redacted]"
-_SECRET_NAMES = re.compile(r"(password|passwd|secret|token|api_?key|card_number|ssn)", re.I)
 
 
 class ReportError(HarnessError):
@@ -134,7 +133,7 @@ def target_section(name: str, engine: str, definition: WorkflowDefinition, machi
         })
     first = next((c for c, _ in counterexamples if c is not None), None)
     path = counterexample_path(first) if first is not None else []
-    secrets = _secret_values(definition, first.result.history if first else ())
+    secrets = secret_values(definition, first.result.history if first else ())
     section = {
         "name": name, "engine": engine,
         "definition": {"name": definition.name, "version": definition.version,
@@ -166,37 +165,6 @@ def document(command: str, sections: Sequence[Mapping[str, Any]],
         "held": all(section["held"] for section in sections),
         "targets": list(sections),
     }
-
-
-def _secret_values(definition: WorkflowDefinition,
-                   history: Sequence[HistoryRecord]) -> frozenset[str]:
-    """Gives the values the runs' contexts held under secret keys (as text, 4+ chars)."""
-    found: set[str] = set()
-    for record in history:
-        if type(record) is Started:
-            for key, value in record.context.items():
-                if (key in definition.secrets or _SECRET_NAMES.search(key)) and not (
-                        isinstance(value, Mapping)):
-                    text = str(value)
-                    if len(text) >= 4:
-                        found.add(text)
-    return frozenset(found)
-
-
-def redact(data: Any, values: frozenset[str], keys: frozenset[str] = frozenset()) -> Any:
-    """Gives `data` with every secret value replaced, and every value under a secret key."""
-    if isinstance(data, str):
-        for value in values:
-            if value in data:
-                data = data.replace(value, REDACTED)
-        return data
-    if isinstance(data, Mapping):
-        return {key: REDACTED if (key in keys or (_SECRET_NAMES.search(str(key)) and
-                                                   isinstance(value, str | int | float)))
-                else redact(value, values, keys) for key, value in data.items()}
-    if isinstance(data, list | tuple):
-        return [redact(item, values, keys) for item in data]
-    return data
 
 
 # --- reading and writing ----------------------------------------------------------------------
@@ -256,23 +224,41 @@ def write_reports(doc: Mapping[str, Any], folder: str | os.PathLike[str],
 
 @contextlib.contextmanager
 def _all_or_nothing(folder: Path) -> Iterator[Any]:
-    staged: list[tuple[str, Path]] = []
+    """Stages files beside their final names; at the end puts them all in place, or, when one
+    cannot go, puts back what every final name held before."""
+    staged: list[tuple[Path, Path]] = []
+    placed: list[tuple[Path, Path | None]] = []  # final name, and the backup of what it held
 
     def stage(final: Path, text: str) -> None:
-        temporary = folder / f".{final.name}.{os.getpid()}.{len(staged)}.tmp"
-        staged.append((str(temporary), final))
+        temporary = folder / f".{final.name}.{os.getpid()}.tmp"
+        staged.append((temporary, final))
         with open(temporary, "w", encoding="utf-8") as out:  # the umask's mode, as any file
             out.write(text)
 
     try:
         yield stage
         for temporary, final in staged:
+            backup = None
+            if final.is_file():
+                backup = final.with_name(f".{final.name}.{os.getpid()}.previous")
+                os.replace(final, backup)
+            placed.append((final, backup))
             os.replace(temporary, final)
     except OSError as exc:
+        for final, backup in reversed(placed):
+            with contextlib.suppress(OSError):
+                if backup is not None:
+                    os.replace(backup, final)
+                elif final.is_file():
+                    os.unlink(final)
         for temporary, _ in staged:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
         raise ReportError(f"{folder}: cannot write the report: {exc.strerror or exc}") from exc
+    for _, backup in placed:
+        if backup is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(backup)
 
 
 # --- Mermaid and Markdown -------------------------------------------------------------------

@@ -5,6 +5,10 @@ replay, and bad input refused in one line with nothing half-written."""
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -204,3 +208,16 @@ class TestDiagramReportBenchSchema:
         result = cli("schema", "--report")
         assert result.returncode == 0
         assert json.loads(result.stdout)["title"] == "fsmharness report, format 1"
+
+
+@pytest.mark.skipif(shutil.which("script") is None, reason="needs util-linux's script for a tty")
+@pytest.mark.parametrize(("quiet", "shown"), [((), True), (("--quiet",), False)])
+def test_a_progress_bar_on_a_terminal_unless_quiet(quiet: tuple[str, ...], shown: bool) -> None:
+    command = shlex.join([sys.executable, "-m", "harness.cli", "fuzz",
+                          str(SCENARIOS / "support_triage.yaml"), "--runs", "600",
+                          "--no-report", *quiet])
+    done = subprocess.run(["script", "-qec", command, "/dev/null"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout
+    assert ("/600" in done.stdout) is shown  # rich's "done/total" column
+    assert "every invariant held" in done.stdout

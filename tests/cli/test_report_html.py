@@ -13,8 +13,18 @@ from pathlib import Path
 import pytest
 from planted import PLANTED, WORKFLOW
 
-from harness import FuzzOptions, fuzz
-from harness._report import document, render_html, target_section, write_reports
+from harness import FuzzOptions, SimOptions, fuzz, replay
+from harness._campaign import fuzz_target
+from harness._redact import redact
+from harness._report import (
+    ReportError,
+    document,
+    render_html,
+    target_section,
+    write_reports,
+)
+from harness._targets import Target
+from reference_machine import load_definition
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(
@@ -92,8 +102,51 @@ def test_user_data_is_escaped_and_secrets_redacted(failing_report: Path) -> None
     page = render_html(doc)
     assert "<script" not in page and "<img" not in page
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;.yaml" in page
-    from harness._report import redact
     hidden = redact({"context": {"card_number": "4111111111111111", "amount": 3},
                      "message": "charged 4111111111111111"}, frozenset({"4111111111111111"}))
     assert hidden == {"context": {"card_number": "[redacted]", "amount": 3},
                       "message": "charged [redacted]"}
+
+
+def test_a_secret_in_the_context_stays_out_of_the_report_and_the_replay_trace(
+        tmp_path: Path) -> None:
+    """The card number reaches the tool (and so the violation's text) but no report or trace;
+    the replay file keeps it only in the options that replaying needs, and still reproduces."""
+    card = "4111-1111-1111-1111"
+    definition = load_definition({
+        "name": "charge", "context": {"card": None, "amount": 0}, "secrets": ["card"],
+        "tools": {"payments.charge": {"idempotency_keys": True}},
+        "states": {
+            "charging": {"initial": True,
+                         "step": {"tool": "payments.charge",
+                                  "input": {"card": "=context.card", "amount": "=context.amount"}},
+                         "on": {"step.succeeded": "done", "step.failed": "failed"}},
+            "done": {"type": "final", "outcome": "success"},
+            "failed": {"type": "final", "outcome": "failure"}}})
+    machine, _ = PLANTED["key_per_attempt"]
+    options = FuzzOptions(runs=300, replay_dir=tmp_path / "replays",
+                          sim=SimOptions(context={"card": card, "amount": 12}))
+    report, section = fuzz_target(Target("charge", definition, machine), options)
+    (failure,) = report.failures
+    assert card in failure.violations[0].message  # the ledger saw the tool's real input
+    files = write_reports(document("fuzz", [section]), tmp_path / "out")
+    for written in (files.json, files.markdown, files.html):
+        assert card not in written.read_text(), written.name
+    assert "[redacted]" in files.json.read_text()
+    saved = json.loads(failure.replay_file.read_text())
+    assert card not in saved["violation"] and card not in json.dumps(saved["trace"])
+    assert saved["options"]["context"]["card"] == card
+    assert replay(failure.replay_file, definition=definition).reproduced
+
+
+def test_a_report_that_cannot_be_written_whole_is_not_written_at_all(
+        failing_report: Path, tmp_path: Path) -> None:
+    """When the last file cannot take its place, the others keep what they held and no
+    temporary file is left behind."""
+    doc = json.loads((failing_report / "fuzz.json").read_text())
+    (tmp_path / "fuzz.json").write_text("the previous report")
+    (tmp_path / "fuzz.html").mkdir()  # a folder where the page should go: replace fails
+    with pytest.raises(ReportError, match=r"cannot write the report"):
+        write_reports(doc, tmp_path, stem="fuzz")
+    assert (tmp_path / "fuzz.json").read_text() == "the previous report"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fuzz.html", "fuzz.json"]
