@@ -155,33 +155,25 @@ def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
     or a machine under test. Exit 0 when every invariant held, 1 when one broke, 2 on bad
     input.
     """
-    faults = _faults(faults_text)
-    found = _targets(targets, machine, modules)
-    plan = _plan(plan_path, found)
-    folder = None if no_report else check_writable(report_dir)
-    sections: list[dict[str, Any]] = []
-    out = Console(highlight=False, soft_wrap=True)
-    with _progress(quiet or as_json) as progress:
-        for target in found:
-            sim = SimOptions(steps_max=steps, plan=plan_of(target, faults, plan),
-                             **({"executions": executions} if executions else {}))
-            options = FuzzOptions(runs=runs, seed=seed, time_budget_s=budget,
-                                  swarm=not no_swarm, processes=processes,
-                                  stop_at_first=not all_failures,
-                                  replay_dir=None if folder is None else folder / "replays",
-                                  sim=sim)
-            task = progress.add_task(escape(target.name), total=runs, detail="")
+    def each(target: Target, plan: FaultPlan, replays: Path | None, progress: Progress
+             ) -> dict[str, Any]:
+        sim = SimOptions(steps_max=steps, plan=plan,
+                         **({"executions": executions} if executions else {}))
+        options = FuzzOptions(runs=runs, seed=seed, time_budget_s=budget, swarm=not no_swarm,
+                              processes=processes, stop_at_first=not all_failures,
+                              replay_dir=replays, sim=sim)
+        task = progress.add_task(escape(target.name), total=runs, detail="")
 
-            def advance(done: int, steps_done: int, failures: int, task: Any = task) -> None:
-                detail = f"{steps_done:,} steps" + (f", {failures} failing" if failures else "")
-                progress.update(task, completed=done, detail=detail)
+        def advance(done: int, steps_done: int, failures: int) -> None:
+            detail = f"{steps_done:,} steps" + (f", {failures} failing" if failures else "")
+            progress.update(task, completed=done, detail=detail)
 
-            _, section = fuzz_target(target, options, advance)
-            progress.remove_task(task)
-            sections.append(section)
-            if not as_json:
-                _print_section(out, section, quiet)
-    _finish(out, "fuzz", sections, folder, as_json)
+        section = fuzz_target(target, options, advance)[1]
+        progress.remove_task(task)
+        return section
+
+    _run_engine("fuzz", targets, machine, modules, faults_text, plan_path,
+                None if no_report else report_dir, as_json, quiet, each)
 
 
 @click.command("explore")
@@ -204,30 +196,44 @@ def explore_command(targets: Sequence[str], machine: str | None, faults_text: st
 
     Exit 0 when every invariant held within the bound, 1 when one broke, 2 on bad input.
     """
+    def each(target: Target, plan: FaultPlan, replays: Path | None, progress: Progress
+             ) -> dict[str, Any]:
+        options = ExploreOptions(depth=depth, faults_max=faults_max, executions=executions or 1,
+                                 states_max=states_max, time_budget_s=budget, plan=plan)
+        task = progress.add_task(escape(target.name), total=depth, detail="")
+
+        def advance(level: int, states: int) -> None:
+            progress.update(task, completed=level, detail=f"{states:,} states")
+
+        section = explore_target(target, options, replays, advance)[1]
+        progress.remove_task(task)
+        return section
+
+    _run_engine("explore", targets, machine, modules, faults_text, plan_path,
+                None if no_report else report_dir, as_json, quiet, each)
+
+
+def _run_engine(command: str, names: Sequence[str], machine: str | None,
+                modules: Sequence[str], faults_text: str, plan_path: str | None,
+                report_dir: str | None, as_json: bool, quiet: bool,
+                each: Callable[[Target, FaultPlan, Path | None, Progress], dict[str, Any]]
+                ) -> None:
+    """Checks every input before any work, runs `each` target under its plan with a progress
+    bar, prints each verdict, writes the report and exits with the verdict's code."""
     faults = _faults(faults_text)
-    found = _targets(targets, machine, modules)
+    found = _targets(names, machine, modules)
     plan = _plan(plan_path, found)
-    folder = None if no_report else check_writable(report_dir)
+    folder = check_writable(report_dir)
     sections: list[dict[str, Any]] = []
     out = Console(highlight=False, soft_wrap=True)
     with _progress(quiet or as_json) as progress:
         for target in found:
-            options = ExploreOptions(depth=depth, faults_max=faults_max,
-                                     executions=executions or 1, states_max=states_max,
-                                     time_budget_s=budget,
-                                     plan=plan_of(target, faults, plan))
-            task = progress.add_task(escape(target.name), total=depth, detail="")
-
-            def advance(level: int, states: int, task: Any = task) -> None:
-                progress.update(task, completed=level, detail=f"{states:,} states")
-
-            _, section = explore_target(
-                target, options, None if folder is None else folder / "replays", advance)
-            progress.remove_task(task)
+            section = each(target, plan_of(target, faults, plan),
+                           None if folder is None else folder / "replays", progress)
             sections.append(section)
             if not as_json:
                 _print_section(out, section, quiet)
-    _finish(out, "explore", sections, folder, as_json)
+    _finish(out, command, sections, folder, as_json)
 
 
 def _print_section(out: Console, section: dict[str, Any], quiet: bool) -> None:
