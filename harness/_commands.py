@@ -76,6 +76,8 @@ def check_writable(folder: str | None) -> Path | None:
     """Checks, before any work, that reports can be written to `folder` (made if missing)."""
     if folder is None:
         return None
+    if not folder.strip():
+        raise UsageProblem("--report: expected a folder, got an empty value")
     path = Path(folder)
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -90,10 +92,11 @@ def check_writable(folder: str | None) -> Path | None:
 def _progress(quiet: bool) -> Progress:
     """A progress bar on stderr, off when it is not a terminal or with --quiet."""
     console = Console(stderr=True)
+    shown = not quiet and sys.stderr.isatty()  # a real terminal, whatever FORCE_COLOR says
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TextColumn("{task.fields[detail]}"), TimeElapsedColumn(),
                     console=console, transient=True,
-                    disable=quiet or not console.is_terminal)
+                    disable=not shown)
 
 
 def _engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -248,12 +251,17 @@ def _print_section(out: Console, section: dict[str, Any], quiet: bool) -> None:
                 f"({section['steps_per_second']:,.0f} steps/s), {faults} faults injected"
                 + (f"; coverage {coverage}" if coverage else ""))
     if section["held"]:
-        if not quiet:
-            out.print(f"[green]held[/green]  {name}: {what}")
+        partial = section["engine"] == "explore" and not section["options"].get("complete")
+        if not quiet or partial:  # a bound not covered is no proof: always say so
+            label = "[yellow]partial[/yellow]" if partial else "[green]held[/green]"
+            out.print(f"{label}  {name}: {what}")
         return
     out.print(f"[red]FAIL[/red]  {name}: {what}")
     for line in describe_failure(section):
         out.print(f"      {line}", markup=False)
+    if any(not failure.get("replay_command") for failure in section["failures"]):
+        out.print("      (no replay file with --no-report: the same options and seed run it "
+                  "again)", markup=False)
 
 
 def _finish(out: Console, command: str, sections: list[dict[str, Any]], folder: Path | None,
@@ -269,7 +277,11 @@ def _finish(out: Console, command: str, sections: list[dict[str, Any]], folder: 
         click.echo(json.dumps(doc, indent=2, sort_keys=True))
     else:
         broken = sum(1 for section in sections if not section["held"])
+        partial = sum(1 for section in sections if section["held"] and section["engine"] ==
+                      "explore" and not section["options"].get("complete"))
         verdict = "[red]violations found[/red]" if broken else "[green]every invariant held[/green]"
+        if partial and not broken:
+            verdict += f" [yellow](as far as explored: {partial} bound(s) not covered)[/yellow]"
         out.print(f"{len(sections)} target(s), {broken} failing: {verdict}")
         if files is not None:
             out.print(f"report: {escape(str(files.html))} (and {escape(files.json.name)}, "
@@ -297,10 +309,14 @@ def diagram_command(target: str, form: str, output: str | None,
     if output is None:
         click.echo(text, nl=False)
         return
-    _write_atomically(Path(output), text)
+    write_atomically(output, text)
 
 
-def _write_atomically(target: Path, text: str) -> None:
+def write_atomically(output: str, text: str) -> None:
+    """Writes `--output` whole or not at all."""
+    target = Path(output)
+    if not output.strip() or target.name in ("", ".", "..") or target.is_dir():
+        raise UsageProblem(f"--output {output!r}: expected a file path")
     if not target.parent.is_dir():
         raise UsageProblem(f"{target}: folder {str(target.parent)!r} does not exist")
     temporary = target.with_name(f".{target.name}.tmp")

@@ -22,32 +22,34 @@ _SHORTEST = 4  # shorter values would redact ordinary words and numbers
 
 
 def secret_values(definition: WorkflowDefinition,
-                   history: Sequence[HistoryRecord]) -> frozenset[str]:
-    """Gives the values the runs' contexts held under secret keys, as text (those long
-    enough to be told apart from ordinary words)."""
+                  history: Sequence[HistoryRecord] = ()) -> frozenset[str]:
+    """Gives the values held under secret keys, as text (those long enough to be told apart
+    from ordinary words): in the definition's own context and in every run's start context."""
+    contexts: list[Mapping[str, Any]] = [definition.initial_context]
+    contexts += [record.context for record in history if type(record) is Started]
     found: set[str] = set()
-    for record in history:
-        if type(record) is Started:
-            for key, value in record.context.items():
-                if (key in definition.secrets or _SECRET_NAMES.search(key)) and not (
-                        isinstance(value, Mapping)):
-                    text = str(value)
-                    if len(text) >= _SHORTEST:
-                        found.add(text)
+    for context in contexts:
+        for key, value in context.items():
+            if (key in definition.secrets or _SECRET_NAMES.search(key)) and value is not None \
+                    and not isinstance(value, Mapping | list | bool):
+                text = str(value)
+                if len(text) >= _SHORTEST:
+                    found.add(text)
     return frozenset(found)
 
 
-def redact(data: Any, values: frozenset[str], keys: frozenset[str] = frozenset()) -> Any:
-    """Gives `data` with every secret value replaced, and every value under a secret key."""
+def redact(data: Any, values: frozenset[str]) -> Any:
+    """Gives `data` with every occurrence of a secret value replaced, in every string it holds
+    (keys are the report's own, and are left alone)."""
+    if not values:
+        return data
     if isinstance(data, str):
         for value in values:
             if value in data:
                 data = data.replace(value, REDACTED)
         return data
     if isinstance(data, Mapping):
-        return {key: REDACTED if (key in keys or (_SECRET_NAMES.search(str(key)) and
-                                                   isinstance(value, str | int | float)))
-                else redact(value, values, keys) for key, value in data.items()}
+        return {key: redact(value, values) for key, value in data.items()}
     if isinstance(data, list | tuple):
-        return [redact(item, values, keys) for item in data]
+        return [redact(item, values) for item in data]
     return data

@@ -86,10 +86,13 @@ def machine_path(factory: object) -> str:
     return f"{module}:{qualname}"
 
 
-def replay_file_name(counterexample: Counterexample) -> str:
-    """Gives the file name a counterexample is saved under."""
+def replay_file_name(counterexample: Counterexample, content: str = "") -> str:
+    """Gives the file name a counterexample is saved under: the definition, the rule, the seed,
+    and a digest of what the file holds, so two different failures never share a name (two
+    definitions of one name, two machines, two targets from the same seed)."""
+    digest = hashlib.sha256(content.encode()).hexdigest()[:10] if content else ""
     return (f"{counterexample.definition.name}-{counterexample.violation.rule}-seed"
-            f"{counterexample.seed}.json")
+            f"{counterexample.seed}{'-' + digest if digest else ''}.json")
 
 
 def write_replay(counterexample: Counterexample, folder: str | os.PathLike[str]) -> Path:
@@ -100,10 +103,9 @@ def write_replay(counterexample: Counterexample, folder: str | os.PathLike[str])
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise HarnessError(f"{folder}: cannot make the replay folder: {exc.strerror}") from exc
-    path = folder / replay_file_name(counterexample)
     definition = counterexample.definition
     secrets = secret_values(definition, counterexample.result.history)
-    data = {
+    data: dict[str, Any] = {
         "kind": _KIND,
         "format": REPLAY_FORMAT,
         "definition": {"name": definition.name, "version": definition.version,
@@ -120,8 +122,10 @@ def write_replay(counterexample: Counterexample, folder: str | os.PathLike[str])
         "actions": {str(step): label for step, label in sorted(
             counterexample.actions.items())},
         "trace": redact(counterexample.trace(), secrets),
-        "replay": f"fsmharness replay {path}",
     }
+    path = folder / replay_file_name(
+        counterexample, json.dumps(data, sort_keys=True, ensure_ascii=False, default=str))
+    data["replay"] = f"fsmharness replay {path}"
     text = json.dumps(data, indent=1, sort_keys=False, ensure_ascii=False) + "\n"
     partial = path.with_name(f".{path.name}.partial")
     try:

@@ -152,7 +152,7 @@ def target_section(name: str, engine: str, definition: WorkflowDefinition, machi
         "failures": failures,
         "diagram": diagram_of(definition, coverage, path),
     }
-    return redact(section, secrets, definition.secrets)
+    return redact(section, secrets)  # type: ignore[no-any-return]
 
 
 def document(command: str, sections: Sequence[Mapping[str, Any]],
@@ -198,7 +198,26 @@ def load_report(path: str | os.PathLike[str]) -> dict[str, Any]:
     if error is not None:
         where = "/".join(str(part) for part in error.absolute_path) or "(document)"
         raise ReportError(f"{name}: {where}: {error.message}")
+    for index, section in enumerate(data["targets"]):
+        problem = _inconsistent(section["diagram"])
+        if problem:
+            raise ReportError(f"{name}: targets/{index}/diagram: {problem}")
     return data
+
+
+def _inconsistent(diagram: Mapping[str, Any]) -> str:
+    """Tells what in a diagram names a state it does not hold ("" when nothing does)."""
+    names = {state["name"] for state in diagram["states"]}
+    if diagram["initial"] not in names:
+        return f"initial state {diagram['initial']!r} is not among the states"
+    for state in diagram["states"]:
+        if state["parent"] and state["parent"] not in names:
+            return f"state {state['name']!r} has an unknown parent {state['parent']!r}"
+    for edge in diagram["transitions"]:
+        for end in ("source", "target"):
+            if edge[end] not in names:
+                return f"a transition's {end} {edge[end]!r} is not among the states"
+    return ""
 
 
 def write_reports(doc: Mapping[str, Any], folder: str | os.PathLike[str],
@@ -311,9 +330,14 @@ def mermaid(diagram: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+!|~])")
+
+
 def _md(text: Any) -> str:
-    """Escapes text for a Markdown table cell (no HTML, no column breaks)."""
-    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ")
+    """Escapes text for Markdown: no HTML, no links or images, no emphasis, no column
+    breaks; it reads as the same characters."""
+    escaped = _MARKDOWN.sub(r"\\\1", str(text).replace("\n", " "))
+    return html.escape(escaped, quote=False)
 
 
 def _coverage_line(coverage: Mapping[str, Any]) -> str:
@@ -505,14 +529,15 @@ def _duration(ms: float) -> str:
     return f"{ms:.0f} ms"
 
 
-def _html_section(section: Mapping[str, Any]) -> str:
+def _html_section(index: int, section: Mapping[str, Any]) -> str:
     verdict = "held" if section["held"] else "violated"
-    parts = [f'<section class="target" id="target-{_e(section["name"])}">',
+    parts = [f'<section class="target" id="target-{index}">',
              f'<h2>{_e(section["name"])} <small>({_e(section["engine"])}, '
              f'<span class="{"held" if section["held"] else "broken"}-t">{verdict}</span>)'
              f'</small></h2>']
     definition = section["definition"]
-    facts = [("definition", f"{definition['name']} {definition['version']}"),
+    facts = [("test", section["test"])] if section.get("test") else []
+    facts += [("definition", f"{definition['name']} {definition['version']}"),
              ("machine", section["machine"]), ("runs", section["runs"]),
              ("steps", section["steps"])]
     if section["engine"] == "explore":
@@ -596,7 +621,7 @@ def render_html(doc: Mapping[str, Any]) -> str:
     title = f"fsmharness {doc['command']}: {'held' if held else 'violations found'}"
     rows = [(s["name"], s["engine"], "held" if s["held"] else "violated", s["runs"], s["steps"],
              _coverage_line(s["coverage"])) for s in doc["targets"]]
-    body = "".join(_html_section(section) for section in doc["targets"])
+    body = "".join(_html_section(index, section) for index, section in enumerate(doc["targets"]))
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"

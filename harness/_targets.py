@@ -106,7 +106,11 @@ def resolve_targets(names: Sequence[str], machine: str | None = None) -> list[Ta
     targets: list[Target] = []
     for name in names:
         if not Path(name).exists() and _OBJECT.fullmatch(name):
-            targets.append(_imported(name, factory if machine is not None else None))
+            found = _imported(name, factory if machine is not None else None)
+            if machine is not None and found.machine is not factory:
+                raise TargetError(f"{name}: a machine target runs on itself; --machine "
+                                  f"{machine} applies to definitions only")
+            targets.append(found)
             continue
         for path in definition_files([name]):
             targets.append(Target(str(path), load_definition(path), factory))
@@ -125,6 +129,9 @@ def _imported(name: str, machine: MachineFactory | None) -> Target:
         raise TargetError(f"{name}: a machine factory needs a `definition` attribute (a "
                           f"definition or a file path) to be a target; or give definition "
                           f"files with --machine {name}")
+    if not isinstance(named, WorkflowDefinition | WorkflowSpec | Mapping | str | Path):
+        raise TargetError(f"{name}.definition: expected a definition, a mapping or a file "
+                          f"path, got {type(named).__name__}")
     if isinstance(named, str | Path) and not Path(named).is_absolute():
         module = sys.modules.get(getattr(found, "__module__", ""))
         base = Path(getattr(module, "__file__", None) or ".").parent

@@ -36,6 +36,7 @@ from harness._commands import (
     explore_command,
     fuzz_command,
     report_command,
+    write_atomically,
 )
 from harness._replay import ReplayError, replay
 from harness._report import report_schema
@@ -145,16 +146,7 @@ def schema_command(output: str | None, of_report: bool) -> None:
     if output is None:
         click.echo(text, nl=False)
         return
-    target = Path(output)
-    if not target.parent.is_dir():
-        raise UsageProblem(f"{output}: folder {str(target.parent)!r} does not exist")
-    temporary = target.with_name(f".{target.name}.tmp")
-    try:
-        temporary.write_text(text, encoding="utf-8")
-        temporary.replace(target)  # never leave a half-written schema behind
-    except OSError as exc:
-        temporary.unlink(missing_ok=True)
-        raise UsageProblem(f"{output}: cannot write: {exc.strerror}") from exc
+    write_atomically(output, text)  # never a half-written schema
 
 
 @cli.command("run")
@@ -323,6 +315,16 @@ for _command in (fuzz_command, explore_command, diagram_command, report_command,
     cli.add_command(_command)
 
 
+def _one_line(error: DefinitionError) -> str:
+    """Gives a definition's errors in one line: the first, and how many more `lint` shows."""
+    if not error.findings:
+        return str(error).splitlines()[0]
+    more = len(error.findings) - 1
+    return (f"{error.source}: {error.findings[0].render()}"
+            + (f" (and {more} more error{'s' if more > 1 else ''}: fsmharness lint "
+               f"{error.source})" if more else ""))
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Runs the CLI; user errors exit 2 with one line, harness bugs show their traceback."""
     try:
@@ -340,7 +342,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("fsmharness: aborted", err=True)
         sys.exit(EXIT_USAGE)
-    except (DefinitionError, HarnessError, FaultPlanError) as exc:
+    except DefinitionError as exc:
+        click.echo(f"fsmharness: error: {_one_line(exc)}", err=True)
+        sys.exit(EXIT_USAGE)
+    except (HarnessError, FaultPlanError) as exc:
         click.echo(f"fsmharness: error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
     except Exception:  # a bug in fsmharness, not the user's doing

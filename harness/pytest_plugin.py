@@ -180,6 +180,10 @@ def pytest_configure(config: pytest.Config) -> None:
         values[ini.removeprefix("fsm_")] = given
     settings = FsmSettings(globs=tuple(config.getini("fsm_definitions")),
                            machine=config.getini("fsm_machine") or None, **values)
+    try:  # a machine that does not import stops the session, not each test
+        resolve_machine(settings.machine)
+    except HarnessError as exc:
+        raise pytest.UsageError(f"fsm_machine: {exc}") from None
     config.stash[_SESSION] = _Session(settings)
     if settings.report is not None and getattr(config, "workerinput", None) is None:
         _check_writable(settings.report)
@@ -249,10 +253,16 @@ def _run_fuzz(config: pytest.Config, target: Target, test_id: str, *,
         time_budget_s=settings.budget, replay_dir=_replay_dir(config),
         invariants=invariants, sim=sim)
     report, section = fuzz_target(target, options)
-    config.stash[_SESSION].sections.append(section)
+    _record(config, section, test_id)
     if not report.held:
         raise CampaignFailed(target.name, describe_failure(section))
     return report
+
+
+def _record(config: pytest.Config, section: dict[str, Any], test_id: str) -> None:
+    """Keeps a campaign's report section, named by the test that ran it."""
+    section["test"] = test_id
+    config.stash[_SESSION].sections.append(section)
 
 
 def _marked_target(item: pytest.Item, marker: pytest.Mark) -> Target:
@@ -296,11 +306,14 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, o
                        if key in marker.kwargs}
             if isinstance(options.get("invariants"), list):
                 options["invariants"] = tuple(options["invariants"])
-            report = _run_fuzz(pyfuncitem.config, target, pyfuncitem.nodeid, **options)
+            report, problem = _run_fuzz(pyfuncitem.config, target, pyfuncitem.nodeid,
+                                        **options), ""
         except CampaignFailed as exc:
-            pytest.fail(str(exc), pytrace=False)
+            report, problem = None, str(exc)
         except (HarnessError, DefinitionError) as exc:
-            pytest.fail(f"fsm_fuzz: {exc}", pytrace=False)
+            report, problem = None, f"fsm_fuzz: {exc}"
+        if problem:  # failed here, not inside the handler: pytest then shows it once
+            pytest.fail(problem, pytrace=False)
         if "fsm_report" in pyfuncitem.funcargs:
             pyfuncitem.funcargs["fsm_report"] = report
     return (yield)
@@ -390,7 +403,8 @@ def fsm_fuzz(request: pytest.FixtureRequest) -> Callable[..., FuzzReport]:
         try:
             return _run_fuzz(request.config, target, request.node.nodeid, **options)
         except CampaignFailed as exc:
-            pytest.fail(str(exc), pytrace=False)
+            problem = str(exc)
+        pytest.fail(problem, pytrace=False)  # outside the handler: shown once
 
     return run
 
@@ -406,9 +420,21 @@ def fsm_report() -> FuzzReport | None:
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     settings = _settings(parent.config)
-    if any(fnmatch.fnmatch(file_path.name, glob) for glob in settings.globs):
-        return WorkflowFile.from_parent(parent, path=file_path)
-    return None
+    relative = _relative(parent.config, file_path)
+    if not any(fnmatch.fnmatch(file_path.name, glob) or fnmatch.fnmatch(relative, glob)
+               for glob in settings.globs):
+        return None
+    if file_path.suffix == ".json" and _written_by_fsmharness(file_path):
+        return None  # a replay file or report of an earlier run, not a definition
+    return WorkflowFile.from_parent(parent, path=file_path)
+
+
+def _written_by_fsmharness(path: Path) -> bool:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False  # the lint item will say what is wrong with it
+    return isinstance(data, dict) and str(data.get("kind", "")).startswith("fsmharness.")
 
 
 class WorkflowFile(pytest.File):
@@ -453,7 +479,7 @@ class WorkflowItem(pytest.Item):
         options = ExploreOptions(depth=settings.depth, faults_max=1,
                                  plan=plan_of(target, settings.faults), states_max=50_000)
         report, section = explore_target(target, options, _replay_dir(self.config))
-        self.config.stash[_SESSION].sections.append(section)
+        _record(self.config, section, self.nodeid)
         if not report.held:
             raise CampaignFailed(target.name, describe_failure(section))
 
@@ -495,7 +521,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def _ordered(sections: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Gives the sections in a stable order, whichever worker finished first."""
-    return sorted(sections, key=lambda s: (s["name"], s["engine"]))
+    return sorted(sections, key=lambda s: (s.get("test", ""), s["name"], s["engine"]))
 
 
 class _XdistMerge:
@@ -529,6 +555,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     broken = [s for s in sections if not s["held"]]
     write(f"{len(sections)} campaign(s): {len(invariants)} invariants checked, {runs} runs, "
           f"{steps} steps, {sum(faults.values())} faults injected, {len(broken)} failing")
+    write(f"  invariants: {', '.join(invariants)}")
     for section in sections:
         coverage = ", ".join(f"{name} {part['reached']}/{part['of']}"
                              for name, part in section["coverage"].items())

@@ -5,6 +5,7 @@ replay, and bad input refused in one line with nothing half-written."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -188,9 +189,16 @@ class TestDiagramReportBenchSchema:
         ('{"kind": "other"}', "not an fsmharness report"),
         ('{"kind": "fsmharness.report", "format": 99}', "report format 99"),
         ('{"kind": "fsmharness.report", "format": 1, "targets": []}', "(document): 'tool'"),
+        ("CONSISTENT", "initial state 'nowhere' is not among the states"),
     ])
     def test_report_refuses_what_is_not_a_report(self, tmp_path: Path, content: str,
                                                  fragment: str) -> None:
+        if content == "CONSISTENT":  # valid by the schema, but its diagram names no state
+            done = cli("fuzz", str(SCENARIOS / "support_triage.yaml"), "--runs", "2", "--json",
+                       "--no-report")
+            doc = json.loads(done.stdout)
+            doc["targets"][0]["diagram"]["initial"] = "nowhere"
+            content = json.dumps(doc)
         (tmp_path / "r.json").write_text(content)
         one_error_line(cli("report", str(tmp_path / "r.json")), fragment)
         assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
@@ -221,3 +229,86 @@ def test_a_progress_bar_on_a_terminal_unless_quiet(quiet: tuple[str, ...], shown
     assert done.returncode == 0, done.stdout
     assert ("/600" in done.stdout) is shown  # rich's "done/total" column
     assert "every invariant held" in done.stdout
+
+
+class TestReviewFindings:
+    """Each once broke: a report crashed or leaked, a replay was overwritten, an error took
+    several lines or a traceback."""
+
+    def test_secrets_in_the_definitions_context_stay_out_even_under_a_report_fields_name(
+            self, user: Path) -> None:
+        flow = WORKFLOW.replace("context: {order: o-1, amount: 40, sku: sku-9}",
+                                "secrets: [name, token]\ncontext: {order: o-1, amount: 40, "
+                                "sku: sku-9, name: null, token: s3cr3t-TOKEN}").replace(
+            'input: {order: "=context.order", amount: "=context.amount"}',
+            'input: {order: "=context.order", amount: "=context.amount", auth: '
+            '"=context.token"}', 1)
+        assert flow.count("token") == 3
+        (user / "workflow_pay.yaml").write_text(flow)
+        result = cli("fuzz", "workflow_pay.yaml", "--machine", "naive_machine:KeyPerAttempt",
+                     "--runs", "50", cwd=user)
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "[redacted]" in result.stdout and "s3cr3t-TOKEN" not in result.stdout
+        for written in [*(user / "reports").glob("fuzz.*"),
+                        *(user / "reports" / "replays").glob("*.json")]:
+            text = written.read_text()
+            if written.parent.name == "replays":  # replaying needs the options' context
+                text = json.dumps({k: v for k, v in json.loads(text).items()
+                                   if k != "options"})
+            assert "s3cr3t-TOKEN" not in text, written.name
+        doc = report_of(user / "reports", "fuzz")
+        assert doc["targets"][0]["definition"]["name"] == "planted"
+
+    def test_two_definitions_of_one_name_keep_their_own_replay_files(self, user: Path) -> None:
+        (user / "other").mkdir()
+        (user / "other" / "workflow_pay.yaml").write_text(
+            WORKFLOW.replace("amount: 40", "amount: 99"))
+        assert "amount: 99" in (user / "other" / "workflow_pay.yaml").read_text()
+        result = cli("explore", "workflow_pay.yaml", "other/workflow_pay.yaml", "--depth", "5",
+                     "--machine", "naive_machine:KeyPerAttempt", cwd=user)
+        assert result.returncode == 1, result.stdout + result.stderr
+        commands = [line.strip() for line in result.stdout.splitlines() if "replay:" in line]
+        assert len(set(commands)) == 2, commands
+        again = cli(*commands[1].removeprefix("replay: ").split()[1:], cwd=user,
+                    path=str(user))
+        assert again.returncode == 1 and '"amount":99' in again.stdout
+
+    @pytest.mark.parametrize(("args", "fragments"), [
+        (["diagram", "workflow_pay.yaml", "-o", ""], ("--output ''", "expected a file path")),
+        (["schema", "-o", ""], ("expected a file path",)),
+        (["fuzz", "workflow_pay.yaml", "--report", ""], ("--report: expected a folder",)),
+        (["fuzz", "naive_machine:KeyPerAttempt", "--machine", "harness:ReferenceMachine"],
+         ("applies to definitions only",)),
+        (["fuzz", "naive_machine:Numbered"], ("Numbered.definition: expected a definition",)),
+        (["fuzz", "broken.yaml"], ("broken.yaml: line ", "more error", "fsmharness lint")),
+    ])
+    def test_more_bad_input_in_one_line(self, user: Path, args: list[str],
+                                        fragments: tuple[str, ...]) -> None:
+        (user / "naive_machine.py").write_text(
+            NAIVE_MACHINE + "\n\nclass Numbered(KeyPerAttempt):\n    definition = 5\n")
+        (user / "broken.yaml").write_text(
+            WORKFLOW.replace("target: shipped", "target: nowhere").replace(
+                "initial: true", "initial: false", 1))
+        one_error_line(cli(*args, cwd=user), *fragments)
+
+    def test_no_progress_bar_off_a_terminal_even_with_force_color(self) -> None:
+        result = subprocess.run(
+            [sys.executable, "-m", "harness.cli", "fuzz", str(SCENARIOS / "support_triage.yaml"),
+             "--runs", "300", "--no-report"], capture_output=True, text=True, check=False,
+            env={**os.environ, "FORCE_COLOR": "1"}, timeout=600)
+        assert result.returncode == 0 and result.stderr == ""
+
+    def test_an_exploration_stopped_short_says_it_is_no_proof(self) -> None:
+        result = cli("explore", str(SCENARIOS / "refund_escalation.yaml"), "--depth", "12",
+                     "--states-max", "50", "--no-report")
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("partial  ")
+        assert "not covered" in result.stdout and "as far as explored" in result.stdout
+
+    def test_without_a_replay_file_the_failure_says_how_to_run_it_again(self, user: Path
+                                                                        ) -> None:
+        result = cli("fuzz", "workflow_pay.yaml", "--machine", "naive_machine:KeyPerAttempt",
+                     "--runs", "50", "--no-report", cwd=user)
+        assert result.returncode == 1
+        assert "no replay file with --no-report" in result.stdout
+        assert "shrunk to " in result.stdout

@@ -103,9 +103,10 @@ def test_user_data_is_escaped_and_secrets_redacted(failing_report: Path) -> None
     assert "<script" not in page and "<img" not in page
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;.yaml" in page
     hidden = redact({"context": {"card_number": "4111111111111111", "amount": 3},
-                     "message": "charged 4111111111111111"}, frozenset({"4111111111111111"}))
+                     "message": "charged 4111111111111111", "name": "review"},
+                    frozenset({"4111111111111111"}))
     assert hidden == {"context": {"card_number": "[redacted]", "amount": 3},
-                      "message": "charged [redacted]"}
+                      "message": "charged [redacted]", "name": "review"}
 
 
 def test_a_secret_in_the_context_stays_out_of_the_report_and_the_replay_trace(

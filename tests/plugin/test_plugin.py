@@ -227,3 +227,70 @@ def test_under_xdist_workers_results_are_merged_and_the_same_as_one_process(
     assert campaigns("two") == campaigns("one")  # seeds follow the test, not the worker
     fuzzed = [c for c in campaigns("two") if c[1] == "fuzz"]
     assert len(fuzzed) == 2 and fuzzed[0][3] != fuzzed[1][3]  # distinct seeds per test
+
+
+def test_replay_files_of_an_earlier_run_are_not_collected_as_definitions(
+        pytester: pytest.Pytester) -> None:
+    """A definition named workflow_... leaves replay files named workflow_...json: the next
+    session runs the same items, not three more per replay file."""
+    pytester.makefile(".yaml", workflow_pay=WORKFLOW.replace("name: planted",
+                                                             "name: workflow_pay"))
+    pytester.makepyfile(naive_machine=NAIVE_MACHINE)
+    pytester.makeini("[pytest]\nfsm_runs = 30\nfsm_depth = 6\n"
+                     "fsm_machine = naive_machine:KeyPerAttempt\npythonpath = .\n")
+    first = pytester.runpytest()
+    first.assert_outcomes(passed=1, failed=2)
+    assert list((pytester.path / "reports" / "replays").glob("workflow_pay-*.json"))
+    again = pytester.runpytest()
+    again.assert_outcomes(passed=1, failed=2)
+
+
+def test_a_failing_marker_campaign_is_told_once(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".yaml", flow=WORKFLOW)
+    pytester.makepyfile(naive_machine=NAIVE_MACHINE)
+    pytester.syspathinsert()
+    pytester.makepyfile(test_flow="""
+        import pytest
+
+        @pytest.mark.fsm_fuzz("flow.yaml", machine="naive_machine:KeyPerAttempt", runs=40)
+        def test_naive():
+            pass
+
+        def test_naive_by_fixture(fsm_fuzz):
+            import naive_machine
+            fsm_fuzz("flow.yaml", machine=naive_machine.KeyPerAttempt, runs=40)
+    """)
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=2)
+    assert result.stdout.str().count("shrunk to ") == 2  # one trace per failing test
+    result.stdout.no_fnmatch_line("*During handling of the above exception*")
+
+
+def test_a_machine_that_does_not_import_stops_the_session(project: pytest.Pytester) -> None:
+    project.makeini("[pytest]\nfsm_machine = no_such_module:Machine\n")
+    result = project.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*fsm_machine: no_such_module:Machine: cannot import "
+                                 "no_such_module*"])
+
+
+def test_sections_are_named_by_their_test_and_ordered_by_it(pytester: pytest.Pytester
+                                                            ) -> None:
+    pytester.makefile(".yaml", flow=WORKFLOW)
+    pytester.makepyfile(test_flows="""
+        import pytest
+
+        @pytest.mark.fsm_fuzz("flow.yaml", runs=3)
+        def test_b():
+            pass
+
+        @pytest.mark.fsm_fuzz("flow.yaml", runs=4)
+        def test_a():
+            pass
+    """)
+    result = pytester.runpytest_subprocess("-n", "2", "--fsm-report", "out")
+    result.assert_outcomes(passed=2)
+    doc = json.loads((pytester.path / "out" / "pytest.json").read_text())
+    assert [(t["test"], t["runs"]) for t in doc["targets"]] == [
+        ("test_flows.py::test_a", 4), ("test_flows.py::test_b", 3)]
+    result.stdout.fnmatch_lines(["  invariants: approval_genuine, approved_effects, *"])
