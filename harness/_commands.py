@@ -45,7 +45,9 @@ __all__ = ["bench_command", "diagram_command", "explore_command", "fuzz_command"
            "report_command"]
 
 
-def _targets(names: Sequence[str], machine: str | None, modules: Sequence[str]) -> list[Target]:
+def command_targets(names: Sequence[str], machine: str | None, modules: Sequence[str]
+                    ) -> list[Target]:
+    """Imports the user's modules, then resolves the targets; a bad one exits 2."""
     import_modules(modules)
     try:
         return resolve_targets(names, machine)
@@ -224,7 +226,7 @@ def _run_engine(command: str, names: Sequence[str], machine: str | None,
     """Checks every input before any work, runs `each` target under its plan with a progress
     bar, prints each verdict, writes the report and exits with the verdict's code."""
     faults = _faults(faults_text)
-    found = _targets(names, machine, modules)
+    found = command_targets(names, machine, modules)
     plan = _plan(plan_path, found)
     folder = check_writable(report_dir)
     sections: list[dict[str, Any]] = []
@@ -301,7 +303,7 @@ def _finish(out: Console, command: str, sections: list[dict[str, Any]], folder: 
 def diagram_command(target: str, form: str, output: str | None,
                     modules: Sequence[str]) -> None:
     """Draw a workflow definition as a state diagram."""
-    found = _targets([target], None, modules)
+    found = command_targets([target], None, modules)
     if len(found) != 1:
         raise UsageProblem(f"{target}: diagram takes one definition; {len(found)} were found")
     graph = diagram_of(found[0].definition)
@@ -361,7 +363,7 @@ def bench_command(targets: Sequence[str], seconds: float, as_json: bool,
     """Measure each definition's throughput on its machine: simulated steps per second with no
     faults and with every fault, and invariant checking in history records per second. The
     ratios between rows hold on a noisy machine; absolute numbers do not."""
-    found = _targets(targets, None, modules)
+    found = command_targets(targets, None, modules)
     rows: list[dict[str, Any]] = []
     for target in found:
         quiet = plan_of(target, ())

@@ -32,6 +32,7 @@ from harness._cli_common import (
 )
 from harness._commands import (
     bench_command,
+    command_targets,
     diagram_command,
     explore_command,
     fuzz_command,
@@ -50,7 +51,6 @@ from reference_machine import (
     WorkflowDefinition,
     WorkflowSpec,
     lint,
-    load_definition,
 )
 
 
@@ -172,29 +172,30 @@ def schema_command(output: str | None, of_report: bool) -> None:
 def run_command(paths: Sequence[str], seed: int, plan_path: str | None, no_faults: bool,
                 swarm: bool, executions: int, steps: int, history_path: str | None,
                 as_json: bool, modules: Sequence[str]) -> None:
-    """Run one seeded simulation of each workflow definition (files or folders of them) on the
-    reference machine, with faults injected, and print what happened.
+    """Run one seeded simulation of each workflow definition (files, folders of them, or
+    MODULE:ATTR for a Python definition or a machine under test), with faults injected, and
+    print what happened.
 
     Every invariant is checked over the run's history. Exit 0 when all held, 1 when one broke
     or the machine failed (raised, hung or answered nonsense), 2 on bad input.
     """
-    import_modules(modules)
     if no_faults and (plan_path or swarm):
         raise UsageProblem("--no-faults cannot be combined with --plan or --swarm")
-    files = definition_files(paths)
+    targets = command_targets(paths, None, modules)
     if history_path is not None:
         if not history_path.strip() or Path(history_path).is_dir():
             raise UsageProblem(f"--history {history_path!r}: expected a file path")
-        if len(files) != 1:
-            raise UsageProblem(f"--history takes one definition file; {len(files)} were given")
+        if len(targets) != 1:
+            raise UsageProblem(f"--history takes one definition; {len(targets)} were given")
         if not Path(history_path).parent.is_dir():
             raise UsageProblem(f"--history {history_path}: folder "
                                f"{str(Path(history_path).parent)!r} does not exist")
-    loaded = [(str(path), load_definition(path)) for path in files]
+    loaded = [(target.name, target.definition) for target in targets]
     try:
         given = None if plan_path is None else load_plan(plan_path)
         simulators = []
-        for _, definition in loaded:
+        for target in targets:
+            definition = target.definition
             if given is not None:
                 _check_plan(given, definition, plan_path or "")
             if no_faults:
@@ -204,7 +205,7 @@ def run_command(paths: Sequence[str], seed: int, plan_path: str | None, no_fault
             else:
                 plan = plan_for(definition, swarm=swarm)
             simulators.append(Simulator(definition, SimOptions(
-                seed=seed, executions=executions, steps_max=steps, plan=plan)))
+                seed=seed, executions=executions, steps_max=steps, plan=plan), target.machine))
     except (FaultPlanError, HarnessError) as exc:
         raise UsageProblem(str(exc)) from exc
     console = Console(highlight=False, soft_wrap=True)

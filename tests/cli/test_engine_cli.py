@@ -312,3 +312,15 @@ class TestReviewFindings:
         assert result.returncode == 1
         assert "no replay file with --no-report" in result.stdout
         assert "shrunk to " in result.stdout
+
+
+def test_a_python_definition_is_a_target_for_run_fuzz_and_diagram(user: Path) -> None:
+    (user / "flows.py").write_text("from reference_machine import load_definition\n\n"
+                                   "flow = load_definition('workflow_pay.yaml')\n")
+    ran = cli("run", "flows:flow", "--seed", "1", cwd=user)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.stdout.startswith("flows:flow: seed 1, ")
+    fuzzed = cli("fuzz", "flows:flow", "--runs", "10", "--no-report", cwd=user)
+    assert fuzzed.returncode == 0 and fuzzed.stdout.startswith("held  flows:flow: 10 runs")
+    drawn = cli("diagram", "flows:flow", cwd=user)
+    assert drawn.returncode == 0 and drawn.stdout.startswith("stateDiagram-v2")
