@@ -312,11 +312,12 @@ def _owners(history: History) -> dict[str, _Owner]:
 
 @_builtin("no_duplicate_effect", "no logical action takes effect twice: the same tool, "
                                  "execution and input applied once (tools marked repeatable "
-                                 "excepted)")
+                                 "excepted; an effect its compensation undid may be done again)")
 def no_duplicate_effect(definition: WorkflowDefinition, history: History
                         ) -> Iterator[Violation]:
     repeatable = {name for name, tool in definition.tools.items() if tool.repeatable}
     first: dict[tuple[str, str, str], int] = {}
+    undone_at: dict[int, int] | None = None  # effect -> the undo that took it back
     for index, record in enumerate(history):
         if type(record) is not Applied or record.tool in repeatable:
             continue
@@ -325,6 +326,12 @@ def no_duplicate_effect(definition: WorkflowDefinition, history: History
                   else ("", record.tool, record.key))
         seen = first.get(action)
         if seen is None:
+            first[action] = index
+            continue
+        if undone_at is None:  # built only when a repeat is seen: the common case pays nothing
+            undone_at = {pair.forward: pair.index for pairs in
+                         _undos(definition, history).pairs.values() for pair in pairs}
+        if undone_at.get(seen, index) < index:  # undone before: doing it again is a new action
             first[action] = index
             continue
         earlier = history[seen]

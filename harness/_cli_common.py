@@ -25,7 +25,7 @@ class UsageProblem(click.ClickException):
 
 
 def definition_files(paths: Iterable[str]) -> list[Path]:
-    """Gives the definition files named by `paths`, expanding folders (sorted, recursively)."""
+    """Gives the definition files named by `paths`, a folder giving those directly in it."""
     try:
         return _definition_files(paths)
     except TargetError as exc:

@@ -18,7 +18,7 @@ from reference_machine import WorkflowDefinition
 __all__ = ["Metrics", "metrics_of"]
 
 _FAILURE_EVENT = "step.failed"
-_GRANTED, _DENIED = "approval.granted", "approval.denied"
+_GRANTED, _DENIED, _TIMER = "approval.granted", "approval.denied", "timer.fired"
 
 
 @dataclass(slots=True)
@@ -113,7 +113,8 @@ def metrics_of(definition: WorkflowDefinition, history: Sequence[HistoryRecord])
                 metrics.state_failures[left] += 1
             source = states.get(left)
             if source is not None and source.approval is not None:
-                if record.forced == "approval_expired" or _expired(record.payload):
+                if record.forced == "approval_expired" or _expired(record.payload) or (
+                        record.event_type == _TIMER):  # the request's expiry timer fired
                     metrics.approvals["expired"] += 1
                 elif record.event_type == _GRANTED:
                     metrics.approvals["granted"] += 1

@@ -49,12 +49,13 @@ class Target:
 
 
 def definition_files(paths: Iterable[str | Path]) -> list[Path]:
-    """Gives the definition files named by `paths`, expanding folders (sorted, recursively)."""
+    """Gives the definition files named by `paths`; a folder gives the definition files
+    directly in it, sorted (not its subfolders: `scenarios/naive/` is a target of its own)."""
     files: list[Path] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.suffix in DEFINITION_SUFFIXES
+            found = sorted(p for p in path.iterdir() if p.suffix in DEFINITION_SUFFIXES
                            and p.is_file())
             if not found:
                 raise TargetError(f"{raw}: folder holds no {', '.join(DEFINITION_SUFFIXES)} "

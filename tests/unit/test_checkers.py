@@ -480,3 +480,23 @@ class TestUserInvariants:
             check(PLANTED, [], only=["machine_okk"])
         with pytest.raises(HarnessError, match=r"per step or final only"):
             invariant(per_step=True, final_only=True)
+
+
+def test_an_effect_its_compensation_undid_may_be_done_again() -> None:
+    """Refunded, voided, refunded again: two logical actions; refunded twice: one action done
+    twice."""
+    from harness import Applied, check
+    from reference_machine import load_definition
+
+    refund = load_definition(Path(__file__).resolve().parents[2] / "scenarios"
+                             / "refund_escalation.yaml")
+    order = '{"amount":5,"order_id":"o-1"}'
+    once = Applied(3, 10, "x1", "payments.refund", "x1/executing_refund/1", order, 1)
+    void = Applied(4, 20, "x1", "payments.void_refund", "x1/executing_refund/1/undo",
+                   '{"order_id":"o-1"}', 2)
+    again = Applied(5, 30, "x1", "payments.refund", "x1/executing_refund/2", order, 3)
+    undone = [v.rule for v in check(refund, [once, void, again], complete=False)]
+    assert "no_duplicate_effect" not in undone
+    twice = [v for v in check(refund, [once, again], complete=False)
+             if v.rule == "no_duplicate_effect"]
+    assert [v.records for v in twice] == [(0, 1)]
