@@ -20,7 +20,8 @@ from harness._simulator import plan_for
 from harness._targets import Target
 from harness.errors import HarnessError
 
-__all__ = ["FAULT_NAMES", "explore_target", "fuzz_target", "parse_faults", "plan_of"]
+__all__ = ["FAULT_NAMES", "explore_target", "fuzz_target", "parse_faults", "plan_of",
+           "select_faults"]
 
 FAULT_NAMES = tuple(kind.value for kind in FaultKind)
 
@@ -49,15 +50,19 @@ def plan_of(target: Target, faults: tuple[FaultKind, ...] | None = None,
     """Gives the plan a target runs under: `plan` (or the default plan for its definition),
     keeping only the kinds `faults` selects; a tool fault selected for a definition without
     tools is left out."""
+    base = plan if plan is not None else plan_for(target.definition)
+    if faults and not target.definition.tools:
+        faults = tuple(kind for kind in faults if kind not in TOOL_FAULTS) or ()
+    return select_faults(base, faults)
+
+
+def select_faults(plan: FaultPlan, faults: tuple[FaultKind, ...] | None) -> FaultPlan:
+    """Gives `plan` with only the kinds `faults` selects (None: all of them, (): none)."""
     if faults == ():
         return no_faults()
-    base = plan if plan is not None else plan_for(target.definition)
     if faults is None:
-        return base
-    chosen = set(faults)
-    if not target.definition.tools:
-        chosen -= TOOL_FAULTS
-    return replace(base, rates=tuple(rate for rate in base.rates if rate.kind in chosen))
+        return plan
+    return replace(plan, rates=tuple(rate for rate in plan.rates if rate.kind in faults))
 
 
 def fuzz_target(target: Target, options: FuzzOptions,

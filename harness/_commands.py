@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -32,6 +31,7 @@ from harness._report import (
     ReportError,
     diagram_of,
     document,
+    ensure_writable,
     load_report,
     mermaid,
     svg,
@@ -80,15 +80,10 @@ def check_writable(folder: str | None) -> Path | None:
         return None
     if not folder.strip():
         raise UsageProblem("--report: expected a folder, got an empty value")
-    path = Path(folder)
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".fsmharness-probe-"):
-            pass
-    except OSError as exc:
-        raise UsageProblem(f"--report {folder}: cannot write there: "
-                           f"{exc.strerror or exc}") from exc
-    return path
+        return ensure_writable(folder)
+    except ReportError as exc:
+        raise UsageProblem(f"--report {exc}") from exc
 
 
 def _progress(quiet: bool) -> Progress:

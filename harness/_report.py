@@ -38,7 +38,8 @@ from harness._shrink import Counterexample
 from harness.errors import HarnessError
 from reference_machine import WorkflowDefinition
 
-__all__ = ["REPORT_FORMAT", "ReportError", "ReportFiles", "diagram_of", "load_report",
+__all__ = ["REPORT_FORMAT", "ReportError", "ReportFiles", "diagram_of", "ensure_writable",
+           "load_report",
            "mermaid", "render_html", "render_markdown", "report_schema", "svg",
            "target_section", "write_reports"]
 
@@ -218,6 +219,20 @@ def _inconsistent(diagram: Mapping[str, Any]) -> str:
             if edge[end] not in names:
                 return f"a transition's {end} {edge[end]!r} is not among the states"
     return ""
+
+
+def ensure_writable(folder: str | os.PathLike[str]) -> Path:
+    """Makes `folder` if missing and checks a file can be written there, before any work;
+    raises `ReportError` saying why not."""
+    path = Path(folder)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".fsmharness-probe-{os.getpid()}"
+        probe.write_text("", encoding="utf-8")
+        probe.unlink()
+    except OSError as exc:
+        raise ReportError(f"{folder}: cannot write there: {exc.strerror or exc}") from exc
+    return path
 
 
 def write_reports(doc: Mapping[str, Any], folder: str | os.PathLike[str],

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import json
-import os
 import zlib
 from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -33,12 +32,19 @@ import freezegun
 import pytest
 
 from fault_injection import FaultKind, FaultPlan, default_plan, no_faults
-from harness._campaign import describe_failure, explore_target, fuzz_target, parse_faults, plan_of
+from harness._campaign import (
+    describe_failure,
+    explore_target,
+    fuzz_target,
+    parse_faults,
+    plan_of,
+    select_faults,
+)
 from harness._choices import Choices
 from harness._explore import ExploreOptions
 from harness._fuzz import FuzzOptions, FuzzReport
 from harness._machine import MachineFactory, ReferenceMachine
-from harness._report import ReportError, document, write_reports
+from harness._report import ReportError, document, ensure_writable, write_reports
 from harness._simulator import FROZEN_EPOCH, SimOptions, Simulator
 from harness._targets import Target, resolve_machine
 from harness._world import Clock, ToolWorld
@@ -194,13 +200,9 @@ def pytest_configure(config: pytest.Config) -> None:
 def _check_writable(folder: Path) -> None:
     """Refuses, before any test runs, a report folder that cannot be written."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".fsmharness-probe-{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise pytest.UsageError(f"--fsm-report {folder}: cannot write there: "
-                                f"{exc.strerror or exc}") from None
+        ensure_writable(folder)
+    except ReportError as exc:
+        raise pytest.UsageError(f"--fsm-report {exc}") from None
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -331,12 +333,7 @@ def fsm_settings(request: pytest.FixtureRequest) -> FsmSettings:
 @pytest.fixture
 def fsm_fault_plan(fsm_settings: FsmSettings) -> FaultPlan:
     """The fault plan `--fsm-faults` selects, at the default rates."""
-    if fsm_settings.faults == ():
-        return no_faults()
-    plan = default_plan()
-    if fsm_settings.faults is None:
-        return plan
-    return replace(plan, rates=tuple(r for r in plan.rates if r.kind in fsm_settings.faults))
+    return select_faults(default_plan(), fsm_settings.faults)
 
 
 @pytest.fixture
