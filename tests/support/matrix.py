@@ -22,6 +22,8 @@ from harness import (
     FuzzOptions,
     FuzzReport,
     HistoryRecord,
+    MachineFactory,
+    ReferenceMachine,
     SimOptions,
     Simulator,
     Violation,
@@ -109,12 +111,14 @@ def _tools_named(definition: WorkflowDefinition, plan: Mapping[str, Any]) -> dic
 
 
 def run_entry(definition: WorkflowDefinition, name: str, seeds: range = range(30),
-              **options: Any) -> Outcome:
-    """Runs one matrix entry over `seeds` (three executions each); gives what happened."""
+              machine: MachineFactory = ReferenceMachine, **options: Any) -> Outcome:
+    """Runs one matrix entry over `seeds` (three executions each) on `machine`; gives what
+    happened."""
     entry = MATRIX[name]
     plan: FaultPlan = load_plan(_tools_named(definition, entry.plan))
     outcome = Outcome()
-    simulator = Simulator(definition, SimOptions(plan=plan, **{**entry.options, **options}))
+    simulator = Simulator(definition, SimOptions(plan=plan, **{**entry.options, **options}),
+                          machine)
     for seed in seeds:
         history = simulator.run(seed).history
         outcome.histories.append(history)
@@ -126,17 +130,20 @@ def run_entry(definition: WorkflowDefinition, name: str, seeds: range = range(30
     return outcome
 
 
-def assert_entry_holds(definition: WorkflowDefinition, name: str, **options: Any) -> Outcome:
+def assert_entry_holds(definition: WorkflowDefinition, name: str,
+                       machine: MachineFactory = ReferenceMachine, **options: Any) -> Outcome:
     """Runs an entry and checks that it struck and that every invariant held."""
-    outcome = run_entry(definition, name, **options)
+    outcome = run_entry(definition, name, machine=machine, **options)
     assert MATRIX[name].struck(outcome), f"{name} never struck {definition.name}"
     assert outcome.violations == [], "\n".join(map(str, outcome.violations[:5]))
     return outcome
 
 
-def campaign(definition: WorkflowDefinition, runs: int = 150) -> FuzzReport:
+def campaign(definition: WorkflowDefinition, runs: int = 150,
+             machine: MachineFactory = ReferenceMachine) -> FuzzReport:
     """A fuzz campaign with every fault kind on in every run (no swarm), no replay files."""
-    report = fuzz(definition, FuzzOptions(runs=runs, swarm=False, replay_dir=None))
+    report = fuzz(definition, FuzzOptions(runs=runs, swarm=False, replay_dir=None),
+                  machine=machine)
     assert report.held, "\n".join(str(v) for f in report.failures for v in f.violations)
     assert set(report.invariants) == set(INVARIANTS)
     return report
