@@ -1,36 +1,17 @@
-"""The two first bundled scenarios under the same failure matrix (their deeper tests are in
-tests/simulation/test_failure_matrix.py); the naive variants are caught, shrunk, and replay."""
+"""The sound scenarios hold from the command line; each naive variant is caught, shrunk, and
+its replay file reproduces it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-from matrix import MATRIX, SCENARIOS, assert_entry_holds, campaign, scenario
+from matrix import SCENARIOS
 from running import cli
 
-REFUND = scenario("refund_escalation")
-TRIAGE = scenario("support_triage")
 NAIVE = {"code_agent_pr_twice": ("no_duplicate_effect", "forge.open_pull_request took effect "
                                                          "twice"),
          "deploy_double_rollback": ("no_duplicate_effect", "deployer.rollback took effect twice"),
          "calendar_book_without_hold": ("no_slot_committed_twice", "booked by x")}
-
-
-@pytest.mark.parametrize("entry", sorted(MATRIX))
-def test_refund_failure_matrix(entry: str) -> None:
-    assert_entry_holds(REFUND, entry)
-
-
-@pytest.mark.parametrize("entry", sorted(set(MATRIX) - {
-    "approval_denied", "approval_expired", "forged_approval", "compensation_failure"}))
-def test_triage_failure_matrix(entry: str) -> None:
-    assert_entry_holds(TRIAGE, entry)
-
-
-@pytest.mark.parametrize("definition", [REFUND, TRIAGE], ids=["refund", "triage"])
-def test_fuzz_campaign_with_every_fault_kind(definition: object) -> None:
-    campaign(definition)  # type: ignore[arg-type]
 
 
 def test_the_sound_scenarios_hold_and_the_naive_ones_break(tmp_path: Path) -> None:
@@ -60,19 +41,3 @@ def test_the_calendar_runs_on_its_world_from_the_command_line() -> None:
     naive = cli("fuzz", "scenarios.calendar_world:NaiveSharedCalendar", "--runs", "200",
                 "--no-report")
     assert naive.returncode == 1 and "violated no_slot_committed_twice" in naive.stdout
-
-
-def test_the_refund_transition_default_campaigns_miss_is_reachable() -> None:
-    """notifying -> needs_human on step.failed needs a permanent email failure after the money
-    moved: rare at the default rates (no default campaign of 200 runs took it), taken when the
-    email tool fails often."""
-    from fault_injection import load_plan
-    from harness import SimOptions, Simulator
-    from harness._coverage import coverage_of
-
-    plan = load_plan({"faults": {"tool_permanent": {"rate": 0.9, "tools": ["email.send"]}}})
-    simulator = Simulator(REFUND, SimOptions(plan=plan))
-    taken = sum(("notifying", "step.failed", "needs_human") in
-                coverage_of(REFUND, simulator.run(seed).history).transitions
-                for seed in range(40))
-    assert taken > 0
