@@ -5,14 +5,14 @@ every fault kind holds."""
 from __future__ import annotations
 
 import pytest
-from matrix import MATRIX, assert_entry_holds, campaign, scenario
+from matrix import COMPENSATIONS, assert_entry_holds, campaign, entries, scenario
 
 from harness import Committed
 
 DEFINITION = scenario("approval_gated_deploy")
 
 
-@pytest.mark.parametrize("entry", sorted(set(MATRIX) - {"compensation_failure"}))
+@pytest.mark.parametrize("entry", entries(COMPENSATIONS))
 def test_failure_matrix(entry: str) -> None:
     assert_entry_holds(DEFINITION, entry)
 

@@ -5,11 +5,10 @@ every fault kind holds."""
 from __future__ import annotations
 
 import pytest
-from matrix import MATRIX, assert_entry_holds, campaign, scenario
+from matrix import APPROVALS, COMPENSATIONS, assert_entry_holds, campaign, entries, scenario
 
 DEFINITION = scenario("document_processing")
-APPLIES = sorted(set(MATRIX) - {"approval_denied", "approval_expired", "forged_approval",
-                                "compensation_failure"})
+APPLIES = entries(APPROVALS, COMPENSATIONS)
 
 
 @pytest.mark.parametrize("entry", APPLIES)

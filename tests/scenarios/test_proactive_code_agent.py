@@ -5,13 +5,19 @@ campaign with every fault kind holds."""
 from __future__ import annotations
 
 import pytest
-from matrix import MATRIX, assert_entry_holds, campaign, run_entry, scenario
+from matrix import (
+    APPROVALS,
+    assert_entry_holds,
+    campaign,
+    entries,
+    run_entry,
+    scenario,
+)
 
 DEFINITION = scenario("proactive_code_agent")
-NO_APPROVALS = {"approval_denied", "approval_expired", "forged_approval"}
 
 
-@pytest.mark.parametrize("entry", sorted(set(MATRIX) - NO_APPROVALS))
+@pytest.mark.parametrize("entry", entries(APPROVALS))
 def test_failure_matrix(entry: str) -> None:
     assert_entry_holds(DEFINITION, entry)
 

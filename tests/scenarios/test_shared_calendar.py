@@ -5,7 +5,7 @@ the calendar's rules; without them, or booking without a hold, a slot is booked 
 from __future__ import annotations
 
 import pytest
-from matrix import MATRIX, assert_entry_holds, campaign, run_entry
+from matrix import APPROVALS, COMPENSATIONS, assert_entry_holds, campaign, entries, run_entry
 
 from fault_injection import no_faults
 from harness import FuzzOptions, ReferenceMachine, SimOptions, fuzz
@@ -14,8 +14,7 @@ from harness._simulator import Simulator
 from scenarios.calendar_world import NaiveSharedCalendar, SharedCalendar
 
 DEFINITION = SharedCalendar.definition
-APPLIES = sorted(set(MATRIX) - {"approval_denied", "approval_expired", "forged_approval",
-                                "compensation_failure"})
+APPLIES = entries(APPROVALS, COMPENSATIONS)
 
 
 @pytest.mark.parametrize("entry", APPLIES)

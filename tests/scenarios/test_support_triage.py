@@ -5,13 +5,12 @@ kind; high-priority and billing tickets always pass human review."""
 from __future__ import annotations
 
 import pytest
-from matrix import MATRIX, assert_entry_holds, campaign, scenario
+from matrix import APPROVALS, COMPENSATIONS, assert_entry_holds, campaign, entries, scenario
 
 from harness import Committed
 
 TRIAGE = scenario("support_triage")
-APPLIES = sorted(set(MATRIX) - {"approval_denied", "approval_expired", "forged_approval",
-                                "compensation_failure"})
+APPLIES = entries(APPROVALS, COMPENSATIONS)
 
 
 @pytest.mark.parametrize("entry", APPLIES)

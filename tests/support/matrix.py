@@ -94,6 +94,20 @@ MATRIX: dict[str, Entry] = {
 }
 
 
+APPROVALS = frozenset({"approval_denied", "approval_expired", "forged_approval"})
+"""The entries that need an approval gate."""
+COMPENSATIONS = frozenset({"compensation_failure"})
+"""The entries that need a compensation."""
+
+
+def entries(*without: frozenset[str]) -> list[str]:
+    """Gives the matrix's entries, sorted, less those a scenario has nothing for."""
+    left = set(MATRIX)
+    for names in without:
+        left -= names
+    return sorted(left)
+
+
 def scenario(name: str) -> WorkflowDefinition:
     """Loads a bundled scenario by name."""
     return load_definition(SCENARIOS / f"{name}.yaml")
