@@ -13,9 +13,11 @@ import hashlib
 import importlib
 import json
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import FunctionType
 from typing import Any
 
 from harness._checkers import Violation, invariants
@@ -81,6 +83,11 @@ def machine_path(factory: object) -> str:
     qualname = getattr(factory, "__qualname__", None)
     if factory is ReferenceMachine:
         return "harness:ReferenceMachine"
+    if module and not isinstance(factory, type | FunctionType):
+        # an instance (an adapter's target): the module-level name it is bound to
+        names = [name for name, value in vars(sys.modules.get(module, sys)).items()
+                 if value is factory]
+        return f"{module}:{names[0]}" if names else ""
     if not module or not qualname or "<" in qualname:
         return ""
     return f"{module}:{qualname}"
@@ -149,6 +156,12 @@ def replay(path: str | os.PathLike[str], *, definition: WorkflowDefinition | Non
     name = str(path)
     data = _read(name)
     recorded = data["definition"]
+    if machine is None:
+        machine = _import_machine(name, data.get("machine", ""))
+    named = getattr(machine, "definition", None)
+    if definition is None and isinstance(named, WorkflowDefinition) and (
+            named.name == recorded.get("name")):
+        definition = named  # a machine that carries its definition (an adapter's target)
     if definition is None:
         source = recorded.get("source", "")
         if not isinstance(source, str) or not Path(source).is_file():
@@ -165,8 +178,6 @@ def replay(path: str | os.PathLike[str], *, definition: WorkflowDefinition | Non
                                 f"written (digest {str(recorded.get('digest'))[:12]}, now "
                                 f"{digest[:12]}); the schedule no longer means what it did: "
                                 "run the fuzzer again")
-    if machine is None:
-        machine = _import_machine(name, data.get("machine", ""))
     try:
         options = SimOptions.from_dict(data["options"])
     except HarnessError as exc:
