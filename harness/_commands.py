@@ -22,8 +22,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from fault_injection import FaultKind, FaultPlan, FaultPlanError, load_plan
+from harness import _bench as bench
 from harness._campaign import describe_failure, explore_target, fuzz_target, parse_faults, plan_of
-from harness._checkers import check
 from harness._cli_common import EXIT_FOUND, EXIT_OK, UsageProblem, import_modules
 from harness._explore import ExploreOptions
 from harness._fuzz import FuzzOptions
@@ -37,7 +37,7 @@ from harness._report import (
     svg,
     write_reports,
 )
-from harness._simulator import SimOptions, Simulator
+from harness._simulator import SimOptions
 from harness._targets import Target, resolve_targets
 from harness.errors import HarnessError
 
@@ -347,63 +347,161 @@ def report_command(path: str, report_dir: str | None) -> None:
 
 
 @click.command("bench")
-@click.argument("targets", nargs=-1, required=True)
-@click.option("--seconds", type=click.FloatRange(min=0, min_open=True), default=1.0,
-              show_default=True, help="Time to spend on each measurement.")
-@click.option("--json", "as_json", is_flag=True, help="Print the measurements as JSON.")
+@click.argument("targets", nargs=-1)
+@click.option("--seconds", type=click.FloatRange(min=0, min_open=True), default=0.5,
+              show_default=True, help="Time to spend on each contender of each group.")
+@click.option("--quick", is_flag=True,
+              help="Less work per group (a 10k history, fewer runs): a smoke test, not a "
+                   "measurement.")
+@click.option("--only", "only", multiple=True, metavar="TEXT",
+              help="Run only the groups whose name contains TEXT (repeatable): shape, "
+                   "durable, simulator, engines, checkers, scaling.")
+@click.option("--json", "as_json", is_flag=True, help="Print the bench document as JSON.")
+@click.option("--markdown", is_flag=True, help="Print the tables as Markdown.")
+@click.option("--save", "save", is_flag=False, flag_value="", default=None, metavar="NAME",
+              help="Write the document to reports/benchmarks/NAME.json (a path ending in "
+                   ".json as given; no NAME: the date and time).")
+@click.option("--compare", "baseline_path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Compare with a saved document; exit 1 if a ratio to its floor grew by "
+                   "more than --tolerance.")
+@click.option("--tolerance", type=click.FloatRange(min=0), default=0.3, show_default=True,
+              help="How much a ratio to the floor may grow before --compare calls it a "
+                   "regression (0.3: 30%).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.option("--import", "modules", multiple=True, metavar="MODULE",
               help="Import a Python module first (for the functions it registers).")
-def bench_command(targets: Sequence[str], seconds: float, as_json: bool,
-                  modules: Sequence[str]) -> None:
-    """Measure each definition's throughput on its machine: simulated steps per second with no
-    faults and with every fault, and invariant checking in history records per second. The
-    ratios between rows hold on a noisy machine; absolute numbers do not."""
-    found = command_targets(targets, None, modules)
-    rows: list[dict[str, Any]] = []
-    for target in found:
-        quiet = plan_of(target, ())
-        faulty = plan_of(target, None)
-        for label, plan in (("simulate, no faults", quiet), ("simulate, every fault", faulty)):
-            steps, elapsed, records = _simulate_for(target, plan, seconds)
-            rows.append({"target": target.name, "measure": label, "unit": "steps/s",
-                         "rate": steps / elapsed, "per_op_us": 1e6 * elapsed / max(steps, 1)})
-            if plan is faulty:
-                checked, spent = _check_for(target, records, seconds)
-                rows.append({"target": target.name, "measure": "check every invariant",
-                             "unit": "records/s", "rate": checked / spent,
-                             "per_op_us": 1e6 * spent / max(checked, 1)})
+def bench_command(targets: Sequence[str], seconds: float, quick: bool, only: Sequence[str],
+                  as_json: bool, markdown: bool, save: str | None, baseline_path: str | None,
+                  tolerance: float, quiet: bool, modules: Sequence[str]) -> None:
+    """Measure transition throughput beside the peers, side by side in one run: each machine
+    shape (an 8-state cycle, a 200-state ring, a scenario: the TARGETS' definitions, else the
+    bundled refund scenario) walked by a dict FSM (the floor), the reference decide, the
+    runtime over memory and SQLite, transitions and python-statemachine; the runtime beside a
+    bare sqlite3 loop; simulated steps; native fuzzing beside the Hypothesis machine;
+    checkers over 1k and 100k records; and how it scales (states, history, processes).
+    Ratios hold on a noisy machine; absolute times do not."""
+    found = command_targets(targets, None, modules) if targets else []
+    saved = _bench_path(save) if save is not None else None
+    try:
+        baseline = bench.load_baseline(baseline_path) if baseline_path else None
+        groups = bench.suite(found, quick=quick)
+    except HarnessError as exc:
+        raise UsageProblem(str(exc)) from exc
+    if only:
+        groups = [g for g in groups if any(text in g.name for text in only)]
+        if not groups:
+            raise UsageProblem(f"--only {', '.join(only)}: no group's name contains that")
+    measured: list[bench.Measured] = []
+    with _progress(quiet) as progress:
+        task = progress.add_task("bench", total=len(groups), detail="")
+        for group in groups:
+            progress.update(task, detail=group.name)
+            try:
+                measured += bench.measure(group, seconds,
+                                          rounds=3 if quick else bench.ROUNDS)
+            except HarnessError as exc:
+                raise UsageProblem(f"{group.name}: {exc}") from exc
+            progress.advance(task)
+    doc = bench.document(measured, seconds=seconds, quick=quick)
+    compared = bench.compare(doc, baseline, tolerance) if baseline is not None else None
+    if compared is not None:
+        doc["compared"] = {"baseline": baseline_path, "tolerance": tolerance,
+                           "figures": compared}
+    if saved is not None:
+        write_atomically(str(saved), json.dumps(doc, indent=1) + "\n")
     if as_json:
-        click.echo(json.dumps({"seconds": seconds, "results": rows}, indent=2))
-        return
-    table = Table("target", "measure", "rate", "µs per op")
-    for row in rows:
-        table.add_row(escape(row["target"]), row["measure"],
-                      f"{row['rate']:,.0f} {row['unit']}", f"{row['per_op_us']:.2f}")
-    Console(highlight=False).print(table)
+        click.echo(json.dumps(doc, indent=2))
+    elif markdown:
+        click.echo(bench_markdown(doc))
+    else:
+        _bench_tables(doc)
+    if saved is not None:
+        click.echo(f"saved: {saved}", err=as_json)
+    regressed = [row for row in compared or () if row["regressed"]]
+    if compared is not None and not as_json:
+        click.echo(f"{len(regressed)} of {len(compared)} figures regressed beyond "
+                   f"{tolerance:.0%} against {baseline_path}")
+    sys.exit(EXIT_FOUND if regressed else EXIT_OK)
 
 
-def _simulate_for(target: Target, plan: FaultPlan, seconds: float
-                  ) -> tuple[int, float, list[Any]]:
-    """Runs seeds until `seconds` pass; gives steps, time, and the last run's history."""
-    simulator = Simulator(target.definition, SimOptions(plan=plan), target.machine)
-    steps, seed, history = 0, 0, []
-    started = time.perf_counter()
-    while True:
-        result = simulator.run(seed)
-        steps += result.steps
-        history = result.history
-        seed += 1
-        elapsed = time.perf_counter() - started
-        if elapsed >= seconds:
-            return steps, elapsed, list(history)
+def _bench_path(save: str) -> Path:
+    """Gives where --save writes, after checking it can: reports/benchmarks/NAME.json."""
+    if save.endswith(".json"):
+        path = Path(save)
+    elif "/" in save or save in (".", ".."):
+        raise UsageProblem(f"--save {save!r}: expected a name or a path ending in .json")
+    else:
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        path = Path("reports") / "benchmarks" / f"{save or stamp}.json"
+    try:
+        ensure_writable(str(path.parent))
+    except ReportError as exc:
+        raise UsageProblem(f"--save {exc}") from exc
+    return path
 
 
-def _check_for(target: Target, history: list[Any], seconds: float) -> tuple[int, float]:
-    records = 0
-    started = time.perf_counter()
-    while True:
-        check(target.definition, list(history))  # a new list: no pass is served from a cache
-        records += len(history)
-        elapsed = time.perf_counter() - started
-        if elapsed >= seconds:
-            return records, elapsed
+def _ratio(value: float | None) -> str:
+    return "" if value is None else f"{value:,.2f}x"
+
+
+def _bench_rows(doc: dict[str, Any]) -> list[tuple[str, str, str, str, str, str]]:
+    rows = []
+    for row in doc["results"]:
+        speedups = row.get("speedup_vs", {})
+        rows.append((row["group"], row["contender"],
+                     f"{row['per_op_us']:,.2f} µs", _ratio(row["x_floor"]),
+                     _ratio(speedups.get("transitions")),
+                     _ratio(speedups.get("python-statemachine"))))
+    return rows
+
+
+_BENCH_COLUMNS = ("group", "contender", "per op", "x floor", "vs transitions",
+                  "vs statemachine")
+
+
+def _bench_tables(doc: dict[str, Any]) -> None:
+    """Prints one table per group, then the aims and the comparison with a baseline."""
+    console = Console(highlight=False)
+    groups: dict[str, list[tuple[str, ...]]] = {}
+    units = {row["group"]: row["unit"] for row in doc["results"]}
+    for group, *cells in _bench_rows(doc):
+        groups.setdefault(group, []).append(tuple(cells))
+    for group, rows in groups.items():
+        with_peers = any(row[3] or row[4] for row in rows)
+        columns = ("contender", f"per {units[group]}", *_BENCH_COLUMNS[3:6 if with_peers else 4])
+        table = Table(*columns, title=escape(group), title_justify="left")
+        for row in rows:
+            table.add_row(*map(escape, row[:len(columns)]))
+        console.print(table)
+    aims = Table("aim", "measured", "target", "met", title="aims", title_justify="left")
+    for aim in doc["aims"]:
+        aims.add_row(aim["aim"], f"{aim['measured']:,.2f}", aim["target"],
+                     "yes" if aim["met"] else "NO")
+    console.print(aims)
+    compared = doc.get("compared")
+    if compared:
+        changes = Table("group", "contender", "x floor then", "now", "change",
+                        title=f"against {escape(compared['baseline'])}", title_justify="left")
+        for row in compared["figures"]:
+            changes.add_row(escape(row["group"]), escape(row["contender"]),
+                            _ratio(row["x_floor_then"]), _ratio(row["x_floor_now"]),
+                            f"{row['change']:+.0%}" + (" REGRESSED" if row["regressed"] else ""))
+        console.print(changes)
+
+
+def bench_markdown(doc: dict[str, Any]) -> str:
+    """Gives the bench tables as Markdown (for a README or a CI step summary)."""
+    lines = [f"| {' | '.join(_BENCH_COLUMNS)} |", f"|{' --- |' * len(_BENCH_COLUMNS)}"]
+    last = ""
+    for group, *cells in _bench_rows(doc):
+        shown = group if group != last else ""
+        lines.append(f"| {' | '.join([_md(shown), *map(_md, cells)])} |")
+        last = group
+    lines += ["", "| aim | measured | target | met |", "| --- | --- | --- | --- |"]
+    lines += [f"| {_md(aim['aim'])} | {aim['measured']:,.2f} | {aim['target']} | "
+              f"{'yes' if aim['met'] else 'no'} |" for aim in doc["aims"]]
+    return "\n".join(lines)
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
