@@ -123,18 +123,19 @@ def decide(
         return Rejected(RejectReason.TERMINAL,
                         f"execution {execution.id!r} is final ({execution.outcome}) in state "
                         f"{execution.state!r}; it accepts nothing")
-    kind = event.type
-    payload = event.payload
+    event_id, kind, source, payload = event[0], event[1], event[2], event[3]
     payload_type = type(payload)
-    if not (isinstance(kind, str) and isinstance(event.id, str) and isinstance(event.source, str)
+    if not ((type(kind) is str or isinstance(kind, str))  # `type is` first: ~3x cheaper
+            and (type(event_id) is str or isinstance(event_id, str))
+            and (type(source) is str or isinstance(source, str))
             and (payload_type is dict or payload_type is MappingProxyType
                  or isinstance(payload, Mapping))):  # the ABC check costs ~0.7 us: do it last
         return Rejected(RejectReason.INVALID_PAYLOAD,
                         "an event's id, type and source are strings and its payload a mapping; "
                         f"got {type(event.id).__name__}, {type(kind).__name__}, "
                         f"{type(event.source).__name__}, {type(payload).__name__}")
-    if event.id and event.id == execution.last_event_id:
-        return Ignored(IgnoreReason.DUPLICATE, f"event {event.id!r} was the last one applied")
+    if event_id and event_id == execution.last_event_id:
+        return Ignored(IgnoreReason.DUPLICATE, f"event {event_id!r} was the last one applied")
     if status == _CREATED:
         if kind == STARTED:
             return _start(definition, execution, event, now)
@@ -204,14 +205,36 @@ def _take(definition: WorkflowDefinition, ex: Execution, event: Event, now: int,
                 if changed:
                     updated.update(changed)
             context = updated
-        return _move(definition, ex, event, now, transition.target_leaf, context, "", approved,
-                     completed, answered)
+        target = transition.target_leaf
+        if (approved is None and completed is None and answered is None and not ex.timers
+                and definition.states[target].plain and not definition.budgets.any_limit):
+            return _plain_move(ex, event, target, context)
+        return _move(definition, ex, event, now, target, context, "", approved, completed,
+                     answered)
     texts = ", ".join(repr(t.guard_text) for t in transitions)
     return Rejected(RejectReason.GUARD_FALSE,
                     f"no guard held for {event.type!r} in state {ex.state!r} ({texts})")
 
 
 # -- moving between states ---------------------------------------------------------------------
+
+
+def _plain_move(ex: Execution, event: Event, target: str, context: Mapping[str, Any]
+                ) -> Accepted:
+    """`_move` where it has nothing to do but move: no timers to cancel, no budget, and a plain
+    target (no step, approval or timeout). Gives what `_move` would, field for field."""
+    (ex_id, ex_definition, ex_version, ex_state, _, _, _, sequence, started_at, transitions,
+     visits, _, _, _, _, ex_approved, ex_completed, _, _, cost, failures, exceeded,
+     ex_answered, _, _) = ex
+    visits = visits.copy() if type(visits) is dict else dict(visits)
+    visits[target] = visits.get(target, 0) + 1
+    execution = _new(Execution, (
+        ex_id, ex_definition, ex_version, target, _RUNNING, None, context, sequence + 1,
+        started_at, transitions + 1, visits, 0, None, (), None, ex_approved, ex_completed, (),
+        "", cost, failures, exceeded, ex_answered, event.id, False,
+    ))
+    return _new(Accepted, (execution, (), _new(Transition, (ex_state, event.type, target, ""))))
+
 
 
 def _move(

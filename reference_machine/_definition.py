@@ -110,6 +110,8 @@ class CompiledState:
     after_ms: int | None
     after_target: str | None
     on: Mapping[str, tuple[CompiledTransition, ...]]
+    #: entering it does nothing but move: a normal state with no step, approval or timeout
+    plain: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +284,8 @@ class _Builder:
             for holder in (name, *ancestors):  # the state's own first, then its parents'
                 for event, transitions in own[holder].items():
                     merged[event] = merged.get(event, ()) + transitions
+            step = self._compile_step(name, state.step, leaf_of)
+            approval = self._compile_approval(name, state, leaf_of)
             compiled_states[name] = CompiledState(
                 name=name,
                 kind=state.type,
@@ -289,11 +293,13 @@ class _Builder:
                 ancestors=ancestors,
                 final=state.type == "final",
                 outcome=state.outcome,
-                step=self._compile_step(name, state.step, leaf_of),
-                approval=self._compile_approval(name, state, leaf_of),
+                step=step,
+                approval=approval,
                 after_ms=state.after.delay if state.after else None,
                 after_target=leaf_of.get(state.after.target) if state.after else None,
                 on=merged,
+                plain=(state.type == "normal" and step is None and approval is None
+                       and not state.after),
             )
         if initial is not None:
             self._check_graph(leaf_of[initial], leaves, compiled_states, leaf_of)

@@ -1535,3 +1535,59 @@ def test_dumped_spec_loads_to_the_same_definition():
     dumped = REFUND.spec.model_dump(mode="json")
     assert dumped["states"]["needs_human"]["after"]["delay"] == "259200000ms"
     assert load_definition(dumped).spec == REFUND.spec
+
+
+# -- the plain-move fast path gives what the general path gives -----------------------------------
+
+
+_names = st.text("abcdefgh", min_size=1, max_size=3)
+
+
+@settings(max_examples=150, deadline=None)
+@given(state=st.sampled_from("abcdefgh"), sequence=st.integers(1, 10**6),
+       transitions=st.integers(0, 10**6), visits=st.dictionaries(_names, st.integers(1, 99)),
+       approved=st.lists(_names, max_size=3).map(tuple), cost=st.floats(0, 1e6),
+       failures=st.dictionaries(_names, st.integers(1, 5), max_size=2),
+       exceeded=st.sampled_from(["", "deadline", "cost_max"]), answered=_names,
+       context_n=st.integers(0, 10**6))
+def test_the_plain_move_fast_path_gives_what_move_gives(
+        state: str, sequence: int, transitions: int, visits: dict[str, int],
+        approved: tuple[str, ...], cost: float, failures: dict[str, int], exceeded: str,
+        answered: str, context_n: int) -> None:
+    """Whatever the rest of an execution holds, the fast path and `_move` agree field for
+    field on a plain target (the 8-state cycle: one guard, one action)."""
+    from harness._bench import cycle8
+    from reference_machine import Event
+    from reference_machine._decide import _move, _plain_move
+
+    definition = cycle8().definition
+    started = decide(definition, new_execution(definition, "x"), start_event("x"), 0)
+    execution = started.execution._replace(
+        state=state, sequence=sequence, transitions=transitions, visits=visits,
+        approved=approved, cost=cost, failures=failures, exceeded=exceeded,
+        answered=answered, context={"n": context_n})
+    event = Event("e", "next", "agent")
+    decision = decide(definition, execution, event, 5)
+    target = decision.execution.state
+    assert definition.states[target].plain
+    assert decision == _plain_move(execution, event, target, decision.execution.context)
+    assert decision == _move(definition, execution, event, 5, target,
+                             decision.execution.context)
+
+
+def test_the_fast_path_is_taken_on_a_plain_cycle() -> None:
+    """The case the benchmarks walk: a ring of plain states."""
+    from harness._bench import cycle8
+    from reference_machine._decide import _move, _plain_move
+
+    shape = cycle8()
+    definition = shape.definition
+    started = decide(definition, new_execution(definition, "x"), start_event("x"), 0)
+    execution = started.execution
+    for event in shape.events:
+        decision = decide(definition, execution, event, 0)
+        slow = _move(definition, execution, event, 0, decision.execution.state,
+                     decision.execution.context)
+        assert decision == slow == _plain_move(execution, event, decision.execution.state,
+                                               decision.execution.context)
+        execution = decision.execution
