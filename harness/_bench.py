@@ -913,8 +913,9 @@ PEERS = ("transitions", "python-statemachine")
 def shape_group(shape: Shape, title: str, *, durable: bool = True) -> Group:
     """Gives the group of every contender on one shape, after checking they walk alike."""
     ended = agree(shape)
-    if len(set(ended.values())) != 1:
-        raise HarnessError(f"{shape.name}: the contenders end in different states: {ended}")
+    if set(ended.values()) != {shape.walk[-1][1]}:
+        raise HarnessError(f"{shape.name}: the walk ends in {shape.walk[-1][1]!r}, the "
+                           f"contenders end in different states: {ended}")
     return Group(f"{title} ({shape.name}, {shape.transitions} transitions a round)",
                  tuple(contenders_of(shape, durable=durable)))
 

@@ -34,101 +34,34 @@ from typing import Any
 
 import pytest
 
+from harness._bench import (
+    BATCH,
+    DAY_MS,
+    BareLoop,
+    bare_commit_per_event,
+    bare_group_commit,
+    ping_pong,
+    ping_pong_event,
+    ping_pong_state,
+    runtime_commit_per_event,
+    runtime_group_commit,
+)
 from reference_machine import (
     Accepted,
-    Event,
     Execution,
     MemoryStore,
-    Runtime,
     SQLiteStore,
-    WorkflowDefinition,
     decide,
-    load_definition,
     new_execution,
     start_event,
 )
 
-#: Events per benchmarked call, in every group (also the group commit's batch size).
-EVENTS = 100
-DAY_MS = 86_400_000
-
-
-def ping_pong_definition() -> WorkflowDefinition:
-    """Gives two wait states that `ping` and `pong` move between, each timing out to `done`."""
-    wait = {"type": "wait", "after": {"delay": "1d", "target": "done"}}
-    return load_definition({
-        "name": "ping-pong", "context": {"n": 0},
-        "events": {"ping": {}, "pong": {}},
-        "states": {
-            "left": {**wait, "initial": True, "on": {"ping": "right"}},
-            "right": {**wait, "on": {"pong": "left"}},
-            "done": {"type": "final", "outcome": "success"},
-        },
-    })
-
-
-def next_event(execution_id: str, number: int) -> Event:
-    """Gives the `number`th event (from 0) after the start: ping, pong, ping, ..."""
-    return Event(f"{execution_id}/e{number}", "ping" if number % 2 == 0 else "pong")
-
-
-def state_after(events: int) -> str:
-    """Gives the state a run is in after `events` ping-pong events."""
-    return "right" if events % 2 else "left"
-
-
-# -- the runtime contenders ---------------------------------------------------------------------
-
-
-def runtime_commit_per_event(store: Any) -> Callable[[], str]:
-    """Gives a call that delivers the next `EVENTS` events to one execution, one commit each."""
-    definition = ping_pong_definition()
-    runtime = Runtime(store, [definition], {})
-    assert isinstance(runtime.start(definition, "run"), Accepted)
-    delivered = [0]
-
-    def hundred_events() -> str:
-        first = delivered[0]
-        for number in range(first, first + EVENTS):
-            decision = runtime.deliver("run", next_event("run", number), number + 1)
-            assert isinstance(decision, Accepted), decision
-        delivered[0] = first + EVENTS
-        execution = store.load("run").execution
-        assert execution.state == state_after(delivered[0])
-        assert execution.sequence == delivered[0] + 1  # the start, then every event
-        return str(execution.state)
-
-    return hundred_events
-
-
-def runtime_group_commit(store: Any) -> Callable[[], str]:
-    """Gives a call that delivers one event to each of `EVENTS` executions in one commit."""
-    definition = ping_pong_definition()
-    runtime = Runtime(store, [definition], {})
-    ids = [f"run{index:03d}" for index in range(EVENTS)]
-    for execution_id in ids:
-        assert isinstance(runtime.start(definition, execution_id), Accepted)
-    rounds = [0]
-
-    def hundred_events() -> str:
-        number = rounds[0]
-        decisions = runtime.deliver_many(
-            [(execution_id, next_event(execution_id, number)) for execution_id in ids],
-            number + 1)
-        assert len(decisions) == EVENTS
-        assert all(isinstance(decision, Accepted) for decision in decisions), decisions
-        rounds[0] = number + 1
-        state = state_after(rounds[0])
-        assert {decision.execution.state for decision in decisions} == {state}  # type: ignore[union-attr]
-        assert store.load(ids[-1]).execution.sequence == rounds[0] + 1
-        return state
-
-    return hundred_events
+EVENTS = BATCH
 
 
 def decide_only() -> Callable[[], str]:
     """Gives the same events folded through `decide` with no store and no runtime."""
-    definition = ping_pong_definition()
+    definition = ping_pong()
     started = decide(definition, new_execution(definition, "run"), start_event("run"), 0)
     assert isinstance(started, Accepted)
     holder: list[Execution] = [started.execution]
@@ -137,136 +70,12 @@ def decide_only() -> Callable[[], str]:
     def hundred_events() -> str:
         execution, first = holder[0], delivered[0]
         for number in range(first, first + EVENTS):
-            decision = decide(definition, execution, next_event("run", number), number + 1)
+            decision = decide(definition, execution, ping_pong_event("run", number), number + 1)
             assert isinstance(decision, Accepted), decision
             execution = decision.execution
         holder[0], delivered[0] = execution, first + EVENTS
-        assert execution.state == state_after(delivered[0])
+        assert execution.state == ping_pong_state(delivered[0])
         return str(execution.state)
-
-    return hundred_events
-
-
-# -- the bare sqlite3 floor ---------------------------------------------------------------------
-
-# The tables the store's transaction writes, with the same keys and the timers' index, so each
-# bare statement maintains the same b-trees as the store's.
-_BARE_SCHEMA = (
-    "CREATE TABLE executions (id TEXT PRIMARY KEY, version INTEGER NOT NULL, "
-    "final INTEGER NOT NULL, record TEXT NOT NULL)",
-    "CREATE TABLE log (execution_id TEXT NOT NULL REFERENCES executions(id), "
-    "sequence INTEGER NOT NULL, event TEXT NOT NULL, decision TEXT NOT NULL, "
-    "at INTEGER NOT NULL, PRIMARY KEY (execution_id, sequence))",
-    "CREATE TABLE consumed (execution_id TEXT NOT NULL, event_id TEXT NOT NULL, "
-    "PRIMARY KEY (execution_id, event_id))",
-    "CREATE TABLE timers (execution_id TEXT NOT NULL, timer_id TEXT NOT NULL, "
-    "purpose TEXT NOT NULL, fire_at INTEGER NOT NULL, PRIMARY KEY (execution_id, timer_id))",
-    "CREATE INDEX timers_due ON timers (fire_at, timer_id)",
-    "CREATE TABLE transitions (execution_id TEXT NOT NULL, sequence INTEGER NOT NULL, "
-    "definition_version TEXT NOT NULL, record TEXT NOT NULL, attempt INTEGER NOT NULL, "
-    "at INTEGER NOT NULL, duration_ms INTEGER NOT NULL, tool TEXT NOT NULL, "
-    "outcome TEXT NOT NULL, PRIMARY KEY (execution_id, sequence))",
-)
-
-# JSON texts of the store's sizes, made by formatting instead of encoding records.
-_EVENT = '{"answers":"","id":"%s","payload":{},"source":"system","type":"%s"}'
-_RECORD = (
-    '{"after_compensation":"","answered":"","approval":null,"approved":[],"attempt":0,'
-    '"compensating":[],"completed":[],"context":{"n":0},"cost":0.0,"definition":"ping-pong",'
-    '"effect":null,"exceeded":"","failures":{},"id":"%s","last_event_id":"%s","outcome":null,'
-    '"sequence":%d,"started_at":0,"state":"%s","status":"waiting","timers":[{"fire_at":%d,'
-    '"id":"%s","purpose":"wait_timeout"}],"transitions":%d,"version":"1",'
-    '"visits":{"left":%d,"right":%d}}'
-)
-_TRANSITION = '{"event":"%s","forced":"","source":"%s","target":"%s"}'
-
-
-class BareLoop:
-    """The floor: the rows of one accepted ping-pong event written with plain sqlite3."""
-
-    def __init__(self, path: Path, synchronous: str, execution_ids: list[str]) -> None:
-        self.db = sqlite3.connect(str(path), isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute(f"PRAGMA synchronous={synchronous}")
-        self.db.execute("PRAGMA foreign_keys=ON")
-        self.db.execute("BEGIN IMMEDIATE")
-        for statement in _BARE_SCHEMA:
-            self.db.execute(statement)
-        for execution_id in execution_ids:
-            self.db.execute("INSERT INTO executions VALUES (?, 0, 0, ?)",
-                            (execution_id, self._record(execution_id, 0)))
-            self.db.execute("INSERT INTO timers VALUES (?, ?, 'wait_timeout', ?)",
-                            (execution_id, self._timer(execution_id, 0), DAY_MS))
-        self.db.execute("COMMIT")
-
-    @staticmethod
-    def _timer(execution_id: str, events: int) -> str:
-        return f"{execution_id}/{state_after(events)}/{events // 2 + 1}/after"
-
-    def _record(self, execution_id: str, events: int) -> str:
-        visits_right = (events + 1) // 2
-        return _RECORD % (execution_id, f"{execution_id}/e{events}", events + 1,
-                          state_after(events), DAY_MS + events,
-                          self._timer(execution_id, events), events + 1,
-                          events + 1 - visits_right, visits_right)
-
-    def write(self, execution_id: str, number: int) -> None:
-        """Writes the rows of event `number` (from 0) of one execution, in the open transaction."""
-        db = self.db
-        kind = "ping" if number % 2 == 0 else "pong"
-        event_id = f"{execution_id}/e{number}"
-        sequence = number + 2  # the start event is sequence 1
-        db.execute("INSERT INTO consumed VALUES (?, ?)", (execution_id, event_id))
-        db.execute("INSERT INTO log VALUES (?, ?, ?, 'accepted', ?)",
-                   (execution_id, sequence, _EVENT % (event_id, kind), number + 1))
-        db.execute("UPDATE executions SET version = ?, final = 0, record = ? WHERE id = ? "
-                   "AND version = ?", (number + 1, self._record(execution_id, number + 1),
-                                       execution_id, number))
-        db.execute("DELETE FROM timers WHERE execution_id = ? AND timer_id = ?",
-                   (execution_id, self._timer(execution_id, number)))
-        db.execute("INSERT OR REPLACE INTO timers VALUES (?, ?, 'wait_timeout', ?)",
-                   (execution_id, self._timer(execution_id, number + 1), DAY_MS + number + 1))
-        source, target = state_after(number), state_after(number + 1)
-        db.execute("INSERT INTO transitions VALUES (?, ?, '1', ?, 0, ?, 0, '', 'waiting')",
-                   (execution_id, sequence, _TRANSITION % (kind, source, target), number + 1))
-
-    def count(self, table: str) -> int:
-        return int(self.db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
-
-    def close(self) -> None:
-        self.db.close()
-
-
-def bare_commit_per_event(bare: BareLoop) -> Callable[[], int]:
-    """Gives a call that writes the next `EVENTS` events of one execution, one commit each."""
-    written = [0]
-
-    def hundred_events() -> int:
-        db, first = bare.db, written[0]
-        for number in range(first, first + EVENTS):
-            db.execute("BEGIN IMMEDIATE")
-            bare.write("run", number)
-            db.execute("COMMIT")
-        written[0] = first + EVENTS
-        assert bare.count("consumed") == written[0]
-        return written[0]
-
-    return hundred_events
-
-
-def bare_group_commit(bare: BareLoop, ids: list[str]) -> Callable[[], int]:
-    """Gives a call that writes one event of each of `EVENTS` executions in one commit."""
-    rounds = [0]
-
-    def hundred_events() -> int:
-        db, number = bare.db, rounds[0]
-        db.execute("BEGIN IMMEDIATE")
-        for execution_id in ids:
-            bare.write(execution_id, number)
-        db.execute("COMMIT")
-        rounds[0] = number + 1
-        assert bare.count("consumed") == rounds[0] * EVENTS
-        return rounds[0] * EVENTS
 
     return hundred_events
 
@@ -383,7 +192,7 @@ def test_bare_sqlite_group_commit(benchmark: Any, tmp_path: Path) -> None:
 @pytest.mark.benchmark(group=GROUP)
 def test_runtime_sqlite_group_commit(benchmark: Any, sqlite_normal: SQLiteStore) -> None:
     """`Runtime.deliver_many` over `SQLiteStore(synchronous="NORMAL")`, 100 executions."""
-    state = run(benchmark, runtime_group_commit(sqlite_normal), rounds=50)
+    state = run(benchmark, runtime_group_commit(sqlite_normal, GROUP_IDS), rounds=50)
     versions = {sqlite_normal.load(execution_id).version for execution_id in GROUP_IDS}
     assert len(versions) == 1  # every execution took every round's event
     assert len(sqlite_normal.due_timers(10 * DAY_MS)) == EVENTS

@@ -18,76 +18,49 @@ Run: `python -m pytest tests/benchmarks/test_engines_bench.py --benchmark-only
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
-from hypothesis.stateful import run_state_machine_as_test
 from planted import WORKFLOW
 
-from harness import ExploreOptions, FuzzOptions, HistoryRecord, SimOptions, Simulator, check
+from harness import ExploreOptions, HistoryRecord
 from harness import explore as explore_workflow
-from harness import fuzz as fuzz_workflow
-from harness.stateful import workflow_machine
+from harness._bench import checked, history_of, hypothesis_fuzz, native_fuzz, read_types
 from reference_machine import load_definition
 
 ROOT = Path(__file__).resolve().parents[2]
 REFUND = load_definition(ROOT / "scenarios" / "refund_escalation.yaml")
 
 
-def history_of(records_min: int) -> tuple[HistoryRecord, ...]:
-    """Gives a history of the refund scenario, faults on, of at least `records_min` records:
-    seeded runs one after another, each run's executions renamed apart (`s7.x1`) and its
-    steps moved after the last run's, so the checkers see one long history."""
-    simulator = Simulator(REFUND, SimOptions(executions=10))
-    records: list[HistoryRecord] = []
-    seed = 0
-    while len(records) < records_min:
-        offset = records[-1].step if records else 0
-        for record in simulator.run(seed).history:
-            moved = record._replace(step=record.step + offset)
-            if getattr(record, "execution", ""):
-                moved = moved._replace(execution=f"s{seed}.{record.execution}")
-            records.append(moved)
-        seed += 1
-    return tuple(records)
-
-
 def floor(history: tuple[HistoryRecord, ...]) -> int:
     """The cheapest pass over a history: read each record's type."""
-    kinds: Counter[type] = Counter()
-    for record in history:
-        kinds[type(record)] += 1
-    return len(history)
+    return read_types(history)
 
 
-def checked(history: tuple[HistoryRecord, ...]) -> int:
-    found = check(REFUND, history)
-    assert found == []
-    return len(history)
+def all_invariants(history: tuple[HistoryRecord, ...]) -> int:
+    return checked(REFUND, history)
 
 
 @pytest.fixture(scope="module")
 def small() -> tuple[HistoryRecord, ...]:
-    return history_of(1_000)
+    return history_of(REFUND, 1_000)
 
 
 @pytest.fixture(scope="module")
 def large() -> tuple[HistoryRecord, ...]:
-    return history_of(100_000)
+    return history_of(REFUND, 100_000)
 
 
 @pytest.mark.benchmark(group="checkers: 1k records")
-@pytest.mark.parametrize("contender", [floor, checked], ids=["floor", "all invariants"])
+@pytest.mark.parametrize("contender", [floor, all_invariants], ids=["floor", "all invariants"])
 def test_checkers_1k(benchmark: Any, contender: Any, small: tuple[HistoryRecord, ...]) -> None:
     """A pass over a history of about a thousand records."""
     benchmark.extra_info["records"] = benchmark(contender, small)
 
 
 @pytest.mark.benchmark(group="checkers: 100k records")
-@pytest.mark.parametrize("contender", [floor, checked], ids=["floor", "all invariants"])
+@pytest.mark.parametrize("contender", [floor, all_invariants], ids=["floor", "all invariants"])
 def test_checkers_100k(benchmark: Any, contender: Any, large: tuple[HistoryRecord, ...]
                        ) -> None:
     """The same over a hundred times as many records: the per-record cost should not grow."""
@@ -96,30 +69,8 @@ def test_checkers_100k(benchmark: Any, contender: Any, large: tuple[HistoryRecor
 
 
 FUZZ_RUNS = 40
-
-
-def native() -> int:
-    report = fuzz_workflow(WORKFLOW, FuzzOptions(runs=FUZZ_RUNS, replay_dir=None,
-                                                 sim=SimOptions(executions=1)))
-    return report.steps
-
-
-def hypothesis_driven() -> int:
-    """Runs the Hypothesis machine for a fixed number of examples; gives the steps taken."""
-    steps = [0]
-    machine = workflow_machine(WORKFLOW, options=SimOptions(executions=1))
-    teardown = machine.teardown
-
-    def counting(self: Any) -> None:
-        teardown(self)
-        if self.run is not None:
-            steps[0] += self.run.clock.step
-
-    machine.teardown = counting  # type: ignore[method-assign]
-    run_state_machine_as_test(machine, settings=settings(
-        max_examples=25, stateful_step_count=30, database=None, deadline=None,
-        derandomize=True, suppress_health_check=list(HealthCheck)))
-    return steps[0]
+native = native_fuzz(WORKFLOW, FUZZ_RUNS)
+hypothesis_driven = hypothesis_fuzz(WORKFLOW, examples=25)
 
 
 @pytest.mark.benchmark(group="engines: simulated steps of the planted workflow")
