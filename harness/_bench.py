@@ -934,28 +934,29 @@ def durable_groups() -> list[Group]:
     return groups
 
 
-def engine_groups(definition: WorkflowDefinition, machine: MachineFactory, quick: bool
-                  ) -> list[Group]:
-    """Gives simulated steps with and without faults, and the two fuzzing engines, on a
-    definition's machine."""
+def simulator_group(definition: WorkflowDefinition, machine: MachineFactory, quick: bool
+                    ) -> Group:
+    """Gives simulated steps with and without faults on a definition's machine."""
     seeds = range(5 if quick else 20)
     quiet = Simulator(definition, SimOptions(plan=no_faults()), machine)
     faulty = Simulator(definition, SimOptions(), machine)
-    name = definition.name
-    return [
-        Group(f"simulator: {name}, 3 executions a run", (
-            Contender("simulate, no faults (floor)",
-                      lambda stack: simulate_seeds(quiet, seeds), 0, "step"),
-            Contender("simulate, every fault",
-                      lambda stack: simulate_seeds(faulty, seeds), 0, "step"))),
-        Group(f"engines: {name}, every fault, 1 execution a run", (
-            Contender("native fuzz (floor)",
-                      lambda stack: native_fuzz(definition, 20 if quick else 100,
-                                                machine=machine), 0, "step"),
-            Contender("hypothesis machine",
-                      lambda stack: hypothesis_fuzz(definition, 5 if quick else 25,
-                                                    machine=machine), 0, "step"))),
-    ]
+    return Group(f"simulator: {definition.name}, 3 executions a run", (
+        Contender("simulate, no faults (floor)",
+                  lambda stack: simulate_seeds(quiet, seeds), 0, "step"),
+        Contender("simulate, every fault", lambda stack: simulate_seeds(faulty, seeds), 0,
+                  "step")))
+
+
+def engines_group(definition: WorkflowDefinition, machine: MachineFactory, quick: bool
+                  ) -> Group:
+    """Gives native fuzzing beside the Hypothesis machine on a definition's machine."""
+    return Group(f"engines: {definition.name}, every fault, 1 execution a run", (
+        Contender("native fuzz (floor)",
+                  lambda stack: native_fuzz(definition, 20 if quick else 100, machine=machine),
+                  0, "step"),
+        Contender("hypothesis machine",
+                  lambda stack: hypothesis_fuzz(definition, 5 if quick else 25,
+                                                machine=machine), 0, "step")))
 
 
 def checker_groups(definition: WorkflowDefinition, sizes: Sequence[int],
@@ -993,28 +994,53 @@ def process_group(definition: WorkflowDefinition, machine: MachineFactory, quick
                   "step")))
 
 
-def suite(targets: Sequence[Target] = (), *, quick: bool = False) -> list[Group]:
-    """Gives every group `fsmharness bench` runs: the shapes (a scenario for each target's
-    definition, else the bundled refund scenario), the durable groups, the engines on each
-    target's machine, the checkers and the scaling groups (states 8, 200, 2,000; history 1k
-    and 100k records; 1 and 2 processes). `quick` shrinks the work (a 10k history, fewer
-    runs), not the shapes."""
+#: What `--only` matches: the section titles `suite` gives, in the order they run.
+SECTIONS = ("shape: 8-state cycle", "shape: 200-state ring", "shape: scenario", "durable",
+            "simulator", "engines", "checkers", "scaling: states", "scaling: processes")
+
+
+def suite(targets: Sequence[Target] = (), *, quick: bool = False, only: Sequence[str] = ()
+          ) -> list[tuple[str, Callable[[], list[Group]]]]:
+    """Gives the sections `fsmharness bench` runs, each a title and what builds its groups
+    (building one walks its shapes and makes its histories, so only the chosen are built):
+    the shapes (a scenario for each target's definition, else the bundled refund scenario),
+    the durable groups, the simulator and the engines on each target's machine, the checkers
+    and the scaling groups (states 8, 200, 2,000; history 1k and 100k records; 1 and 2
+    processes). `only` keeps the sections whose title holds one of its texts; `quick`
+    shrinks the work (a 10k history, fewer runs), not the shapes."""
     targets = list(targets) or [
         Target(str(DEFAULT_SCENARIO), load_definition(DEFAULT_SCENARIO), ReferenceMachine)]
     first = targets[0]
-    groups = [shape_group(cycle8(), "shape: 8-state cycle"),
-              shape_group(ring(200), "shape: 200-state ring")]
-    groups += [shape_group(scenario(target.definition), "shape: scenario")
-               for target in targets]
-    groups += durable_groups()
+    sections: list[tuple[str, Callable[[], list[Group]]]] = [
+        ("shape: 8-state cycle", lambda: [shape_group(cycle8(), "shape: 8-state cycle")]),
+        ("shape: 200-state ring", lambda: [shape_group(ring(200), "shape: 200-state ring")]),
+    ]
     for target in targets:
-        groups += engine_groups(target.definition, target.machine, quick)
-    groups += checker_groups(first.definition, (1_000, 10_000 if quick else 100_000),
-                             first.machine)
-    groups += [shape_group(ring(8), "scaling: states", durable=False),
-               shape_group(ring(2000), "scaling: states", durable=False),
-               process_group(first.definition, first.machine, quick)]
-    return groups
+        definition, machine = target.definition, target.machine
+        sections.append((f"shape: scenario {definition.name}",
+                         lambda d=definition: [shape_group(scenario(d), "shape: scenario")]))
+    sections.append(("durable", durable_groups))
+    for target in targets:
+        definition, machine = target.definition, target.machine
+        sections += [
+            (f"simulator {definition.name}",
+             lambda d=definition, m=machine: [simulator_group(d, m, quick)]),
+            (f"engines {definition.name}",
+             lambda d=definition, m=machine: [engines_group(d, m, quick)])]
+    sections += [
+        ("checkers", lambda: checker_groups(first.definition,
+                                            (1_000, 10_000 if quick else 100_000),
+                                            first.machine)),
+        ("scaling: states", lambda: [shape_group(ring(8), "scaling: states", durable=False),
+                                     shape_group(ring(2000), "scaling: states",
+                                                 durable=False)]),
+        ("scaling: processes", lambda: [process_group(first.definition, first.machine,
+                                                      quick)]),
+    ]
+    if only:
+        sections = [(title, build) for title, build in sections
+                    if any(text in title for text in only)]
+    return sections
 
 
 # -- the document, the aims, the comparison ----------------------------------------------------

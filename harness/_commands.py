@@ -354,8 +354,9 @@ def report_command(path: str, report_dir: str | None) -> None:
               help="Less work per group (a 10k history, fewer runs): a smoke test, not a "
                    "measurement.")
 @click.option("--only", "only", multiple=True, metavar="TEXT",
-              help="Run only the groups whose name contains TEXT (repeatable): shape, "
-                   "durable, simulator, engines, checkers, scaling.")
+              help="Run only the sections whose title holds TEXT (repeatable): shape, "
+                   "durable, simulator, engines, checkers, scaling, or a finer title such "
+                   "as 'shape: 8-state cycle'.")
 @click.option("--json", "as_json", is_flag=True, help="Print the bench document as JSON.")
 @click.option("--markdown", is_flag=True, help="Print the tables as Markdown.")
 @click.option("--save", "save", is_flag=False, flag_value="", default=None, metavar="NAME",
@@ -384,23 +385,23 @@ def bench_command(targets: Sequence[str], seconds: float, quick: bool, only: Seq
     saved = _bench_path(save) if save is not None else None
     try:
         baseline = bench.load_baseline(baseline_path) if baseline_path else None
-        groups = bench.suite(found, quick=quick)
     except HarnessError as exc:
         raise UsageProblem(str(exc)) from exc
-    if only:
-        groups = [g for g in groups if any(text in g.name for text in only)]
-        if not groups:
-            raise UsageProblem(f"--only {', '.join(only)}: no group's name contains that")
+    sections = bench.suite(found, quick=quick, only=only)
+    if not sections:
+        raise UsageProblem(f"--only {', '.join(only)}: no section's title holds that (the "
+                           f"sections: {', '.join(bench.SECTIONS)})")
     measured: list[bench.Measured] = []
     with _progress(quiet) as progress:
-        task = progress.add_task("bench", total=len(groups), detail="")
-        for group in groups:
-            progress.update(task, detail=group.name)
+        task = progress.add_task("bench", total=len(sections), detail="")
+        for title, build in sections:
+            progress.update(task, detail=title)
             try:
-                measured += bench.measure(group, seconds,
-                                          rounds=3 if quick else bench.ROUNDS)
+                for group in build():
+                    measured += bench.measure(group, seconds,
+                                              rounds=3 if quick else bench.ROUNDS)
             except HarnessError as exc:
-                raise UsageProblem(f"{group.name}: {exc}") from exc
+                raise UsageProblem(f"{title}: {exc}") from exc
             progress.advance(task)
     doc = bench.document(measured, seconds=seconds, quick=quick)
     compared = bench.compare(doc, baseline, tolerance) if baseline is not None else None

@@ -1,0 +1,138 @@
+"""`fsmharness bench` end to end: the groups side by side, the document, `--save` and
+`--compare`, and bad input refused before any measuring.
+
+Every run here is `--quick` with a tiny `--seconds`: these tests check what is measured and
+reported, never how fast (no wall-clock thresholds)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from running import ROOT, cli, one_error_line
+
+QUICK = ("--quick", "--seconds", "0.005", "--quiet")
+CONTENDERS = ["dict FSM (floor)", "reference decide", "runtime, memory store",
+              "runtime, SQLite NORMAL", "runtime, SQLite FULL", "transitions",
+              "python-statemachine"]
+
+
+def bench(*args: str, cwd: Path = ROOT) -> dict[str, Any]:
+    result = cli("bench", *QUICK, "--json", *args, cwd=cwd)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return dict(json.loads(result.stdout))
+
+
+def test_a_shape_is_walked_by_every_contender_side_by_side() -> None:
+    doc = bench("--only", "shape: 8-state cycle")
+    assert (doc["kind"], doc["format"]) == ("fsmharness.bench", 1)
+    rows = doc["results"]
+    assert [row["contender"] for row in rows] == CONTENDERS
+    assert {row["group"] for row in rows} == {
+        "shape: 8-state cycle (cycle8, 8 transitions a round)"}
+    assert rows[0]["x_floor"] == 1.0
+    assert all(row["per_op_us"] > 0 and row["unit"] == "transition" for row in rows)
+    decide = rows[1]
+    # the ratios are the peers' times over this one's, from the same run
+    transitions = rows[5]["per_op_us"]
+    assert decide["speedup_vs"]["transitions"] == pytest.approx(
+        transitions / decide["per_op_us"], rel=0.01)
+    (aim,) = doc["aims"]
+    assert aim["aim"] == "decide faster than transitions (8-state cycle)"
+    assert aim["met"] == (aim["measured"] >= 6)
+
+
+def test_the_durable_checkers_and_engine_groups_have_their_floors() -> None:
+    doc = bench("--only", "durable", "--only", "checkers", "--only", "engines")
+    floors = {row["group"].split(" (")[0]: row["contender"] for row in doc["results"]
+              if row["x_floor"] == 1.0}
+    assert floors == {
+        "durable: SQLite NORMAL, commit per event": "bare sqlite3 loop (floor)",
+        "durable: SQLite FULL, commit per event": "bare sqlite3 loop (floor)",
+        "durable: SQLite NORMAL, group commit of 100": "bare sqlite3 loop (floor)",
+        "checkers: 1k records of refund_escalation": "read each record (floor)",
+        "checkers: 10k records of refund_escalation": "read each record (floor)",
+        "engines: refund_escalation, every fault, 1 execution a run": "native fuzz (floor)",
+    }
+    checked = [row for row in doc["results"] if row["contender"] == "all invariants"]
+    assert [row["records"] >= size for row, size in zip(checked, (1_000, 10_000),
+                                                       strict=True)] == [True, True]
+    assert all(row["peak_bytes_per_record"] > 0 for row in checked)
+    assert [aim["aim"].split(" (")[0] for aim in doc["aims"]] == [
+        "SQLite runtime over the bare sqlite3 loop", "SQLite runtime over the bare sqlite3 loop",
+        "native fuzz steps/s over the Hypothesis machine's",
+        "checkers linear: time per record, 10k over 1k",
+        "checkers bounded: peak memory per record, 10k over 1k"]
+
+
+def test_a_target_is_the_scenario_shape_and_runs_the_simulator(tmp_path: Path) -> None:
+    triage = ROOT / "scenarios" / "support_triage.yaml"
+    doc = bench(str(triage), "--only", "scenario", "--only", "simulator")
+    groups = list(dict.fromkeys(row["group"] for row in doc["results"]))
+    assert groups[0].startswith("shape: scenario (support_triage, ")
+    assert groups[1] == "simulator: support_triage, 3 executions a run"
+
+
+def test_the_table_and_markdown_name_every_group() -> None:
+    table = cli("bench", *QUICK, "--only", "shape: 8-state cycle")
+    assert table.returncode == 0, table.stderr
+    assert "shape: 8-state cycle" in table.stdout and "aims" in table.stdout
+    markdown = cli("bench", *QUICK, "--markdown", "--only", "shape: 8-state cycle")
+    lines = markdown.stdout.splitlines()
+    assert lines[0] == ("| group | contender | per op | x floor | vs transitions | "
+                        "vs statemachine |")
+    # the header and its rule, 7 contenders, then the aims: header, rule, one aim
+    assert len([line for line in lines if line.startswith("| ")]) == 2 + 7 + 2 + 1
+
+
+def test_save_then_compare_finds_a_regression(tmp_path: Path) -> None:
+    saved = cli("bench", *QUICK, "--only", "shape: 8-state cycle", "--save", "base",
+                cwd=tmp_path)
+    assert saved.returncode == 0, saved.stderr
+    path = tmp_path / "reports" / "benchmarks" / "base.json"
+    assert f"saved: {Path('reports/benchmarks/base.json')}" in saved.stdout
+    baseline = json.loads(path.read_text())
+    # against itself with a huge tolerance: nothing regressed
+    same = cli("bench", *QUICK, "--only", "shape: 8-state cycle", "--compare", str(path),
+               "--tolerance", "100", cwd=tmp_path)
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "0 of 6 figures regressed" in same.stdout
+    # a baseline in which decide cost a tenth of what it costs now: a regression, exit 1
+    for row in baseline["results"]:
+        if row["contender"] == "reference decide":
+            row["x_floor"] = row["x_floor"] / 10
+    (tmp_path / "fast.json").write_text(json.dumps(baseline))
+    worse = cli("bench", *QUICK, "--only", "shape: 8-state cycle", "--compare", "fast.json",
+                "--json", cwd=tmp_path)
+    assert worse.returncode == 1, worse.stdout + worse.stderr
+    figures = json.loads(worse.stdout)["compared"]["figures"]
+    assert [f["contender"] for f in figures if f["regressed"]] == ["reference decide"]
+
+
+@pytest.mark.parametrize(("args", "fragments"), [
+    (("--compare", "missing.json"), ("missing.json", "no such file")),
+    (("--compare", "other.json"), ("other.json", "not an fsmharness bench document")),
+    (("--only", "nothing-like-this"), ("--only nothing-like-this", "no section")),
+    (("--save", "a/b"), ("--save 'a/b'", "expected a name or a path ending in .json")),
+    (("--seconds", "0"), ("--seconds",)),
+    (("no_such_file.yaml",), ("no_such_file.yaml",)),
+])
+def test_bad_input_is_refused_before_measuring(tmp_path: Path, args: tuple[str, ...],
+                                               fragments: tuple[str, ...]) -> None:
+    (tmp_path / "other.json").write_text('{"kind": "fsmharness.report"}')
+    small = () if args[0] == "--only" else ("--only", "shape: 8-state cycle")
+    result = cli("bench", "--quick", *small, *args, cwd=tmp_path)
+    if args[0] == "--seconds":  # click's own usage error
+        assert result.returncode == 2 and "--seconds" in result.stderr
+        return
+    one_error_line(result, *fragments)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.json"]  # nothing written
+
+
+def test_a_save_folder_that_cannot_be_written_is_refused_first(tmp_path: Path) -> None:
+    (tmp_path / "reports").write_text("a file where the folder should be")
+    result = cli("bench", "--quick", "--only", "shape: 8-state cycle", "--save", "x",
+                 cwd=tmp_path)
+    one_error_line(result, "--save")
