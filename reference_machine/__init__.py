@@ -49,6 +49,7 @@ from reference_machine._records import (
     Timer,
     TimerPurpose,
     Transition,
+    VisitCounts,
 )
 from reference_machine._runtime import (
     CRASH_POINTS,
@@ -153,6 +154,7 @@ __all__ = [
     "TransitionRecord",
     "UnknownDefinitionError",
     "UnknownExecutionError",
+    "VisitCounts",
     "WorkflowDefinition",
     "WorkflowSpec",
     "action_hash",

@@ -57,6 +57,7 @@ from reference_machine._records import (
     Timer,
     TimerPurpose,
     Transition,
+    VisitCounts,
 )
 from reference_machine._spec import Category, Source
 
@@ -218,6 +219,23 @@ def _take(definition: WorkflowDefinition, ex: Execution, event: Event, now: int,
 
 # -- moving between states ---------------------------------------------------------------------
 
+#: Past this many states visited, visit counts are a `VisitCounts` rather than a dict copied
+#: on every transition (below it a copy is the cheaper of the two).
+_DICT_VISITS_MAX = 128
+
+
+def _bumped(visits: Mapping[str, int], target: str) -> tuple[Mapping[str, int], int]:
+    """Gives the visit counts with one more visit of `target`, and that visit's number."""
+    visit = visits.get(target, 0) + 1
+    if type(visits) is VisitCounts:
+        return visits.bumped(target, visit), visit
+    if len(visits) >= _DICT_VISITS_MAX:
+        return VisitCounts(dict(visits), {target: visit}), visit
+    counts = dict(visits)
+    counts[target] = visit
+    return counts, visit
+
+
 
 def _plain_move(ex: Execution, event: Event, target: str, context: Mapping[str, Any]
                 ) -> Accepted:
@@ -226,8 +244,11 @@ def _plain_move(ex: Execution, event: Event, target: str, context: Mapping[str, 
     (ex_id, ex_definition, ex_version, ex_state, _, _, _, sequence, started_at, transitions,
      visits, _, _, _, _, ex_approved, ex_completed, _, _, cost, failures, exceeded,
      ex_answered, _, _) = ex
-    visits = visits.copy() if type(visits) is dict else dict(visits)
-    visits[target] = visits.get(target, 0) + 1
+    if type(visits) is dict and len(visits) < _DICT_VISITS_MAX:
+        visits = visits.copy()
+        visits[target] = visits.get(target, 0) + 1
+    else:
+        visits = _bumped(visits, target)[0]
     execution = _new(Execution, (
         ex_id, ex_definition, ex_version, target, _RUNNING, None, context, sequence + 1,
         started_at, transitions + 1, visits, 0, None, (), None, ex_approved, ex_completed, (),
@@ -270,9 +291,12 @@ def _move(
             else:
                 commands.append(_new(CancelTimer, (timer.id,)))
     transitions += 1
-    visits = visits.copy() if type(visits) is dict else dict(visits)
-    visit = visits.get(target, 0) + 1
-    visits[target] = visit
+    if type(visits) is dict and len(visits) < _DICT_VISITS_MAX:
+        visits = visits.copy()
+        visit = visits.get(target, 0) + 1
+        visits[target] = visit
+    else:
+        visits, visit = _bumped(visits, target)
     if not forced and not exceeded and budgets.any_limit:
         exceeded = ""
         if budgets.transitions_max is not None and transitions > budgets.transitions_max:

@@ -8,7 +8,7 @@ same; change one with `._replace(...)`. Times are whole milliseconds of virtual 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -110,6 +110,55 @@ class CompletedStep(NamedTuple):
     input: Mapping[str, Any]
     attempts_max: int
     retry_safe: bool = False  # unknown means unsafe: an undo is then never retried on timeout
+
+
+class VisitCounts(Mapping[str, int]):
+    """The visit counts of a long-lived execution, shared with the executions before it.
+
+    An execution is immutable, so each transition gives a new visit-count map. Copying a dict
+    costs as much as the states visited so far (about 5 us at 1,000 states), so past 128
+    states visited `decide` keeps the counts here instead: a frozen `base` shared by every
+    execution after it, and a small `top` of newer counts, copied on each visit and folded
+    into a new base every `FOLD` visits. A visit then costs a copy of `top`, amortised O(1) in
+    the number of states. It reads, compares and encodes as the dict it stands for."""
+
+    __slots__ = ("_base", "_length", "_top")
+    FOLD = 32
+
+    def __init__(self, base: Mapping[str, int], top: Mapping[str, int],
+                 length: int | None = None) -> None:
+        self._base, self._top = base, top
+        self._length = (len(base) + sum(1 for key in top if key not in base)
+                        if length is None else length)
+
+    def bumped(self, key: str, value: int) -> VisitCounts:
+        """Gives the counts with `key` set to `value`."""
+        top = self._top
+        length = self._length if key in top or key in self._base else self._length + 1
+        top = {**top, key: value}
+        if len(top) >= self.FOLD:
+            return VisitCounts({**self._base, **top}, {}, length)
+        return VisitCounts(self._base, top, length)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self._top.get(key)
+        return self._base.get(key, default) if value is None else value
+
+    def __getitem__(self, key: str) -> int:
+        value = self._top.get(key)
+        return self._base[key] if value is None else value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**self._base, **self._top})
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __repr__(self) -> str:
+        return repr({**self._base, **self._top})
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (dict, ({**self._base, **self._top},))  # a copy elsewhere is a plain dict
 
 
 class Execution(NamedTuple):

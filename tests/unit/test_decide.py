@@ -1591,3 +1591,50 @@ def test_the_fast_path_is_taken_on_a_plain_cycle() -> None:
         assert decision == slow == _plain_move(execution, event, decision.execution.state,
                                                decision.execution.context)
         execution = decision.execution
+
+
+# -- visit counts past 128 states: shared, and the same as a dict ---------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(visits=st.lists(st.integers(0, 300), min_size=1, max_size=400))
+def test_visit_counts_behave_as_the_dict_they_stand_for(visits: list[int]) -> None:
+    import pickle
+
+    from reference_machine import VisitCounts
+    from reference_machine._codec import dumps
+
+    model: dict[str, int] = {}
+    counts = VisitCounts({}, {})
+    history = []
+    for number in visits:
+        key = f"s{number}"
+        model[key] = model.get(key, 0) + 1
+        counts = counts.bumped(key, counts.get(key, 0) + 1)
+        history.append((counts, dict(model)))
+    for shared, then in history:  # every earlier map still says what it said
+        assert shared == then and then == shared and len(shared) == len(then)
+        assert sorted(shared) == sorted(then) and shared.get("nope", 7) == 7
+        assert dict(shared.items()) == then
+    assert pickle.loads(pickle.dumps(counts)) == model
+    assert dumps(dict(counts)) == dumps(model)
+
+
+def test_a_long_walk_keeps_every_visit_count_and_round_trips_the_store() -> None:
+    """Past 128 states the counts are shared, not copied; what the keys and the store see is
+    the same as a dict's."""
+    from harness._bench import ring
+    from reference_machine import VisitCounts
+    from reference_machine._codec import decode_execution, encode_execution
+
+    shape = ring(300)
+    definition = shape.definition
+    execution = decide(definition, new_execution(definition, "x"), start_event("x"),
+                       0).execution
+    model = {"s0": 1}
+    for event, target in zip(shape.events, (t for _, t in shape.walk), strict=True):
+        execution = decide(definition, execution, event, 0).execution
+        model[target] = model.get(target, 0) + 1
+    assert type(execution.visits) is VisitCounts
+    assert execution.visits == model
+    assert decode_execution(encode_execution(execution)) == execution
