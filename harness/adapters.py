@@ -29,6 +29,7 @@ Neither library is a dependency of fsmharness: install `fsmharness[transitions]`
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -36,6 +37,7 @@ from harness._machine import Observation, Probe
 from harness.errors import HarnessError
 from reference_machine import (
     Event,
+    Failure,
     Tool,
     ToolOutcome,
     WorkflowDefinition,
@@ -66,8 +68,8 @@ class AdapterError(HarnessError):
 class ToolBox:
     """What one execution's machine is given: the tools, and what is being done now."""
 
-    __slots__ = ("_probe", "_tools", "context", "event", "execution_id", "now", "state",
-                 "version")
+    __slots__ = ("_probe", "_tools", "context", "event", "execution_id", "muted", "now",
+                 "state", "version")
 
     def __init__(self, execution_id: str, context: Mapping[str, Any],
                  tools: Mapping[str, Tool], probe: Probe) -> None:
@@ -77,6 +79,9 @@ class ToolBox:
         self.now = 0
         self.state = ""
         self.version = 0
+        #: while the adapter rebuilds a machine from the disk (or reads one to describe it):
+        #: a restore is no new entry into a state, so its callbacks' calls are not made
+        self.muted = False
         self._tools, self._probe = tools, probe
 
     def call(self, tool: str, input: Mapping[str, Any], key: str | None = None
@@ -84,6 +89,8 @@ class ToolBox:
         """Calls a declared tool of the simulated world; gives its outcome (a `Success` or a
         `Failure`). The key defaults to `{execution id}/{state}/{version}`: the same for every
         try of the step the machine is in, so a tool that honours keys applies it once."""
+        if self.muted:
+            return Failure("permanent", "no tool call while the machine is rebuilt")
         found = self._tools.get(tool)
         if found is None:
             known = ", ".join(sorted(self._tools)) or "none"
@@ -195,6 +202,13 @@ class _StateMachine(_Peer):
         if not hasattr(built, "send") or not hasattr(built, "states"):
             raise AdapterError(f"build gave {type(built).__name__}, not a python-statemachine "
                                f"StateMachine")
+        if getattr(built, _FIRED, None) is None:
+            # a StateChart takes an event it has no move for, or whose condition fails,
+            # without a word: only a listener tells whether a transition happened
+            fired = _Fired()
+            add = getattr(built, "add_listener", None) or built.add_observer
+            add(fired)
+            setattr(built, _FIRED, fired)
         return built
 
     def describe(self, machine: Any) -> tuple[str, list[tuple[str, bool]],
@@ -220,11 +234,26 @@ class _StateMachine(_Peer):
         machine.current_state_value = state
 
     def fire(self, machine: Any, event: str) -> str:
+        fired = getattr(machine, _FIRED)
+        before = fired.count
         try:
             machine.send(event)
         except self.not_allowed as error:
             return f"rejected:{error}"
-        return "accepted"
+        return "accepted" if fired.count > before else "rejected:no transition taken"
+
+
+_FIRED = "_fsmharness_fired"
+
+
+class _Fired:
+    """A python-statemachine listener that counts the transitions taken."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def after_transition(self) -> None:
+        self.count += 1
 
 
 def _import(module: str, extra: str) -> Any:
@@ -249,8 +278,15 @@ class PeerMachine:
     def start(self, execution_id: str, context: Mapping[str, Any], now: int) -> str | None:
         if execution_id in self.disk:
             return "ignored:duplicate"
+        box = ToolBox(execution_id, context, self._tools, self._probe)
+        box.state, box.version, box.now = self.target.initial, 1, now
+        machine = self.target.build_machine(box)  # entering the initial state runs here
         self._probe("before_save")
-        self.disk[execution_id] = _Stored(self.target.initial, context)
+        if execution_id in self.disk:  # another worker started it meanwhile
+            return "ignored:duplicate"
+        stored = self.disk[execution_id] = _Stored(self.target.initial, context)
+        self._save_model(stored, machine)
+        self._live[execution_id] = (stored.version, machine, box)
         return "accepted"
 
     def deliver(self, execution_id: str, event: Event, now: int) -> str | None:
@@ -262,17 +298,31 @@ class PeerMachine:
         peer = self.target.peer
         machine, box = self._machine(execution_id, stored)
         box.event, box.now = event, now
-        said = peer.fire(machine, event.type)
+        seen = stored.version
+        try:
+            said = peer.fire(machine, event.type)
+        except BaseException:
+            self._live.pop(execution_id, None)  # a callback raised: memory may be half moved
+            raise
         if said != "accepted":
+            self._live.pop(execution_id, None)  # a refusal after a callback moved it, too
             return said
         self._probe("before_save")
+        if stored.version != seen or (self.target.dedupe and event.id in stored.seen):
+            # the save is a compare-and-set, as a database row's would be: another worker
+            # saved this execution first, so this worker's move is dropped
+            self._live.pop(execution_id, None)
+            return "ignored:conflict"
         stored.state, stored.version = peer.state(machine), stored.version + 1
         if self.target.dedupe:
             stored.seen.add(event.id)
-        if self.target.persist is not None:
-            stored.model = self.target.persist[0](peer.model_of(machine))
+        self._save_model(stored, machine)
         self._live[execution_id] = (stored.version, machine, box)
         return "accepted"
+
+    def _save_model(self, stored: _Stored, machine: Any) -> None:
+        if self.target.persist is not None:
+            stored.model = self.target.persist[0](self.target.peer.model_of(machine))
 
     def _machine(self, execution_id: str, stored: _Stored) -> tuple[Any, ToolBox]:
         """Gives the live machine of an execution, rebuilt from the disk when there is none
@@ -282,10 +332,14 @@ class PeerMachine:
             machine, box = live[1], live[2]
         else:
             box = ToolBox(execution_id, stored.context, self._tools, self._probe)
-            machine = self.target.build_machine(box)
-            self.target.peer.set_state(machine, stored.state)
-            if self.target.persist is not None and stored.model is not None:
-                self.target.persist[1](self.target.peer.model_of(machine), stored.model)
+            box.state, box.version, box.muted = stored.state, stored.version, True
+            try:
+                machine = self.target.build_machine(box)
+                self.target.peer.set_state(machine, stored.state)
+                if self.target.persist is not None and stored.model is not None:
+                    self.target.persist[1](self.target.peer.model_of(machine), stored.model)
+            finally:
+                box.muted = False
             self._live[execution_id] = (stored.version, machine, box)
         box.state, box.version = stored.state, stored.version
         return machine, box
@@ -322,9 +376,10 @@ class PeerTarget:
                  tools: Mapping[str, Mapping[str, Any]] | None,
                  events: Mapping[str, Mapping[str, Any]] | None,
                  outcomes: Mapping[str, str] | None, persist: Persist | None,
-                 dedupe: bool) -> None:
+                 dedupe: bool, module: str | None = None) -> None:
         self.peer, self.build, self.persist, self.dedupe = peer, build, persist, dedupe
         probe_box = ToolBox("describe", {}, {}, _no_probe)
+        probe_box.muted = True
         machine = self.build_machine(probe_box)
         self.initial, states, moves = peer.describe(machine)
         finals = [state for state, final in states if final]
@@ -334,8 +389,8 @@ class PeerTarget:
         self.outcomes = {state: "success" for state in finals} | dict(outcomes or {})
         self.name = name or type(peer.model_of(machine)).__name__.lower()
         self.__qualname__ = f"{peer.library}:{self.name}"
-        # where the user's code is, so a replay file can import this target back by name
-        self.__module__ = getattr(build, "__module__", None) or __name__
+        # the module that made this target, so a replay file can import it back by name
+        self.__module__ = module or getattr(build, "__module__", None) or __name__
         self.definition = self._definition(states, moves, tools or {}, events or {})
 
     def build_machine(self, box: ToolBox) -> Any:
@@ -391,7 +446,8 @@ def transitions_target(build: Callable[[ToolBox], Any], *, name: str | None = No
     {"sources": ["human"]}}`), `outcomes` final states' outcomes, `persist` a (save, load)
     pair for what of the model survives a crash beside its state."""
     return PeerTarget(_Transitions(), build, name=name, tools=tools, events=events,
-                      outcomes=outcomes, persist=persist, dedupe=dedupe)
+                      outcomes=outcomes, persist=persist, dedupe=dedupe,
+                      module=_caller_module())
 
 
 def statemachine_target(build: Callable[[ToolBox], Any], *, name: str | None = None,
@@ -402,4 +458,10 @@ def statemachine_target(build: Callable[[ToolBox], Any], *, name: str | None = N
     """Wraps a python-statemachine machine: `build(box)` gives a new `StateMachine` for one
     execution; the rest as `transitions_target`."""
     return PeerTarget(_StateMachine(), build, name=name, tools=tools, events=events,
-                      outcomes=outcomes, persist=persist, dedupe=dedupe)
+                      outcomes=outcomes, persist=persist, dedupe=dedupe,
+                      module=_caller_module())
+
+
+def _caller_module() -> str | None:
+    """Gives the name of the module that called the `*_target` function calling this."""
+    return sys._getframe(2).f_globals.get("__name__")

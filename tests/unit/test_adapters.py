@@ -11,6 +11,7 @@ from typing import Any
 import peers
 import pytest
 from running import cli, one_error_line
+from statemachine import State, StateChart, StateMachine
 from transitions import Machine
 from transitions.extensions import HierarchicalMachine
 
@@ -136,13 +137,126 @@ def test_a_second_worker_picks_up_what_the_first_one_moved() -> None:
 
     first = peers.orders(peers.orders.definition, {"pay.charge": lambda i, k: None},
                          lambda point: None)
-    first.start("x", {}, 0)
+    first.start("x", {}, 0)  # the start leaves the first worker a live machine, in `new`
     second = first.worker()
     assert second.deliver("x", Event("e1", "pay"), 1) == "accepted"
     assert first.observe("x").state == "paid"
+    # the first worker's live machine is still in `new`: it must rebuild, not pay again
     assert first.deliver("x", Event("e2", "pay"), 2).startswith("rejected:")
     assert first.deliver("x", Event("e3", "ship"), 3) == "accepted"
     assert second.observe("x")[:4] == ("shipped", "final", 3, "success")
+
+
+def test_a_save_is_a_compare_and_set_between_workers() -> None:
+    """Two workers take the same event at once: both callbacks ran (the tool saw two calls
+    under one key), only one save lands, and the other is told it lost."""
+    from reference_machine import Event
+
+    keys: list[str] = []
+    armed = [True]
+
+    def probe(point: str) -> None:
+        if point == "before_save" and armed[0] and keys:
+            armed[0] = False
+            said.append(second.deliver("x", event, 1))
+
+    said: list[str | None] = []
+    first = peers.orders(peers.orders.definition,
+                         {"pay.charge": lambda i, key: keys.append(key)}, probe)
+    second = first.worker()
+    first.start("x", {}, 0)
+    event = Event("e1", "pay", "human")
+    said.append(first.deliver("x", event, 1))
+    assert said == ["accepted", "ignored:conflict"]  # the second worker saved first
+    assert keys == ["x/new/1", "x/new/1"]
+    assert first.observe("x")[:3] == ("paid", "waiting", 2)
+
+
+def test_a_move_refused_after_a_callback_moved_it_leaves_no_stale_machine() -> None:
+    """A callback that triggers an event its new state lacks raises, as `transitions` does;
+    the event is refused and the live machine, already moved, is dropped for the disk's."""
+    from reference_machine import Event
+
+    class Hasty:
+        def __init__(self, box: ToolBox) -> None:
+            self.box = box
+            self.machine = Machine(model=self, initial="a", auto_transitions=False,
+                                   states=["a", "b", {"name": "d", "final": True}],
+                                   transitions=[["go", "a", "b"], ["end", "b", "d"]])
+
+        def on_enter_b(self) -> None:
+            self.go()  # not allowed from b: MachineError after the state changed
+
+    target = transitions_target(Hasty)
+    machine = target(target.definition, {}, lambda point: None)
+    machine.start("x", {}, 0)
+    assert machine.deliver("x", Event("e1", "go"), 1).startswith("rejected:")
+    assert machine.observe("x").state == "a"
+    assert machine.deliver("x", Event("e2", "end"), 2).startswith("rejected:")  # not from a
+
+
+def test_a_rebuilt_machine_does_not_enter_its_initial_state_again() -> None:
+    """python-statemachine enters the initial state when built: that runs once, at the start;
+    a rebuild after a crash restores the state and makes no tool call."""
+    from reference_machine import Event
+
+    class Greeter(StateMachine):
+        new = State(initial=True)
+        done = State(final=True)
+        finish = new.to(done)
+
+        def __init__(self, box: ToolBox) -> None:
+            self.box = box
+            super().__init__()
+
+        def on_enter_new(self) -> None:
+            self.box.call("mail.send", {"to": self.box.execution_id})
+
+    keys: list[str] = []
+    target = statemachine_target(Greeter, tools={"mail.send": {}})  # built muted to read it
+    machine = target(target.definition, {"mail.send": lambda i, key: keys.append(key)},
+                     lambda point: None)
+    machine.start("x", {}, 0)
+    assert keys == ["x/new/1"]
+    machine.crash()
+    assert machine.deliver("x", Event("e1", "finish"), 1) == "accepted"
+    assert keys == ["x/new/1"]
+
+
+def test_a_statechart_that_takes_an_event_without_a_move_is_not_said_to_accept_it() -> None:
+    from reference_machine import Event
+
+    class Chart(StateChart):
+        a = State(initial=True)
+        b = State(final=True)
+        go = a.to(b, cond="ready")
+
+        def __init__(self, box: ToolBox) -> None:
+            self.box, self.ready = box, False
+            super().__init__()
+
+    target = statemachine_target(Chart)
+    machine = target(target.definition, {}, lambda point: None)
+    machine.start("x", {}, 0)
+    assert machine.deliver("x", Event("e1", "go"), 1) == "rejected:no transition taken"
+    assert machine.observe("x")[:3] == ("a", "waiting", 1)
+
+
+def test_a_target_made_in_one_module_from_another_module_s_class_replays_by_name(
+        tmp_path: Path) -> None:
+    (tmp_path / "my_targets.py").write_text(
+        "import peers\n"
+        "from harness.adapters import transitions_target\n"
+        "target = transitions_target(peers.Order, name='o2', tools=peers.KEYLESS, "
+        "events=peers.EVENTS, outcomes=peers.OUTCOMES)\n")
+    support = f"{ROOT / 'tests' / 'support'}:{tmp_path}"
+    failed = cli("fuzz", "my_targets:target", "--runs", "300", "--report", "r", path=support,
+                 cwd=tmp_path)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    (replay_file,) = (tmp_path / "r" / "replays").iterdir()
+    assert '"machine": "my_targets:target"' in replay_file.read_text()
+    again = cli("replay", str(replay_file), path=support, cwd=tmp_path)
+    assert again.returncode == 1 and "reproduced no_duplicate_effect" in again.stdout
 
 
 # -- refused, with the reason -------------------------------------------------------------------
