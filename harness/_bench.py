@@ -36,7 +36,7 @@ import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -791,14 +791,21 @@ def measure(group: Group, seconds: float, rounds: int = ROUNDS) -> list[Measured
             for contender, times in zip(group.contenders, samples, strict=True)]
 
 
-def agree(shape: Shape) -> dict[str, str]:
-    """Walks one round with every contender that needs no disk; gives where each ended, so a
-    caller can check they agree (a contender that walks elsewhere measures something else)."""
+def agree(shape: Shape, *, durable: bool = False) -> dict[str, str]:
+    """Walks one round with every contender (those on a disk too, with `durable`); gives where
+    each ended, so a caller can check they agree (a contender that walks elsewhere measures
+    something else)."""
     ended = {}
     with contextlib.ExitStack() as stack:
-        for contender in contenders_of(shape, durable=False):
+        for contender in contenders_of(shape, durable=durable):
             ended[contender.name] = contender.make(stack)()
     return ended
+
+
+def prefix(shape: Shape, length: int) -> Shape:
+    """Gives the shape with its walk cut to its first `length` moves."""
+    return replace(shape, walk=shape.walk[:length], events=shape.events[:length],
+                   times=shape.times[:length])
 
 
 # -- the simulator, the engines, the checkers ---------------------------------------------------
@@ -912,10 +919,13 @@ PEERS = ("transitions", "python-statemachine")
 
 def shape_group(shape: Shape, title: str, *, durable: bool = True) -> Group:
     """Gives the group of every contender on one shape, after checking they walk alike."""
-    ended = agree(shape)
-    if set(ended.values()) != {shape.walk[-1][1]}:
-        raise HarnessError(f"{shape.name}: the walk ends in {shape.walk[-1][1]!r}, the "
-                           f"contenders end in different states: {ended}")
+    # the whole walk, and a part of it that ends away from where the walk starts (a round of
+    # the cycle and of a ring ends where it began, which a contender that never moved would)
+    for walked in (shape, prefix(shape, len(shape.walk) // 2 + 1)):
+        ended = agree(walked, durable=durable)
+        if set(ended.values()) != {walked.walk[-1][1]}:
+            raise HarnessError(f"{shape.name}: the walk ends in {walked.walk[-1][1]!r}, the "
+                               f"contenders end in different states: {ended}")
     return Group(f"{title} ({shape.name}, {shape.transitions} transitions a round)",
                  tuple(contenders_of(shape, durable=durable)))
 

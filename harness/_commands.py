@@ -9,6 +9,7 @@ broke, 2 on bad input.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -382,7 +383,6 @@ def bench_command(targets: Sequence[str], seconds: float, quick: bool, only: Seq
     checkers over 1k and 100k records; and how it scales (states, history, processes).
     Ratios hold on a noisy machine; absolute times do not."""
     found = command_targets(targets, None, modules) if targets else []
-    saved = _bench_path(save) if save is not None else None
     try:
         baseline = bench.load_baseline(baseline_path) if baseline_path else None
     except HarnessError as exc:
@@ -391,6 +391,7 @@ def bench_command(targets: Sequence[str], seconds: float, quick: bool, only: Seq
     if not sections:
         raise UsageProblem(f"--only {', '.join(only)}: no section's title holds that (the "
                            f"sections: {', '.join(bench.SECTIONS)})")
+    saved = _bench_path(save) if save is not None else None  # checked, nothing made yet
     measured: list[bench.Measured] = []
     with _progress(quiet) as progress:
         task = progress.add_task("bench", total=len(sections), detail="")
@@ -409,6 +410,11 @@ def bench_command(targets: Sequence[str], seconds: float, quick: bool, only: Seq
         doc["compared"] = {"baseline": baseline_path, "tolerance": tolerance,
                            "figures": compared}
     if saved is not None:
+        try:
+            saved.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageProblem(f"--save {saved.parent}: cannot make it: {exc.strerror}"
+                               ) from exc
         write_atomically(str(saved), json.dumps(doc, indent=1) + "\n")
     if as_json:
         click.echo(json.dumps(doc, indent=2))
@@ -434,10 +440,17 @@ def _bench_path(save: str) -> Path:
     else:
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
         path = Path("reports") / "benchmarks" / f"{save or stamp}.json"
-    try:
-        ensure_writable(str(path.parent))
-    except ReportError as exc:
-        raise UsageProblem(f"--save {exc}") from exc
+    if path.is_dir():
+        raise UsageProblem(f"--save {path}: is a folder; expected a file path")
+    # the nearest folder that exists must be one this process can write in; what is missing
+    # below it is made only when the document is written
+    existing = path.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageProblem(f"--save {path}: {existing} is not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageProblem(f"--save {path}: cannot write in {existing}")
     return path
 
 

@@ -17,10 +17,13 @@ target by itself (`fsmharness fuzz orders:target`, `@pytest.mark.fsm_fuzz(orders
 - **Durable state is what a real deployment would store**: per execution its state, its
   version (accepted transitions) and what `persist` saves of the model; the ids of events seen
   too, when `dedupe` is on (the default: drop a redelivered event; turn it off to find out
-  what a duplicate does to your callbacks). Everything else is memory: a crash drops the live
-  machines, and the next event rebuilds one with `build` and puts it in the stored state.
-  Callbacks run synchronously, so a crash can come between a tool call and the save
-  (`after_tool_call`) or just before the save (`before_save`), as it would in production.
+  what a duplicate does to your callbacks). A save is a compare-and-set, as a database row's
+  would be: a worker whose execution another worker saved first is told `ignored:conflict`.
+  Everything else is memory: a crash drops the live machines, and the next event rebuilds one
+  with `build` and puts it in the stored state (a restore, not an entry: tool calls made
+  while it is rebuilt are not made). Callbacks run synchronously, so a crash can come between
+  a tool call and the save (`after_tool_call`) or just before the save (`before_save`), as it
+  would in production.
 
 Neither library is a dependency of fsmharness: install `fsmharness[transitions]` or
 `fsmharness[statemachine]`.

@@ -119,8 +119,10 @@ class VisitCounts(Mapping[str, int]):
     costs as much as the states visited so far (about 5 us at 1,000 states), so past 128
     states visited `decide` keeps the counts here instead: a frozen `base` shared by every
     execution after it, and a small `top` of newer counts, copied on each visit and folded
-    into a new base every `FOLD` visits. A visit then costs a copy of `top`, amortised O(1) in
-    the number of states. It reads, compares and encodes as the dict it stands for."""
+    into a new base every `FOLD` visits. A visit then costs a copy of `top` and, amortised, a
+    `FOLD`th of a base copy: 32 times less than a dict's. It reads, compares, pickles and
+    encodes (through the store's codec) as the dict it stands for; `json.dumps` wants
+    `dict(counts)`."""
 
     __slots__ = ("_base", "_length", "_top")
     FOLD = 32

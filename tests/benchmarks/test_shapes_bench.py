@@ -89,3 +89,20 @@ def test_a_shape_whose_contenders_disagree_is_refused() -> None:
                          shape.start, shape.context)
     with pytest.raises(HarnessError, match="the contenders end in different states"):
         _bench.shape_group(wrong, "shape: broken")
+
+
+def test_a_contender_that_never_moves_is_refused_though_a_round_ends_where_it_began(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The floor's table keeps it in `a` (the peers would refuse such a graph, so only the
+    floor and `decide` walk): a whole round of the cycle ends in `a` for both; half a round
+    does not."""
+    shape = _bench.cycle8()
+    table = {key: (("a", None, None),) for key in shape.table}
+    lazy = _bench.Shape(shape.name, shape.definition, table, shape.walk, shape.events,
+                        shape.start, shape.context)
+    ours = _bench.contenders_of
+    monkeypatch.setattr(_bench, "contenders_of",
+                        lambda shape, **options: ours(shape, durable=False, peers=False))
+    assert set(_bench.agree(lazy).values()) == {"a"}  # the whole round cannot tell
+    with pytest.raises(HarnessError, match="the walk ends in 'f'"):
+        _bench.shape_group(lazy, "shape: lazy")

@@ -116,13 +116,15 @@ def test_save_then_compare_finds_a_regression(tmp_path: Path) -> None:
     (("--compare", "other.json"), ("other.json", "not an fsmharness bench document")),
     (("--only", "nothing-like-this"), ("--only nothing-like-this", "no section")),
     (("--save", "a/b"), ("--save 'a/b'", "expected a name or a path ending in .json")),
+    (("--save", "x", "--only", "nothing-like-this"), ("--only nothing-like-this",)),
+    (("--save", "sub/dir/x.json", "--compare", "nope.json"), ("nope.json", "no such file")),
     (("--seconds", "0"), ("--seconds",)),
     (("no_such_file.yaml",), ("no_such_file.yaml",)),
 ])
 def test_bad_input_is_refused_before_measuring(tmp_path: Path, args: tuple[str, ...],
                                                fragments: tuple[str, ...]) -> None:
     (tmp_path / "other.json").write_text('{"kind": "fsmharness.report"}')
-    small = () if args[0] == "--only" else ("--only", "shape: 8-state cycle")
+    small = () if "--only" in args else ("--only", "shape: 8-state cycle")
     result = cli("bench", "--quick", *small, *args, cwd=tmp_path)
     if args[0] == "--seconds":  # click's own usage error
         assert result.returncode == 2 and "--seconds" in result.stderr

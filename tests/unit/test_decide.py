@@ -1570,6 +1570,7 @@ def test_the_plain_move_fast_path_gives_what_move_gives(
     decision = decide(definition, execution, event, 5)
     target = decision.execution.state
     assert definition.states[target].plain
+    # decide took the fast path (so the next line compares the fast path with _move)
     assert decision == _plain_move(execution, event, target, decision.execution.context)
     assert decision == _move(definition, execution, event, 5, target,
                              decision.execution.context)
