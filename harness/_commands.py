@@ -423,7 +423,7 @@ def bench_command(targets: Sequence[str], seconds: float, quick: bool, only: Seq
     else:
         _bench_tables(doc)
     if saved is not None:
-        click.echo(f"saved: {saved}", err=as_json)
+        click.echo(f"saved: {saved}", err=as_json or markdown)  # keep stdout parseable
     regressed = [row for row in compared or () if row["regressed"]]
     if compared is not None and not as_json:
         click.echo(f"{len(regressed)} of {len(compared)} figures regressed beyond "
