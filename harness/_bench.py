@@ -414,19 +414,27 @@ def transitions_peer(shape: Shape) -> Maker:
         machine = Machine(model=model, states=shape.states, transitions=moves,
                           initial=shape.start, auto_transitions=False)
         walk = [(getattr(model, event), expected) for event, expected in shape.walk]
-        needs_route, start = routed(shape), shape.start
-
-        def one_round() -> str:
-            machine.set_state(start, model)
-            for fire, expected in walk:
-                if needs_route:
-                    context[_ROUTE] = expected
-                fire()
-            return str(model.state)
-
-        return one_round
+        return _firing(shape, context, walk, lambda: machine.set_state(shape.start, model),
+                       lambda: str(model.state))
 
     return make
+
+
+def _firing(shape: Shape, context: dict[str, Any], walk: list[tuple[Callable[[], Any], str]],
+            reset: Callable[[], Any], state: Callable[[], str]) -> Callable[[], str]:
+    """Gives a peer's round: back to the start, then each bound trigger fired in turn (the
+    route set first where the shape needs one)."""
+    needs_route = routed(shape)
+
+    def one_round() -> str:
+        reset()
+        for fire, expected in walk:
+            if needs_route:
+                context[_ROUTE] = expected
+            fire()
+        return state()
+
+    return one_round
 
 
 class _Model:
@@ -472,17 +480,9 @@ def statemachine_peer(shape: Shape) -> Maker:
         chart = type("BenchChart", (StateMachine,), {**namespace, "__module__": __name__})
         machine = chart(allow_event_without_transition=False)
         walk = [(getattr(machine, ids[event]), expected) for event, expected in shape.walk]
-        needs_route, start = routed(shape), shape.start
-
-        def one_round() -> str:
-            machine.current_state_value = start
-            for fire, expected in walk:
-                if needs_route:
-                    context[_ROUTE] = expected
-                fire()
-            return str(machine.current_state_value)
-
-        return one_round
+        return _firing(shape, context, walk,
+                       lambda: setattr(machine, "current_state_value", shape.start),
+                       lambda: str(machine.current_state_value))
 
     return make
 

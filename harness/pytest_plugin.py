@@ -277,6 +277,9 @@ def _marked_target(item: pytest.Item, marker: pytest.Mark) -> Target:
                                machine or ReferenceMachine)
     if isinstance(given, WorkflowDefinition | Mapping):
         return Target(item.nodeid, load_definition(given), factory)
+    carried = _carried_definition(given)
+    if carried is not None:  # a machine that names its definition (an adapter's target)
+        return Target(item.nodeid, carried, given if machine is None else factory)
     text = str(given)
     path = Path(item.path).parent / text
     if path.exists():
@@ -287,6 +290,12 @@ def _marked_target(item: pytest.Item, marker: pytest.Mark) -> Target:
         return found if machine is None or isinstance(machine, str) else replace(
             found, machine=factory)
     return Target(text, load_definition(text), factory)
+
+
+def _carried_definition(given: Any) -> WorkflowDefinition | None:
+    """Gives the definition a machine factory carries in its `definition` attribute."""
+    named = getattr(given, "definition", None)
+    return named if callable(given) and isinstance(named, WorkflowDefinition) else None
 
 
 def _relative(config: pytest.Config, path: Path) -> str:
@@ -395,6 +404,9 @@ def fsm_fuzz(request: pytest.FixtureRequest) -> Callable[..., FuzzReport]:
 
     def run(definition: Any, machine: MachineFactory | None = None, **options: Any
             ) -> FuzzReport:
+        carried = _carried_definition(definition)
+        if carried is not None:  # a machine that names its definition (an adapter's target)
+            definition, machine = carried, machine or definition
         target = Target(request.node.nodeid, load_definition(definition),
                         machine or ReferenceMachine)
         try:

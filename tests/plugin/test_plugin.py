@@ -299,3 +299,29 @@ def test_sections_are_named_by_their_test_and_ordered_by_it(pytester: pytest.Pyt
     assert [(t["test"], t["runs"]) for t in doc["targets"]] == [
         ("test_flows.py::test_a", 4), ("test_flows.py::test_b", 3)]
     result.stdout.fnmatch_lines(["  invariants: approval_genuine, approved_effects, *"])
+
+
+def test_an_adapter_target_is_a_campaign_by_the_marker_and_the_fixture(
+        pytester: pytest.Pytester) -> None:
+    """A transitions machine wrapped by `harness.adapters` needs no definition file: the
+    target carries its own, in the marker as in `fsm_fuzz`."""
+    pytester.syspathinsert(Path(__file__).resolve().parents[1] / "support")
+    pytester.makepyfile(test_orders="""
+        import peers
+        import pytest
+
+        @pytest.mark.fsm_fuzz(peers.orders, runs=30)
+        def test_correct(fsm_report):
+            assert fsm_report.held and fsm_report.runs == 30
+
+        @pytest.mark.fsm_fuzz(peers.naive_orders, runs=300)
+        def test_naive():
+            pass
+
+        def test_by_fixture(fsm_fuzz):
+            report = fsm_fuzz(peers.chart_orders, runs=20)
+            assert report.held and "cancelled" in report.coverage.states
+    """)
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*test_naive*violated no_duplicate_effect*"])
