@@ -106,6 +106,9 @@ class Shape:
     #: the started execution `decide` folds from (None: a fresh start) and each event's time
     begin: Execution | None = None
     times: tuple[int, ...] = ()
+    #: whether some (state, event) pair leads to more than one state, so that the floor and
+    #: the peers are told the recorded one (`context["__route__"]`) before each event
+    routed: bool = False
 
     @property
     def states(self) -> list[str]:
@@ -215,7 +218,8 @@ def scenario(path: str | Path | WorkflowDefinition = DEFAULT_SCENARIO, seeds: in
         state = target
     return Shape(definition.name, definition, _routed(table), tuple(walk),
                  tuple(event for event, _ in timed), begin.state, deliverable=False,
-                 begin=begin, times=tuple(now for _, now in timed))
+                 begin=begin, times=tuple(now for _, now in timed),
+                 routed=any(len(targets) > 1 for targets in table.values()))
 
 
 def _walk_of(definition: WorkflowDefinition, seed: int
@@ -288,12 +292,6 @@ def _route_to(target: str) -> Guard:
     return chosen
 
 
-def routed(shape: Shape) -> bool:
-    """Tells whether some move of the shape needs the route set before its event."""
-    return any(guard is not None and guard.__name__ == "chosen"
-               for targets in shape.table.values() for _, guard, _ in targets)
-
-
 # -- contenders ---------------------------------------------------------------------------------
 
 #: make(stack) -> a call that does one round (a walk gives the state it ends in); what it
@@ -317,7 +315,7 @@ def dict_fsm(shape: Shape) -> Maker:
     def make(stack: contextlib.ExitStack) -> Callable[[], str]:
         table, walk, start = shape.table, shape.walk, shape.start
         context = dict(shape.context)
-        needs_route = routed(shape)
+        needs_route = shape.routed
 
         def one_round() -> str:
             state = start
@@ -424,7 +422,7 @@ def _firing(shape: Shape, context: dict[str, Any], walk: list[tuple[Callable[[],
             reset: Callable[[], Any], state: Callable[[], str]) -> Callable[[], str]:
     """Gives a peer's round: back to the start, then each bound trigger fired in turn (the
     route set first where the shape needs one)."""
-    needs_route = routed(shape)
+    needs_route = shape.routed
 
     def one_round() -> str:
         reset()
