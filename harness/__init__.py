@@ -2,14 +2,23 @@
 histories, invariant checkers, and the engines that explore a workflow: native seeded fuzzing
 (`fuzz`, with shrinking and replay files), exhaustive bounded search (`explore`), and
 Hypothesis's stateful testing (`harness.stateful`); `harness.strategies` draws definitions.
+
+These names, `harness.adapters`, `harness.stateful` and `harness.strategies` are the public API.
+The code lives in one subpackage per concern, each importing only those before it: `sim` (the
+simulated world), `check` (invariants, coverage, metrics), `adapters`, `report`, `explore` (the
+engines), then `bench`, the plugin and `cli` on top.
 """
 
-from harness._checkers import INVARIANTS, Invariant, StepView, Violation, check, invariant
-from harness._choices import Choice, Choices, RecordingChoices, ScriptedChoices
-from harness._coverage import Coverage, coverage_of
-from harness._explore import ExploreOptions, ExploreReport, explore
-from harness._fuzz import FuzzFailure, FuzzOptions, FuzzReport, fuzz
-from harness._history import (
+from harness.check.checkers import INVARIANTS, Invariant, StepView, Violation, check, invariant
+from harness.check.coverage import Coverage, coverage_of
+from harness.errors import HarnessError
+from harness.explore.exhaustive import ExploreOptions, ExploreReport, explore
+from harness.explore.fuzz import FuzzFailure, FuzzOptions, FuzzReport, fuzz
+from harness.explore.replay import ReplayError, ReplayOutcome, replay, write_replay
+from harness.explore.shrink import Counterexample, shrink
+from harness.report.trace import describe_steps
+from harness.sim.choices import Choice, Choices, RecordingChoices, ScriptedChoices
+from harness.sim.history import (
     Applied,
     Commanded,
     Committed,
@@ -30,7 +39,8 @@ from harness._history import (
     Started,
     TimerFired,
 )
-from harness._machine import (
+from harness.sim.identity import definition_digest
+from harness.sim.machine import (
     ApprovalWait,
     Call,
     MachineFactory,
@@ -39,12 +49,8 @@ from harness._machine import (
     Probe,
     ReferenceMachine,
 )
-from harness._replay import ReplayError, ReplayOutcome, definition_digest, replay, write_replay
-from harness._shrink import Counterexample, shrink
-from harness._simulator import SimOptions, SimulationResult, Simulator, simulate
-from harness._trace import describe_steps
-from harness._world import EffectLedger, LedgerEntry, ToolWorld
-from harness.errors import HarnessError
+from harness.sim.simulator import SimOptions, SimulationResult, Simulator, simulate
+from harness.sim.world import EffectLedger, LedgerEntry, ToolWorld
 
 __all__ = [
     "INVARIANTS",

@@ -32,7 +32,9 @@ import freezegun
 import pytest
 
 from fault_injection import FaultKind, FaultPlan, default_plan, no_faults
-from harness._campaign import (
+from harness.adapters.targets import Target, resolve_machine
+from harness.errors import HarnessError
+from harness.explore.campaign import (
     describe_failure,
     explore_target,
     fuzz_target,
@@ -40,15 +42,13 @@ from harness._campaign import (
     plan_of,
     select_faults,
 )
-from harness._choices import Choices
-from harness._explore import ExploreOptions
-from harness._fuzz import FuzzOptions, FuzzReport
-from harness._machine import MachineFactory, ReferenceMachine
-from harness._report import ReportError, document, ensure_writable, write_reports
-from harness._simulator import FROZEN_EPOCH, SimOptions, Simulator
-from harness._targets import Target, resolve_machine
-from harness._world import Clock, ToolWorld
-from harness.errors import HarnessError
+from harness.explore.exhaustive import ExploreOptions
+from harness.explore.fuzz import FuzzOptions, FuzzReport
+from harness.report.documents import ReportError, document, ensure_writable, write_reports
+from harness.sim.choices import Choices
+from harness.sim.machine import MachineFactory, ReferenceMachine
+from harness.sim.simulator import FROZEN_EPOCH, SimOptions, Simulator
+from harness.sim.world import Clock, ToolWorld
 from reference_machine import (
     DefinitionError,
     DefinitionSyntaxError,
@@ -285,7 +285,7 @@ def _marked_target(item: pytest.Item, marker: pytest.Mark) -> Target:
     if path.exists():
         return Target(_relative(item.config, path), load_definition(path), factory)
     if ":" in text and not Path(text).exists():
-        from harness._targets import resolve_targets
+        from harness.adapters.targets import resolve_targets
         found = resolve_targets([text], machine if isinstance(machine, str) else None)[0]
         return found if machine is None or isinstance(machine, str) else replace(
             found, machine=factory)

@@ -20,8 +20,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness import Applied, ReferenceMachine, Violation, invariant
-from harness._machine import Probe
+from harness import Applied, Probe, ReferenceMachine, Violation, invariant
 from reference_machine import Failure, Tool, ToolOutcome, WorkflowDefinition, load_definition
 
 __all__ = ["Calendar", "NaiveSharedCalendar", "SharedCalendar", "no_slot_committed_twice"]

@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from harness._bench import (
+from harness.bench.suite import (
     BATCH,
     DAY_MS,
     BareLoop,

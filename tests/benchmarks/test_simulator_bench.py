@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 from recording import recording_factory
 
-from harness import SimOptions, Simulator, _bench
+from harness import SimOptions, Simulator
+from harness.bench import suite
 from reference_machine import (
     Accepted,
     Event,
@@ -41,7 +42,7 @@ SEEDS = range(20)
 
 def simulate_seeds(simulator: Simulator) -> int:
     """Runs every seed; gives the steps taken in all."""
-    return _bench.simulate_seeds(simulator, SEEDS)()
+    return suite.simulate_seeds(simulator, SEEDS)()
 
 
 def logged_decisions(definition: WorkflowDefinition) -> list[tuple[Execution, Event, int]]:

@@ -14,16 +14,16 @@ import pytest
 from planted import PLANTED, WORKFLOW
 
 from harness import FuzzOptions, SimOptions, fuzz, replay
-from harness._campaign import fuzz_target
-from harness._redact import redact
-from harness._report import (
+from harness.adapters.targets import Target
+from harness.explore.campaign import fuzz_target
+from harness.report.documents import (
     ReportError,
     document,
     render_html,
     target_section,
     write_reports,
 )
-from harness._targets import Target
+from harness.report.redact import redact
 from reference_machine import load_definition
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

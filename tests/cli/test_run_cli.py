@@ -187,7 +187,7 @@ class TestBadInput:
 
 
 BROKEN_MACHINE = '''
-from harness._machine import ReferenceMachine
+from harness.sim.machine import ReferenceMachine
 
 
 def complete(self, execution_id, call_id, now):
@@ -201,7 +201,7 @@ FULL_DISK = '''
 import errno
 import os
 
-import harness._history as history
+import harness.sim.history as history
 
 written = []
 dump_line = history.dump_line

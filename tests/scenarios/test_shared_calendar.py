@@ -9,8 +9,8 @@ from matrix import APPROVALS, COMPENSATIONS, assert_entry_holds, campaign, entri
 
 from fault_injection import no_faults
 from harness import FuzzOptions, ReferenceMachine, SimOptions, fuzz
-from harness._coverage import coverage_of
-from harness._simulator import Simulator
+from harness.check.coverage import coverage_of
+from harness.sim.simulator import Simulator
 from scenarios.calendar_world import NaiveSharedCalendar, SharedCalendar
 
 DEFINITION = SharedCalendar.definition

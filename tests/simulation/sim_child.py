@@ -18,8 +18,8 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from harness import SimOptions, Simulator  # noqa: E402
-from harness._history import dump_line  # noqa: E402
-from harness._simulator import plan_for  # noqa: E402
+from harness.sim.history import dump_line  # noqa: E402
+from harness.sim.simulator import plan_for  # noqa: E402
 from reference_machine import load_definition  # noqa: E402
 
 MODES = ("default", "swarm")

@@ -1,7 +1,7 @@
 """A fault campaign: thousands of simulated steps of both bundled workflows under every fault
 kind (the default plan, swarm plans, and every kind at twice its default rate), with every
 invariant checked over every run's history (the checkers' own tests are in
-tests/unit/test_checkers.py).
+tests/unit/check/test_checkers.py).
 
 Run with `-s` to see the campaign's size and wall time.
 """
@@ -29,7 +29,7 @@ from harness import (
     Simulator,
     check,
 )
-from harness._simulator import plan_for
+from harness.sim.simulator import plan_for
 from reference_machine import WorkflowDefinition, load_definition
 
 ROOT = Path(__file__).resolve().parents[2]

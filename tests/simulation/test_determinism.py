@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from harness import SimOptions, Simulator
-from harness._history import dump_line
-from harness._simulator import plan_for
+from harness.sim.history import dump_line
+from harness.sim.simulator import plan_for
 from reference_machine import load_definition
 from scenarios import bundled
 

@@ -31,7 +31,7 @@ from harness import (
     SimulationResult,
     Simulator,
 )
-from harness._simulator import plan_for
+from harness.sim.simulator import plan_for
 from reference_machine import (
     APPROVAL_GRANTED,
     CRASH_POINTS,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import ReferenceMachine, SimOptions, Simulator
-from harness._simulator import FROZEN_EPOCH
+from harness.sim.simulator import FROZEN_EPOCH
 from reference_machine import Event, load_definition
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"

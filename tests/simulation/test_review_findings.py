@@ -24,8 +24,8 @@ from harness import (
     replay,
     write_replay,
 )
-from harness._explore import _Exploring
-from harness._world import fault_tables
+from harness.explore.exhaustive import _Exploring
+from harness.sim.world import fault_tables
 from reference_machine import load_definition
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1556,7 +1556,7 @@ def test_the_plain_move_fast_path_gives_what_move_gives(
         answered: str, context_n: int) -> None:
     """Whatever the rest of an execution holds, the fast path and `_move` agree field for
     field on a plain target (the 8-state cycle: one guard, one action)."""
-    from harness._bench import cycle8
+    from harness.bench.suite import cycle8
     from reference_machine import Event
     from reference_machine._decide import _move, _plain_move
 
@@ -1578,7 +1578,7 @@ def test_the_plain_move_fast_path_gives_what_move_gives(
 
 def test_the_fast_path_is_taken_on_a_plain_cycle() -> None:
     """The case the benchmarks walk: a ring of plain states."""
-    from harness._bench import cycle8
+    from harness.bench.suite import cycle8
     from reference_machine._decide import _move, _plain_move
 
     shape = cycle8()
@@ -1624,7 +1624,7 @@ def test_visit_counts_behave_as_the_dict_they_stand_for(visits: list[int]) -> No
 def test_a_long_walk_keeps_every_visit_count_and_round_trips_the_store() -> None:
     """Past 128 states the counts are shared, not copied; what the keys and the store see is
     the same as a dict's."""
-    from harness._bench import ring
+    from harness.bench.suite import ring
     from reference_machine import VisitCounts
     from reference_machine._codec import decode_execution, encode_execution
 

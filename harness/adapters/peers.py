@@ -1,0 +1,470 @@
+"""Machines written with `transitions` or python-statemachine, as machines under test.
+
+Users who already have a machine fuzz it as it is: `transitions_target(build)` or
+`statemachine_target(build)` gives a machine factory with a `definition` attribute, so it is a
+target by itself (`fsmharness fuzz orders:target`, `@pytest.mark.fsm_fuzz(orders.target)`).
+
+- **The definition is read off the machine**: its states (final ones end the run, with the
+  outcome `outcomes` names, "success" by default), its events (every trigger but the
+  `to_<state>` shortcuts of `transitions`) and its transitions, so the simulator sends the
+  events the machine declares and the checkers hold it to the moves it declares. Conditions
+  stay the machine's own: a transition its condition refuses is an event `rejected`.
+- **Effects go through the tool world.** `build(box)` makes one machine per execution; the
+  `ToolBox` it is given calls the simulated tools (`box.call("pay.charge", {...})`) under the
+  key `{execution id}/{state}/{version}` unless given one, and tells the callbacks the
+  execution (`box.execution_id`, `box.context`), the event being delivered (`box.event`) and
+  the time (`box.now`). The tools are declared with `tools=` as in a definition file.
+- **Durable state is what a real deployment would store**: per execution its state, its
+  version (accepted transitions) and what `persist` saves of the model; the ids of events seen
+  too, when `dedupe` is on (the default: drop a redelivered event; turn it off to find out
+  what a duplicate does to your callbacks). A save is a compare-and-set, as a database row's
+  would be: a worker whose execution another worker saved first is told `ignored:conflict`.
+  Everything else is memory: a crash drops the live machines, and the next event rebuilds one
+  with `build` and puts it in the stored state (a restore, not an entry: tool calls made
+  while it is rebuilt are not made). Callbacks run synchronously, so a crash can come between
+  a tool call and the save (`after_tool_call`) or just before the save (`before_save`), as it
+  would in production.
+
+Neither library is a dependency of fsmharness: install `fsmharness[transitions]` or
+`fsmharness[statemachine]`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.sim.machine import Observation, Probe
+from reference_machine import (
+    Event,
+    Failure,
+    Tool,
+    ToolOutcome,
+    WorkflowDefinition,
+    load_definition,
+)
+
+__all__ = [
+    "CRASH_POINTS",
+    "AdapterError",
+    "PeerMachine",
+    "PeerTarget",
+    "ToolBox",
+    "statemachine_target",
+    "transitions_target",
+]
+
+#: The points a peer machine can crash at, in the order a delivery passes them.
+CRASH_POINTS = ("after_tool_call", "before_save")
+
+#: save(model) -> a JSON-able value kept on the disk; load(model, value) puts it back.
+Persist = tuple[Callable[[Any], Any], Callable[[Any, Any], None]]
+
+
+class AdapterError(HarnessError):
+    """A peer machine the adapter cannot wrap (nested states, a library that is missing)."""
+
+
+class ToolBox:
+    """What one execution's machine is given: the tools, and what is being done now."""
+
+    __slots__ = ("_probe", "_tools", "context", "event", "execution_id", "muted", "now",
+                 "state", "version")
+
+    def __init__(self, execution_id: str, context: Mapping[str, Any],
+                 tools: Mapping[str, Tool], probe: Probe) -> None:
+        self.execution_id = execution_id
+        self.context: dict[str, Any] = dict(context)
+        self.event: Event | None = None
+        self.now = 0
+        self.state = ""
+        self.version = 0
+        #: while the adapter rebuilds a machine from the disk (or reads one to describe it):
+        #: a restore is no new entry into a state, so its callbacks' calls are not made
+        self.muted = False
+        self._tools, self._probe = tools, probe
+
+    def call(self, tool: str, input: Mapping[str, Any], key: str | None = None
+             ) -> ToolOutcome:
+        """Calls a declared tool of the simulated world; gives its outcome (a `Success` or a
+        `Failure`). The key defaults to `{execution id}/{state}/{version}`: the same for every
+        try of the step the machine is in, so a tool that honours keys applies it once."""
+        if self.muted:
+            return Failure("permanent", "no tool call while the machine is rebuilt")
+        found = self._tools.get(tool)
+        if found is None:
+            known = ", ".join(sorted(self._tools)) or "none"
+            raise AdapterError(f"tool {tool!r} is not declared (declared: {known}); "
+                               f"declare it with tools={{{tool!r}: {{...}}}}")
+        outcome = found(dict(input), key or f"{self.execution_id}/{self.state}/{self.version}")
+        self._probe("after_tool_call")
+        return outcome
+
+
+class _Stored:
+    """One execution on the disk."""
+
+    __slots__ = ("context", "model", "seen", "state", "version")
+
+    def __init__(self, state: str, context: Mapping[str, Any]) -> None:
+        self.state, self.version, self.context = state, 1, dict(context)
+        self.seen: set[str] = set()
+        self.model: Any = None
+
+
+class _Peer:
+    """What the two libraries differ in: how to read a machine, fire an event, set a state."""
+
+    library = ""
+
+    def machine_of(self, built: Any) -> Any:
+        return built
+
+    def model_of(self, machine: Any) -> Any:
+        return machine
+
+    def describe(self, machine: Any) -> tuple[str, list[tuple[str, bool]],
+                                              list[tuple[str, str, str]]]:
+        """Gives the initial state, (state, final) pairs and (source, event, target)."""
+        raise NotImplementedError
+
+    def state(self, machine: Any) -> str:
+        raise NotImplementedError
+
+    def set_state(self, machine: Any, state: str) -> None:
+        raise NotImplementedError
+
+    def fire(self, machine: Any, event: str) -> str:
+        """Fires `event`; gives "accepted" or "rejected:<why>"."""
+        raise NotImplementedError
+
+
+class _Transitions(_Peer):
+    library = "transitions"
+
+    def __init__(self) -> None:
+        self.not_allowed: type[Exception] = _import("transitions", "transitions").MachineError
+
+    def machine_of(self, built: Any) -> Any:
+        machine = getattr(built, "machine", built)
+        if not hasattr(machine, "events") or not hasattr(machine, "set_state"):
+            raise AdapterError(f"build gave {type(built).__name__}, not a transitions Machine "
+                               f"(or an object with one as `.machine`)")
+        if len(machine.models) != 1:
+            raise AdapterError(f"the machine has {len(machine.models)} models; the adapter "
+                               f"drives one model per execution")
+        return machine
+
+    def model_of(self, machine: Any) -> Any:
+        return machine.models[0]
+
+    def describe(self, machine: Any) -> tuple[str, list[tuple[str, bool]],
+                                              list[tuple[str, str, str]]]:
+        states = []
+        for name, state in machine.states.items():
+            if getattr(state, "states", None) or getattr(state, "children", None):
+                raise AdapterError(f"state {name!r} has nested states; the adapter wraps flat "
+                                   f"machines only")
+            states.append((str(name), bool(getattr(state, "final", False))))
+        shortcuts = {f"to_{name}" for name, _ in states} if machine.auto_transitions else set()
+        moves = []
+        for event, spec in machine.events.items():
+            if event in shortcuts:
+                continue
+            for source, transitions in spec.transitions.items():
+                for transition in transitions:
+                    target = source if transition.dest is None else transition.dest
+                    moves.append((str(source), str(event), str(target)))
+        return str(machine.initial), states, moves
+
+    def state(self, machine: Any) -> str:
+        return str(machine.get_model_state(machine.models[0]).name)
+
+    def set_state(self, machine: Any, state: str) -> None:
+        machine.set_state(state, machine.models[0])
+
+    def fire(self, machine: Any, event: str) -> str:
+        try:
+            done = machine.models[0].trigger(event)
+        except self.not_allowed as error:
+            return f"rejected:{error}"
+        return "accepted" if done else "rejected:condition"
+
+
+class _StateMachine(_Peer):
+    library = "python-statemachine"
+
+    def __init__(self) -> None:
+        module = _import("statemachine", "statemachine")
+        self.not_allowed: type[Exception] = module.exceptions.TransitionNotAllowed
+
+    def machine_of(self, built: Any) -> Any:
+        if not hasattr(built, "send") or not hasattr(built, "states"):
+            raise AdapterError(f"build gave {type(built).__name__}, not a python-statemachine "
+                               f"StateMachine")
+        if getattr(built, _FIRED, None) is None:
+            # a StateChart takes an event it has no move for, or whose condition fails,
+            # without a word: only a listener tells whether a transition happened
+            fired = _Fired()
+            add = getattr(built, "add_listener", None) or built.add_observer
+            add(fired)
+            setattr(built, _FIRED, fired)
+        return built
+
+    def describe(self, machine: Any) -> tuple[str, list[tuple[str, bool]],
+                                              list[tuple[str, str, str]]]:
+        initial, states, moves = "", [], []
+        for state in machine.states:
+            if getattr(state, "states", None):
+                raise AdapterError(f"state {state.id!r} has nested states; the adapter wraps "
+                                   f"flat machines only")
+            states.append((str(state.id), bool(state.final)))
+            if state.initial:
+                initial = str(state.id)
+            for transition in state.transitions:
+                for event in transition.events:
+                    moves.append((str(state.id), str(getattr(event, "id", event)),
+                                  str(transition.target.id)))
+        return initial, states, moves
+
+    def state(self, machine: Any) -> str:
+        return str(machine.current_state_value)
+
+    def set_state(self, machine: Any, state: str) -> None:
+        machine.current_state_value = state
+
+    def fire(self, machine: Any, event: str) -> str:
+        fired = getattr(machine, _FIRED)
+        before = fired.count
+        try:
+            machine.send(event)
+        except self.not_allowed as error:
+            return f"rejected:{error}"
+        return "accepted" if fired.count > before else "rejected:no transition taken"
+
+
+_FIRED = "_fsmharness_fired"
+
+
+class _Fired:
+    """A python-statemachine listener that counts the transitions taken."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def after_transition(self) -> None:
+        self.count += 1
+
+
+def _import(module: str, extra: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        raise AdapterError(f"{module} is not installed: pip install 'fsmharness[{extra}]'"
+                           ) from error
+
+
+class PeerMachine:
+    """A peer library's machine behind the machine-under-test protocol (see the module)."""
+
+    crash_points: Sequence[str] = CRASH_POINTS
+
+    def __init__(self, target: PeerTarget, tools: Mapping[str, Tool], probe: Probe,
+                 disk: dict[str, _Stored] | None = None) -> None:
+        self.target, self._tools, self._probe = target, tools, probe
+        self.disk: dict[str, _Stored] = {} if disk is None else disk
+        self._live: dict[str, tuple[int, Any, ToolBox]] = {}  # memory: lost in a crash
+
+    def start(self, execution_id: str, context: Mapping[str, Any], now: int) -> str | None:
+        if execution_id in self.disk:
+            return "ignored:duplicate"
+        box = ToolBox(execution_id, context, self._tools, self._probe)
+        box.state, box.version, box.now = self.target.initial, 1, now
+        machine = self.target.build_machine(box)  # entering the initial state runs here
+        self._probe("before_save")
+        if execution_id in self.disk:  # another worker started it meanwhile
+            return "ignored:duplicate"
+        stored = self.disk[execution_id] = _Stored(self.target.initial, context)
+        self._save_model(stored, machine)
+        self._live[execution_id] = (stored.version, machine, box)
+        return "accepted"
+
+    def deliver(self, execution_id: str, event: Event, now: int) -> str | None:
+        stored = self.disk.get(execution_id)
+        if stored is None:
+            return "rejected:unknown execution"
+        if self.target.dedupe and event.id in stored.seen:
+            return "ignored:duplicate"
+        peer = self.target.peer
+        machine, box = self._machine(execution_id, stored)
+        box.event, box.now = event, now
+        seen = stored.version
+        try:
+            said = peer.fire(machine, event.type)
+        except BaseException:
+            self._live.pop(execution_id, None)  # a callback raised: memory may be half moved
+            raise
+        if said != "accepted":
+            self._live.pop(execution_id, None)  # a refusal after a callback moved it, too
+            return said
+        self._probe("before_save")
+        if stored.version != seen or (self.target.dedupe and event.id in stored.seen):
+            # the save is a compare-and-set, as a database row's would be: another worker
+            # saved this execution first, so this worker's move is dropped
+            self._live.pop(execution_id, None)
+            return "ignored:conflict"
+        stored.state, stored.version = peer.state(machine), stored.version + 1
+        if self.target.dedupe:
+            stored.seen.add(event.id)
+        self._save_model(stored, machine)
+        self._live[execution_id] = (stored.version, machine, box)
+        return "accepted"
+
+    def _save_model(self, stored: _Stored, machine: Any) -> None:
+        if self.target.persist is not None:
+            stored.model = self.target.persist[0](self.target.peer.model_of(machine))
+
+    def _machine(self, execution_id: str, stored: _Stored) -> tuple[Any, ToolBox]:
+        """Gives the live machine of an execution, rebuilt from the disk when there is none
+        or another worker moved the execution on since."""
+        live = self._live.get(execution_id)
+        if live is not None and live[0] == stored.version:
+            machine, box = live[1], live[2]
+        else:
+            box = ToolBox(execution_id, stored.context, self._tools, self._probe)
+            box.state, box.version, box.muted = stored.state, stored.version, True
+            try:
+                machine = self.target.build_machine(box)
+                self.target.peer.set_state(machine, stored.state)
+                if self.target.persist is not None and stored.model is not None:
+                    self.target.persist[1](self.target.peer.model_of(machine), stored.model)
+            finally:
+                box.muted = False
+            self._live[execution_id] = (stored.version, machine, box)
+        box.state, box.version = stored.state, stored.version
+        return machine, box
+
+    def advance(self, now: int) -> None:
+        pass  # neither library keeps timers
+
+    def complete(self, execution_id: str, call_id: str, now: int) -> None:
+        pass  # callbacks call their tools synchronously: no call is left in flight
+
+    def crash(self) -> None:
+        self._live = {}
+
+    def recover(self, now: int) -> None:
+        pass  # the next event rebuilds what it needs from the disk
+
+    def worker(self) -> PeerMachine:
+        return PeerMachine(self.target, self._tools, self._probe, disk=self.disk)
+
+    def observe(self, execution_id: str) -> Observation:
+        stored = self.disk[execution_id]
+        outcome = self.target.outcomes.get(stored.state)
+        return Observation(stored.state, "final" if outcome is not None else "waiting",
+                           stored.version, outcome)
+
+
+class PeerTarget:
+    """A machine factory over a peer library's machine: `target(definition, tools, probe)`
+    gives a `PeerMachine`, and `target.definition` is what was read off the machine."""
+
+    crash_points: Sequence[str] = CRASH_POINTS
+
+    def __init__(self, peer: _Peer, build: Callable[[ToolBox], Any], *, name: str | None,
+                 tools: Mapping[str, Mapping[str, Any]] | None,
+                 events: Mapping[str, Mapping[str, Any]] | None,
+                 outcomes: Mapping[str, str] | None, persist: Persist | None,
+                 dedupe: bool, module: str | None = None) -> None:
+        self.peer, self.build, self.persist, self.dedupe = peer, build, persist, dedupe
+        probe_box = ToolBox("describe", {}, {}, _no_probe)
+        probe_box.muted = True
+        machine = self.build_machine(probe_box)
+        self.initial, states, moves = peer.describe(machine)
+        finals = [state for state, final in states if final]
+        unknown = sorted(set(outcomes or {}) - {state for state, _ in states})
+        if unknown:
+            raise AdapterError(f"outcomes names states the machine lacks: {', '.join(unknown)}")
+        self.outcomes = {state: "success" for state in finals} | dict(outcomes or {})
+        self.name = name or type(peer.model_of(machine)).__name__.lower()
+        self.__qualname__ = f"{peer.library}:{self.name}"
+        # the module that made this target, so a replay file can import it back by name
+        self.__module__ = module or getattr(build, "__module__", None) or __name__
+        self.definition = self._definition(states, moves, tools or {}, events or {})
+
+    def build_machine(self, box: ToolBox) -> Any:
+        return self.peer.machine_of(self.build(box))
+
+    def _definition(self, states: list[tuple[str, bool]], moves: list[tuple[str, str, str]],
+                    tools: Mapping[str, Mapping[str, Any]],
+                    events: Mapping[str, Mapping[str, Any]]) -> WorkflowDefinition:
+        """Gives the definition the simulator and the checkers hold the machine to."""
+        declared: dict[str, dict[str, Any]] = {}
+        for state, _ in states:
+            outcome = self.outcomes.get(state)
+            declared[state] = ({"type": "final", "outcome": outcome} if outcome is not None
+                               else {"on": {}})
+        declared[self.initial]["initial"] = True
+        names: dict[str, None] = {}
+        for source, event, target in moves:
+            names[event] = None
+            if source in self.outcomes:
+                continue  # a final state ends the run: moves out of it are not declared
+            targets = declared[source]["on"].setdefault(event, [])
+            if {"target": target} not in targets:
+                targets.append({"target": target})
+        unknown = sorted(set(events) - set(names))
+        if unknown:
+            raise AdapterError(f"events names events the machine lacks: {', '.join(unknown)}")
+        return load_definition({
+            "name": self.name, "version": 1,
+            "tools": {tool: dict(spec) for tool, spec in tools.items()},
+            "events": {event: dict(events.get(event, {})) for event in names},
+            "states": declared,
+        })
+
+    def __call__(self, definition: WorkflowDefinition, tools: Mapping[str, Tool],
+                 probe: Probe) -> PeerMachine:
+        return PeerMachine(self, tools, probe)
+
+    def __repr__(self) -> str:
+        return f"<{self.peer.library} target {self.name}>"
+
+
+def _no_probe(point: str) -> None:
+    pass
+
+
+def transitions_target(build: Callable[[ToolBox], Any], *, name: str | None = None,
+                       tools: Mapping[str, Mapping[str, Any]] | None = None,
+                       events: Mapping[str, Mapping[str, Any]] | None = None,
+                       outcomes: Mapping[str, str] | None = None,
+                       persist: Persist | None = None, dedupe: bool = True) -> PeerTarget:
+    """Wraps a `transitions` machine: `build(box)` gives a new `Machine` (or an object with
+    one as `.machine`) for one execution. `events` gives event specs by name (`{"pay":
+    {"sources": ["human"]}}`), `outcomes` final states' outcomes, `persist` a (save, load)
+    pair for what of the model survives a crash beside its state."""
+    return PeerTarget(_Transitions(), build, name=name, tools=tools, events=events,
+                      outcomes=outcomes, persist=persist, dedupe=dedupe,
+                      module=_caller_module())
+
+
+def statemachine_target(build: Callable[[ToolBox], Any], *, name: str | None = None,
+                        tools: Mapping[str, Mapping[str, Any]] | None = None,
+                        events: Mapping[str, Mapping[str, Any]] | None = None,
+                        outcomes: Mapping[str, str] | None = None,
+                        persist: Persist | None = None, dedupe: bool = True) -> PeerTarget:
+    """Wraps a python-statemachine machine: `build(box)` gives a new `StateMachine` for one
+    execution; the rest as `transitions_target`."""
+    return PeerTarget(_StateMachine(), build, name=name, tools=tools, events=events,
+                      outcomes=outcomes, persist=persist, dedupe=dedupe,
+                      module=_caller_module())
+
+
+def _caller_module() -> str | None:
+    """Gives the name of the module that called the `*_target` function calling this."""
+    return sys._getframe(2).f_globals.get("__name__")

@@ -1,0 +1,1185 @@
+"""What `fsmharness bench` and `tests/benchmarks/` measure: machine shapes, the contenders that
+walk them, and a side-by-side timer.
+
+A **shape** is a definition and a walk: the events one round delivers, each with the state it
+must lead to. Every contender of a shape walks the same path and must end where the others do,
+so the ratio of two contenders' times per transition is the price of what one does and the other
+does not. The shapes:
+
+- `cycle8`: eight states in a ring driven by `next`; the edge out of `d` has a guard
+  (`context.n >= 0`), the edge out of `h` an action (`n = n + 1`). A round: 8 transitions.
+- `ring<N>` (8, 200, 2,000 states): a ring with chords, three events per state (`next` to
+  the following state, `skip` over it, `back` to the one before); a round walks it once as
+  `skip, back` pairs: 2N transitions, every state entered twice.
+- a scenario (by default `scenarios/refund_escalation.yaml`): the events one execution of a
+  fault-free seeded run accepted, approvals and tool results included. `decide` folds the real
+  events (guards, actions, effects, timers); the others walk the same states, and where one
+  (state, event) pair leads to more than one state, a condition picks the recorded one.
+
+The **contenders**: a hand-written dict FSM (the floor), the reference `decide`, the reference
+`Runtime` over a `MemoryStore` and over a `SQLiteStore` (synchronous NORMAL and FULL, one commit
+per event), `transitions` and python-statemachine. Guards and actions are plain Python callables
+for the floor and the peers, and the definition's own compiled expressions for `decide`.
+
+Beside the shapes: the durable groups (the runtime over SQLite beside a bare sqlite3 loop that
+writes the same rows under the same commit policy), simulated steps per second with and without
+faults, native fuzzing beside the Hypothesis machine on the same workflow, checker throughput
+(and peak memory) over 1k and 100k history records, and a fuzz campaign on 1 and 2 processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import statistics
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from fault_injection import no_faults
+from harness.adapters.targets import Target
+from harness.check.checkers import check
+from harness.errors import HarnessError
+from harness.explore.fuzz import FuzzOptions, fuzz
+from harness.sim.history import HistoryRecord
+from harness.sim.machine import MachineFactory, ReferenceMachine
+from harness.sim.simulator import SimOptions, Simulator
+from reference_machine import (
+    Accepted,
+    Event,
+    Execution,
+    MemoryStore,
+    Runtime,
+    SQLiteStore,
+    WorkflowDefinition,
+    decide,
+    load_definition,
+    new_execution,
+    start_event,
+)
+
+__all__ = [
+    "BareLoop",
+    "Contender",
+    "Group",
+    "Measured",
+    "Shape",
+    "contenders_of",
+    "cycle8",
+    "measure",
+    "ping_pong",
+    "ring",
+    "scenario",
+]
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_SCENARIO = ROOT / "scenarios" / "refund_escalation.yaml"
+
+# A guard or action of the floor and the peers: reads or changes the context dict.
+Guard = Callable[[dict[str, Any]], bool]
+Action = Callable[[dict[str, Any]], None]
+
+
+# -- shapes -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A definition and one round's walk through it (see the module)."""
+
+    name: str
+    definition: WorkflowDefinition
+    #: (state, event type) -> the targets, each with its guard and action (None: none)
+    table: dict[tuple[str, str], tuple[tuple[str, Guard | None, Action | None], ...]]
+    #: one round: (event type, the state it leads to)
+    walk: tuple[tuple[str, str], ...]
+    #: the same round as events for `decide` and the runtime
+    events: tuple[Event, ...]
+    start: str
+    context: dict[str, Any] = field(default_factory=dict)
+    #: False when the walk's events carry tool results only the runtime can make (a scenario)
+    deliverable: bool = True
+    #: the started execution `decide` folds from (None: a fresh start) and each event's time
+    begin: Execution | None = None
+    times: tuple[int, ...] = ()
+    #: whether some (state, event) pair leads to more than one state, so that the floor and
+    #: the peers are told the recorded one (`context["__route__"]`) before each event
+    routed: bool = False
+
+    @property
+    def states(self) -> list[str]:
+        """Gives the states the floor and the peers declare, the start first."""
+        names = dict.fromkeys([self.start])
+        for state, _ in self.table:
+            names[state] = None
+        for targets in self.table.values():
+            for target, _, _ in targets:
+                names[target] = None
+        return list(names)
+
+    @property
+    def transitions(self) -> int:
+        return len(self.walk)
+
+
+def cycle8() -> Shape:
+    """Gives the 8-state cycle with one guard and one action."""
+    names = "abcdefgh"
+    states: dict[str, Any] = {}
+    table: dict[tuple[str, str], tuple[tuple[str, Guard | None, Action | None], ...]] = {}
+    for index, name in enumerate(names):
+        following = names[(index + 1) % len(names)]
+        transition: dict[str, Any] = {"target": following}
+        guard: Guard | None = None
+        action: Action | None = None
+        if name == "d":
+            transition["guard"] = "context.n >= 0"
+            guard = _n_not_negative
+        if name == "h":
+            transition["actions"] = [{"assign": {"n": "context.n + 1"}}]
+            action = _count
+        states[name] = {"on": {"next": transition, "stop": "done"}}
+        table[(name, "next")] = ((following, guard, action),)
+    states["a"]["initial"] = True
+    states["done"] = {"type": "final", "outcome": "success"}
+    definition = load_definition({
+        "name": "cycle8", "context": {"n": 0},
+        "events": {"next": {}, "stop": {}}, "states": states,
+    })
+    walk = tuple(("next", names[(index + 1) % 8]) for index in range(8))
+    return Shape("cycle8", definition, table, walk, _events(walk), "a", {"n": 0})
+
+
+def _n_not_negative(context: dict[str, Any]) -> bool:
+    return bool(context["n"] >= 0)
+
+
+def _count(context: dict[str, Any]) -> None:
+    context["n"] += 1
+
+
+def ring(count: int) -> Shape:
+    """Gives a ring of `count` states with chords (see the module)."""
+    if count < 3:
+        raise HarnessError(f"a ring needs at least 3 states, got {count}")
+    name = [f"s{index}" for index in range(count)]
+    states: dict[str, Any] = {}
+    table: dict[tuple[str, str], tuple[tuple[str, Guard | None, Action | None], ...]] = {}
+    for index, state in enumerate(name):
+        moves = {"next": name[(index + 1) % count], "skip": name[(index + 2) % count],
+                 "back": name[(index - 1) % count]}
+        states[state] = {"on": {**moves, "stop": "done"}}
+        for event, target in moves.items():
+            table[(state, event)] = ((target, None, None),)
+    states[name[0]]["initial"] = True
+    states["done"] = {"type": "final", "outcome": "success"}
+    definition = load_definition({
+        "name": f"ring{count}", "events": {e: {} for e in ("next", "skip", "back", "stop")},
+        "states": states,
+    })
+    walk: list[tuple[str, str]] = []
+    for index in range(count):  # s_i --skip--> s_{i+2} --back--> s_{i+1}
+        walk += [("skip", name[(index + 2) % count]), ("back", name[(index + 1) % count])]
+    return Shape(f"ring{count}", definition, table, tuple(walk), _events(tuple(walk)), name[0])
+
+
+def _events(walk: Sequence[tuple[str, str]]) -> tuple[Event, ...]:
+    return tuple(Event(f"e{index}", event, "agent") for index, (event, _) in enumerate(walk))
+
+
+def scenario(path: str | Path | WorkflowDefinition = DEFAULT_SCENARIO, seeds: int = 32
+             ) -> Shape:
+    """Gives the longest walk among the single executions of fault-free runs from seeds
+    0 to `seeds - 1` (the lowest seed of the longest), short of its final state."""
+    definition = path if isinstance(path, WorkflowDefinition) else load_definition(path)
+    best: tuple[Execution, list[tuple[Event, int]], list[tuple[str, str]]] | None = None
+    for seed in range(seeds):
+        begin, timed, walk = _walk_of(definition, seed)
+        if begin is not None and (best is None or len(walk) > len(best[2])):
+            best = (begin, timed, walk)
+    if best is None or len(best[2]) < 2:
+        raise HarnessError(f"{definition.name}: no fault-free run accepted two events after "
+                           f"the start; nothing to walk")
+    begin, timed, walk = best
+    while walk and definition.states[walk[-1][1]].final:
+        # a round ends short of the final state, so every contender can walk it again (a
+        # python-statemachine machine that reached a final state takes no more events)
+        walk, timed = walk[:-1], timed[:-1]
+    table = _leaf_table(definition)
+    state = begin.state
+    for event, target in walk:  # moves the definition makes without declaring them
+        targets = table.setdefault((state, event), ())
+        if target not in [t for t, _, _ in targets]:
+            table[(state, event)] = (*targets, (target, None, None))
+        state = target
+    return Shape(definition.name, definition, _routed(table), tuple(walk),
+                 tuple(event for event, _ in timed), begin.state, deliverable=False,
+                 begin=begin, times=tuple(now for _, now in timed),
+                 routed=any(len(targets) > 1 for targets in table.values()))
+
+
+def _walk_of(definition: WorkflowDefinition, seed: int
+             ) -> tuple[Execution | None, list[tuple[Event, int]], list[tuple[str, str]]]:
+    """Gives the started execution of one fault-free run, then the events its log accepted
+    (with their times) and the states they led to."""
+    made: list[ReferenceMachine] = []
+
+    def keeping(definition: WorkflowDefinition, tools: Any, probe: Any) -> ReferenceMachine:
+        machine = ReferenceMachine(definition, tools, probe)
+        made.append(machine)
+        return machine
+
+    Simulator(definition, SimOptions(executions=1, plan=no_faults()), keeping).run(seed)
+    store = made[-1].store
+    (execution_id,) = store.execution_ids()
+    execution = new_execution(definition, execution_id)
+    begin: Execution | None = None
+    timed: list[tuple[Event, int]] = []
+    walk: list[tuple[str, str]] = []
+    for entry in store.log(execution_id):
+        decision = decide(definition, execution, entry.event, entry.at)
+        if not isinstance(decision, Accepted):
+            continue
+        execution = decision.execution
+        if begin is None:
+            begin = execution  # the start event puts it in its first state
+            continue
+        timed.append((entry.event, entry.at))
+        walk.append((entry.event.type, execution.state))
+    return begin, timed, walk
+
+
+def _leaf_table(definition: WorkflowDefinition
+                ) -> dict[tuple[str, str], tuple[tuple[str, Guard | None, Action | None], ...]]:
+    """Gives each leaf state's moves, inherited ones included, as flat (state, event) pairs."""
+    table: dict[tuple[str, str], tuple[tuple[str, Guard | None, Action | None], ...]] = {}
+    for name, state in definition.states.items():
+        if state.final or any(other.parent == name for other in definition.states.values()):
+            continue
+        for owner in (name, *state.ancestors):
+            for event, transitions in definition.states[owner].on.items():
+                targets = list(table.get((name, event), ()))
+                for transition in transitions:
+                    if transition.target_leaf not in [t for t, _, _ in targets]:
+                        targets.append((transition.target_leaf, None, None))
+                table[(name, event)] = tuple(targets)
+    return table
+
+
+_ROUTE = "__route__"  # the context key a routed walk sets to the target it expects
+
+
+def _routed(table: dict[tuple[str, str], tuple[tuple[str, Guard | None, Action | None], ...]]
+            ) -> dict[tuple[str, str], tuple[tuple[str, Guard | None, Action | None], ...]]:
+    """Gives every target of an ambiguous (state, event) pair a guard that the route picks."""
+    routed = {}
+    for key, targets in table.items():
+        if len(targets) > 1:
+            targets = tuple((target, _route_to(target), action)
+                            for target, _, action in targets)
+        routed[key] = targets
+    return routed
+
+
+def _route_to(target: str) -> Guard:
+    def chosen(context: dict[str, Any]) -> bool:
+        return bool(context.get(_ROUTE) == target)
+
+    return chosen
+
+
+# -- contenders ---------------------------------------------------------------------------------
+
+#: make(stack) -> a call that does one round (a walk gives the state it ends in); what it
+#: opens (a temporary folder, a store) it leaves on the stack to close
+Maker = Callable[[contextlib.ExitStack], Callable[[], Any]]
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One way to do a group's unit of work: `units` per call, named `unit` (0: the call
+    gives its own count, as a simulation gives the steps it took)."""
+
+    name: str
+    make: Maker
+    units: int
+    unit: str = "transition"
+
+
+def dict_fsm(shape: Shape) -> Maker:
+    """The floor: a dict of (state, event) -> targets, with plain guards and actions."""
+    def make(stack: contextlib.ExitStack) -> Callable[[], str]:
+        table, walk, start = shape.table, shape.walk, shape.start
+        context = dict(shape.context)
+        needs_route = shape.routed
+
+        def one_round() -> str:
+            state = start
+            for event, expected in walk:
+                if needs_route:
+                    context[_ROUTE] = expected
+                for target, guard, action in table[(state, event)]:
+                    if guard is None or guard(context):
+                        if action is not None:
+                            action(context)
+                        state = target
+                        break
+                else:
+                    raise HarnessError(f"dict FSM: no move for {event} in {state}")
+            return state
+
+        return one_round
+
+    return make
+
+
+def reference_decide(shape: Shape) -> Maker:
+    """The reference `decide`, folding the round's events from a started execution."""
+    def make(stack: contextlib.ExitStack) -> Callable[[], str]:
+        definition = shape.definition
+        started = shape.begin if shape.begin is not None else _started(definition)
+        timed = list(zip(shape.events, shape.times or [0] * len(shape.events), strict=True))
+
+        def one_round() -> str:
+            execution = started
+            for event, now in timed:
+                decision = decide(definition, execution, event, now)
+                execution = decision.execution  # type: ignore[union-attr]
+            return str(execution.state)
+
+        return one_round
+
+    return make
+
+
+def _started(definition: WorkflowDefinition) -> Execution:
+    decision = decide(definition, new_execution(definition, "bench"), start_event("bench"), 0)
+    if not isinstance(decision, Accepted):
+        raise HarnessError(f"{definition.name}: the start was not accepted: {decision}")
+    return decision.execution
+
+
+def reference_runtime(shape: Shape, store: str) -> Maker:
+    """The reference runtime: load, decide and commit each event, on one execution whose
+    rounds follow one another (the shape's walk ends where it starts)."""
+    def make(stack: contextlib.ExitStack) -> Callable[[], str]:
+        definition = shape.definition
+        if store == "memory":
+            backing: Any = MemoryStore()
+        else:
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fsmbench-")))
+            backing = SQLiteStore(folder / "store.db", synchronous=store)
+            stack.callback(backing.close)
+        runtime = Runtime(backing, [definition], {})
+        runtime.start(definition, "run", context=None, now=0)
+        types = [event for event, _ in shape.walk]
+        delivered = [0]
+
+        def one_round() -> str:
+            number, deliver = delivered[0], runtime.deliver
+            decision: Any = None
+            for kind in types:
+                decision = deliver("run", Event(f"e{number}", kind, "agent"), number)
+                number += 1
+            delivered[0] = number
+            return str(decision.execution.state)
+
+        return one_round
+
+    return make
+
+
+def transitions_peer(shape: Shape) -> Maker:
+    """`transitions`: a `Machine` with the shape's states and moves, fired by its triggers."""
+    def make(stack: contextlib.ExitStack) -> Callable[[], str]:
+        from transitions import Machine
+
+        context = dict(shape.context)
+        model = _Model()
+        moves = []
+        for (source, event), targets in shape.table.items():
+            for target, guard, action in targets:
+                move: dict[str, Any] = {"trigger": event, "source": source, "dest": target}
+                if guard is not None:
+                    move["conditions"] = [_bound(guard, context)]
+                if action is not None:
+                    move["after"] = [_bound(action, context)]
+                moves.append(move)
+        machine = Machine(model=model, states=shape.states, transitions=moves,
+                          initial=shape.start, auto_transitions=False)
+        walk = [(getattr(model, event), expected) for event, expected in shape.walk]
+        return _firing(shape, context, walk, lambda: machine.set_state(shape.start, model),
+                       lambda: str(model.state))
+
+    return make
+
+
+def _firing(shape: Shape, context: dict[str, Any], walk: list[tuple[Callable[[], Any], str]],
+            reset: Callable[[], Any], state: Callable[[], str]) -> Callable[[], str]:
+    """Gives a peer's round: back to the start, then each bound trigger fired in turn (the
+    route set first where the shape needs one)."""
+    needs_route = shape.routed
+
+    def one_round() -> str:
+        reset()
+        for fire, expected in walk:
+            if needs_route:
+                context[_ROUTE] = expected
+            fire()
+        return state()
+
+    return one_round
+
+
+class _Model:
+    """The object `transitions` puts its state and triggers on."""
+
+    state: str
+
+
+def _bound(function: Callable[[dict[str, Any]], Any], context: dict[str, Any]
+           ) -> Callable[[], Any]:
+    def call() -> Any:
+        return function(context)
+
+    return call
+
+
+def statemachine_peer(shape: Shape) -> Maker:
+    """python-statemachine: a `StateMachine` class with the shape's states and moves, fired by
+    its bound events."""
+    def make(stack: contextlib.ExitStack) -> Callable[[], str]:
+        from statemachine import State, StateMachine
+
+        context = dict(shape.context)
+        names = shape.states
+        leaving = {source for source, _ in shape.table}
+        states = {name: State(name, value=name, initial=(name == shape.start),
+                              final=(name not in leaving)) for name in names}
+        namespace: dict[str, Any] = {f"st_{index}": states[name]
+                                     for index, name in enumerate(names)}
+        events: dict[str, Any] = {}
+        for (source, event), targets in shape.table.items():
+            for target, guard, action in targets:
+                options: dict[str, Any] = {}
+                if guard is not None:
+                    options["cond"] = _bound(guard, context)
+                if action is not None:
+                    options["after"] = _bound(action, context)
+                move = states[source].to(states[target], **options)
+                events[event] = move if event not in events else events[event] | move
+        # an event's id is its attribute's name, which must be an identifier
+        ids = {event: f"ev_{index}" for index, event in enumerate(events)}
+        namespace.update({ids[event]: moves for event, moves in events.items()})
+        chart = type("BenchChart", (StateMachine,), {**namespace, "__module__": __name__})
+        machine = chart(allow_event_without_transition=False)
+        walk = [(getattr(machine, ids[event]), expected) for event, expected in shape.walk]
+        return _firing(shape, context, walk,
+                       lambda: setattr(machine, "current_state_value", shape.start),
+                       lambda: str(machine.current_state_value))
+
+    return make
+
+
+def contenders_of(shape: Shape, *, durable: bool = True, peers: bool = True
+                  ) -> list[Contender]:
+    """Gives every contender that can walk the shape, the floor first."""
+    units = shape.transitions
+    found = [Contender("dict FSM (floor)", dict_fsm(shape), units),
+             Contender("reference decide", reference_decide(shape), units)]
+    if durable and shape.deliverable:
+        found += [Contender("runtime, memory store", reference_runtime(shape, "memory"), units),
+                  Contender("runtime, SQLite NORMAL", reference_runtime(shape, "NORMAL"), units),
+                  Contender("runtime, SQLite FULL", reference_runtime(shape, "FULL"), units)]
+    if peers:
+        for name, maker, module in (("transitions", transitions_peer, "transitions"),
+                                    ("python-statemachine", statemachine_peer, "statemachine")):
+            if _importable(module):
+                found.append(Contender(name, maker(shape), units))
+    return found
+
+
+def _importable(module: str) -> bool:
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+# -- the durable floor: a bare sqlite3 loop -----------------------------------------------------
+
+DAY_MS = 86_400_000
+
+
+def ping_pong() -> WorkflowDefinition:
+    """Gives two wait states that `ping` and `pong` move between, each timing out to `done`:
+    every event cancels one timer and schedules another."""
+    wait = {"type": "wait", "after": {"delay": "1d", "target": "done"}}
+    return load_definition({
+        "name": "ping-pong", "context": {"n": 0},
+        "events": {"ping": {}, "pong": {}},
+        "states": {
+            "left": {**wait, "initial": True, "on": {"ping": "right"}},
+            "right": {**wait, "on": {"pong": "left"}},
+            "done": {"type": "final", "outcome": "success"},
+        },
+    })
+
+
+def ping_pong_event(execution_id: str, number: int) -> Event:
+    """Gives the `number`th event (from 0) after the start: ping, pong, ping, ..."""
+    return Event(f"{execution_id}/e{number}", "ping" if number % 2 == 0 else "pong")
+
+
+def ping_pong_state(events: int) -> str:
+    """Gives the state a run is in after `events` ping-pong events."""
+    return "right" if events % 2 else "left"
+
+
+# The tables the store's transaction writes, with the same keys and the timers' index, so each
+# bare statement maintains the same b-trees as the store's.
+_BARE_SCHEMA = (
+    "CREATE TABLE executions (id TEXT PRIMARY KEY, version INTEGER NOT NULL, "
+    "final INTEGER NOT NULL, record TEXT NOT NULL)",
+    "CREATE TABLE log (execution_id TEXT NOT NULL REFERENCES executions(id), "
+    "sequence INTEGER NOT NULL, event TEXT NOT NULL, decision TEXT NOT NULL, "
+    "at INTEGER NOT NULL, PRIMARY KEY (execution_id, sequence))",
+    "CREATE TABLE consumed (execution_id TEXT NOT NULL, event_id TEXT NOT NULL, "
+    "PRIMARY KEY (execution_id, event_id))",
+    "CREATE TABLE timers (execution_id TEXT NOT NULL, timer_id TEXT NOT NULL, "
+    "purpose TEXT NOT NULL, fire_at INTEGER NOT NULL, PRIMARY KEY (execution_id, timer_id))",
+    "CREATE INDEX timers_due ON timers (fire_at, timer_id)",
+    "CREATE TABLE transitions (execution_id TEXT NOT NULL, sequence INTEGER NOT NULL, "
+    "definition_version TEXT NOT NULL, record TEXT NOT NULL, attempt INTEGER NOT NULL, "
+    "at INTEGER NOT NULL, duration_ms INTEGER NOT NULL, tool TEXT NOT NULL, "
+    "outcome TEXT NOT NULL, PRIMARY KEY (execution_id, sequence))",
+)
+
+# JSON texts of the store's sizes, made by formatting instead of encoding records.
+_EVENT = '{"answers":"","id":"%s","payload":{},"source":"system","type":"%s"}'
+_RECORD = (
+    '{"after_compensation":"","answered":"","approval":null,"approved":[],"attempt":0,'
+    '"compensating":[],"completed":[],"context":{"n":0},"cost":0.0,"definition":"ping-pong",'
+    '"effect":null,"exceeded":"","failures":{},"id":"%s","last_event_id":"%s","outcome":null,'
+    '"sequence":%d,"started_at":0,"state":"%s","status":"waiting","timers":[{"fire_at":%d,'
+    '"id":"%s","purpose":"wait_timeout"}],"transitions":%d,"version":"1",'
+    '"visits":{"left":%d,"right":%d}}'
+)
+_TRANSITION = '{"event":"%s","forced":"","source":"%s","target":"%s"}'
+
+
+class BareLoop:
+    """The durable floor: the rows of one accepted ping-pong event (a consumed id, a log row,
+    the execution update, a timer deleted and one inserted, a transition row) written with
+    plain sqlite3 under the same pragmas as `SQLiteStore`."""
+
+    def __init__(self, path: Path, synchronous: str, execution_ids: Sequence[str]) -> None:
+        self.db = sqlite3.connect(str(path), isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute(f"PRAGMA synchronous={synchronous}")
+        self.db.execute("PRAGMA foreign_keys=ON")
+        self.db.execute("BEGIN IMMEDIATE")
+        for statement in _BARE_SCHEMA:
+            self.db.execute(statement)
+        for execution_id in execution_ids:
+            self.db.execute("INSERT INTO executions VALUES (?, 0, 0, ?)",
+                            (execution_id, self._record(execution_id, 0)))
+            self.db.execute("INSERT INTO timers VALUES (?, ?, 'wait_timeout', ?)",
+                            (execution_id, self._timer(execution_id, 0), DAY_MS))
+        self.db.execute("COMMIT")
+
+    @staticmethod
+    def _timer(execution_id: str, events: int) -> str:
+        return f"{execution_id}/{ping_pong_state(events)}/{events // 2 + 1}/after"
+
+    def _record(self, execution_id: str, events: int) -> str:
+        visits_right = (events + 1) // 2
+        return _RECORD % (execution_id, f"{execution_id}/e{events}", events + 1,
+                          ping_pong_state(events), DAY_MS + events,
+                          self._timer(execution_id, events), events + 1,
+                          events + 1 - visits_right, visits_right)
+
+    def write(self, execution_id: str, number: int) -> None:
+        """Writes the rows of event `number` (from 0) of one execution, in the open
+        transaction."""
+        db = self.db
+        kind = "ping" if number % 2 == 0 else "pong"
+        event_id = f"{execution_id}/e{number}"
+        sequence = number + 2  # the start event is sequence 1
+        db.execute("INSERT INTO consumed VALUES (?, ?)", (execution_id, event_id))
+        db.execute("INSERT INTO log VALUES (?, ?, ?, 'accepted', ?)",
+                   (execution_id, sequence, _EVENT % (event_id, kind), number + 1))
+        db.execute("UPDATE executions SET version = ?, final = 0, record = ? WHERE id = ? "
+                   "AND version = ?", (number + 1, self._record(execution_id, number + 1),
+                                       execution_id, number))
+        db.execute("DELETE FROM timers WHERE execution_id = ? AND timer_id = ?",
+                   (execution_id, self._timer(execution_id, number)))
+        db.execute("INSERT OR REPLACE INTO timers VALUES (?, ?, 'wait_timeout', ?)",
+                   (execution_id, self._timer(execution_id, number + 1), DAY_MS + number + 1))
+        source, target = ping_pong_state(number), ping_pong_state(number + 1)
+        db.execute("INSERT INTO transitions VALUES (?, ?, '1', ?, 0, ?, 0, '', 'waiting')",
+                   (execution_id, sequence, _TRANSITION % (kind, source, target), number + 1))
+
+    def count(self, table: str) -> int:
+        return int(self.db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+
+    def close(self) -> None:
+        self.db.close()
+
+
+#: Events per call in the durable groups (also the group commit's batch size).
+BATCH = 100
+
+
+def bare_commit_per_event(bare: BareLoop) -> Callable[[], int]:
+    """Gives a call that writes the next `BATCH` events of one execution, one commit each."""
+    written = [0]
+
+    def batch() -> int:
+        db, first = bare.db, written[0]
+        for number in range(first, first + BATCH):
+            db.execute("BEGIN IMMEDIATE")
+            bare.write("run", number)
+            db.execute("COMMIT")
+        written[0] = first + BATCH
+        return written[0]
+
+    return batch
+
+
+def bare_group_commit(bare: BareLoop, ids: Sequence[str]) -> Callable[[], int]:
+    """Gives a call that writes one event of each of `BATCH` executions in one commit."""
+    rounds = [0]
+
+    def batch() -> int:
+        db, number = bare.db, rounds[0]
+        db.execute("BEGIN IMMEDIATE")
+        for execution_id in ids:
+            bare.write(execution_id, number)
+        db.execute("COMMIT")
+        rounds[0] = number + 1
+        return rounds[0] * len(ids)
+
+    return batch
+
+
+def runtime_commit_per_event(store: Any) -> Callable[[], str]:
+    """Gives a call that delivers the next `BATCH` ping-pong events to one execution through
+    the runtime, one commit each."""
+    definition = ping_pong()
+    runtime = Runtime(store, [definition], {})
+    if not isinstance(runtime.start(definition, "run"), Accepted):
+        raise HarnessError("ping-pong: the start was not accepted")
+    delivered = [0]
+
+    def batch() -> str:
+        first = delivered[0]
+        decision: Any = None
+        for number in range(first, first + BATCH):
+            decision = runtime.deliver("run", ping_pong_event("run", number), number + 1)
+        delivered[0] = first + BATCH
+        return str(decision.execution.state)
+
+    return batch
+
+
+def runtime_group_commit(store: Any, ids: Sequence[str]) -> Callable[[], str]:
+    """Gives a call that delivers one event to each of `BATCH` executions in one commit."""
+    definition = ping_pong()
+    runtime = Runtime(store, [definition], {})
+    for execution_id in ids:
+        runtime.start(definition, execution_id)
+    rounds = [0]
+
+    def batch() -> str:
+        number = rounds[0]
+        decisions = runtime.deliver_many(
+            [(execution_id, ping_pong_event(execution_id, number)) for execution_id in ids],
+            number + 1)
+        rounds[0] = number + 1
+        return str(decisions[-1].execution.state)  # type: ignore[union-attr]
+
+    return batch
+
+
+def _durable(synchronous: str, grouped: bool) -> tuple[Maker, Maker]:
+    """Gives the makers of the bare loop and of the runtime for one commit policy."""
+    ids = [f"run{index:03d}" for index in range(BATCH)] if grouped else ["run"]
+
+    def folder(stack: contextlib.ExitStack) -> Path:
+        return Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fsmbench-")))
+
+    def bare(stack: contextlib.ExitStack) -> Callable[[], Any]:
+        loop = BareLoop(folder(stack) / "bare.db", synchronous, ids)
+        stack.callback(loop.close)
+        return bare_group_commit(loop, ids) if grouped else bare_commit_per_event(loop)
+
+    def ours(stack: contextlib.ExitStack) -> Callable[[], Any]:
+        store = SQLiteStore(folder(stack) / "store.db", synchronous=synchronous)
+        stack.callback(store.close)
+        return runtime_group_commit(store, ids) if grouped else runtime_commit_per_event(store)
+
+    return bare, ours
+
+
+# -- groups and the timer -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Group:
+    """Contenders measured side by side; the first is the floor the others are divided by."""
+
+    name: str
+    contenders: tuple[Contender, ...]
+    note: str = ""
+    #: extra figures measured once (peak memory), by contender name
+    extra: Callable[[], dict[str, dict[str, Any]]] | None = None
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One contender's figure: the median time per unit over the rounds."""
+
+    group: str
+    contender: str
+    unit: str
+    per_op_s: float
+    rounds: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        return 1.0 / self.per_op_s if self.per_op_s > 0 else 0.0
+
+
+ROUNDS = 5
+
+
+def measure(group: Group, seconds: float, rounds: int = ROUNDS) -> list[Measured]:
+    """Times every contender of a group for about `seconds` each: after one warm-up call,
+    `rounds` rounds that take turns between the contenders (so drift hits all alike), each a
+    batch of calls sized to `seconds / rounds`; gives each one's median time per unit."""
+    with contextlib.ExitStack() as stack:
+        calls = [contender.make(stack) for contender in group.contenders]
+        batches = []
+        for call in calls:
+            started = time.perf_counter()
+            call()  # the warm-up, also the calibration
+            once = max(time.perf_counter() - started, 1e-9)
+            batches.append(max(1, int(seconds / rounds / once)))
+        samples: list[list[float]] = [[] for _ in calls]
+        for _ in range(rounds):
+            for index, (call, batch) in enumerate(zip(calls, batches, strict=True)):
+                fixed = group.contenders[index].units
+                done = 0
+                started = time.perf_counter()
+                for _ in range(batch):
+                    given = call()
+                    done += fixed or given
+                spent = time.perf_counter() - started
+                samples[index].append(spent / max(done, 1))
+    extra = group.extra() if group.extra is not None else {}
+    return [Measured(group.name, contender.name, contender.unit, statistics.median(times),
+                     rounds, extra.get(contender.name, {}))
+            for contender, times in zip(group.contenders, samples, strict=True)]
+
+
+def agree(shape: Shape, *, durable: bool = False) -> dict[str, str]:
+    """Walks one round with every contender (those on a disk too, with `durable`); gives where
+    each ended, so a caller can check they agree (a contender that walks elsewhere measures
+    something else)."""
+    ended = {}
+    with contextlib.ExitStack() as stack:
+        for contender in contenders_of(shape, durable=durable):
+            ended[contender.name] = contender.make(stack)()
+    return ended
+
+
+def prefix(shape: Shape, length: int) -> Shape:
+    """Gives the shape with its walk cut to its first `length` moves."""
+    return replace(shape, walk=shape.walk[:length], events=shape.events[:length],
+                   times=shape.times[:length])
+
+
+# -- the simulator, the engines, the checkers ---------------------------------------------------
+
+
+def simulate_seeds(simulator: Simulator, seeds: range) -> Callable[[], int]:
+    """Gives a call that runs every seed; the call gives the steps taken in all."""
+    def run() -> int:
+        return sum(simulator.run(seed).steps for seed in seeds)
+
+    return run
+
+
+def history_of(definition: WorkflowDefinition, records_min: int,
+               machine: MachineFactory = ReferenceMachine) -> tuple[HistoryRecord, ...]:
+    """Gives a history of at least `records_min` records, faults on: seeded runs one after
+    another, each run's executions renamed apart (`s7.x1`) and its steps moved after the last
+    run's, so the checkers see one long history."""
+    simulator = Simulator(definition, SimOptions(executions=10), machine)
+    records: list[HistoryRecord] = []
+    seed = 0
+    while len(records) < records_min:
+        offset = records[-1].step if records else 0
+        for record in simulator.run(seed).history:
+            moved = record._replace(step=record.step + offset)  # type: ignore[attr-defined]
+            if getattr(record, "execution", ""):
+                moved = moved._replace(execution=f"s{seed}.{record.execution}")  # type: ignore[union-attr]
+            records.append(moved)
+        seed += 1
+    return tuple(records)
+
+
+def read_types(history: Sequence[HistoryRecord]) -> int:
+    """The cheapest pass over a history: look at each record's type."""
+    seen: dict[type, int] = {}
+    for record in history:
+        kind = type(record)
+        seen[kind] = seen.get(kind, 0) + 1
+    return len(history)
+
+
+def checked(definition: WorkflowDefinition, history: Sequence[HistoryRecord]) -> int:
+    """Checks every built-in invariant over a history; gives its length."""
+    found = check(definition, history)
+    if found:
+        raise HarnessError(f"{definition.name}: the benchmark history breaks "
+                           f"{found[0].rule}: {found[0].message}")
+    return len(history)
+
+
+def peak_bytes(call: Callable[[], Any]) -> int:
+    """Gives the peak of memory allocated while `call` runs (tracemalloc's count)."""
+    tracemalloc.start()
+    try:
+        call()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def native_fuzz(definition: WorkflowDefinition, runs: int, processes: int = 1, *,
+                machine: MachineFactory = ReferenceMachine) -> Callable[[], int]:
+    """Gives a call that fuzzes `runs` seeded runs (every fault, one execution each, nothing
+    written); the call gives the steps simulated."""
+    options = FuzzOptions(runs=runs, replay_dir=None, processes=processes,
+                          sim=SimOptions(executions=1))
+
+    def campaign() -> int:
+        report = fuzz(definition, options, machine=machine)
+        if report.failures:
+            raise HarnessError(f"{definition.name}: the benchmark campaign failed: "
+                               f"{report.failures[0].violations[0].message}")
+        return report.steps
+
+    return campaign
+
+
+def hypothesis_fuzz(definition: WorkflowDefinition, examples: int, steps: int = 30, *,
+                    machine: MachineFactory = ReferenceMachine) -> Callable[[], int]:
+    """Gives a call that runs the Hypothesis machine of the same workflow for `examples`
+    examples (every fault it can draw, one execution); the call gives the steps simulated."""
+    from hypothesis import HealthCheck, settings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from harness.explore.stateful import workflow_machine
+
+    def campaign() -> int:
+        taken = [0]
+        tested = workflow_machine(definition, machine=machine,
+                                  options=SimOptions(executions=1))
+        teardown = tested.teardown
+
+        def counting(self: Any) -> None:
+            teardown(self)
+            if self.run is not None:
+                taken[0] += self.run.clock.step
+
+        tested.teardown = counting  # type: ignore[method-assign]
+        run_state_machine_as_test(tested, settings=settings(
+            max_examples=examples, stateful_step_count=steps, database=None, deadline=None,
+            derandomize=True, suppress_health_check=list(HealthCheck)))
+        return taken[0]
+
+    return campaign
+
+
+# -- the suite ----------------------------------------------------------------------------------
+
+PEERS = ("transitions", "python-statemachine")
+
+
+def shape_group(shape: Shape, title: str, *, durable: bool = True) -> Group:
+    """Gives the group of every contender on one shape, after checking they walk alike."""
+    # the whole walk, and a part of it that ends away from where the walk starts (a round of
+    # the cycle and of a ring ends where it began, which a contender that never moved would)
+    for walked in (shape, prefix(shape, len(shape.walk) // 2 + 1)):
+        ended = agree(walked, durable=durable)
+        if set(ended.values()) != {walked.walk[-1][1]}:
+            raise HarnessError(f"{shape.name}: the walk ends in {walked.walk[-1][1]!r}, the "
+                               f"contenders end in different states: {ended}")
+    return Group(f"{title} ({shape.name}, {shape.transitions} transitions a round)",
+                 tuple(contenders_of(shape, durable=durable)))
+
+
+def durable_groups() -> list[Group]:
+    """Gives the runtime over SQLite beside the bare loop, per commit policy."""
+    groups = []
+    for title, synchronous, grouped in (
+            ("durable: SQLite NORMAL, commit per event", "NORMAL", False),
+            ("durable: SQLite FULL, commit per event", "FULL", False),
+            ("durable: SQLite NORMAL, group commit of 100", "NORMAL", True)):
+        bare, ours = _durable(synchronous, grouped)
+        groups.append(Group(f"{title} (ping-pong)", (
+            Contender("bare sqlite3 loop (floor)", bare, BATCH, "event"),
+            Contender("reference runtime", ours, BATCH, "event"))))
+    return groups
+
+
+def simulator_group(definition: WorkflowDefinition, machine: MachineFactory, quick: bool
+                    ) -> Group:
+    """Gives simulated steps with and without faults on a definition's machine."""
+    seeds = range(5 if quick else 20)
+    quiet = Simulator(definition, SimOptions(plan=no_faults()), machine)
+    faulty = Simulator(definition, SimOptions(), machine)
+    return Group(f"simulator: {definition.name}, 3 executions a run", (
+        Contender("simulate, no faults (floor)",
+                  lambda stack: simulate_seeds(quiet, seeds), 0, "step"),
+        Contender("simulate, every fault", lambda stack: simulate_seeds(faulty, seeds), 0,
+                  "step")))
+
+
+def engines_group(definition: WorkflowDefinition, machine: MachineFactory, quick: bool
+                  ) -> Group:
+    """Gives native fuzzing beside the Hypothesis machine on a definition's machine."""
+    return Group(f"engines: {definition.name}, every fault, 1 execution a run", (
+        Contender("native fuzz (floor)",
+                  lambda stack: native_fuzz(definition, 20 if quick else 100, machine=machine),
+                  0, "step"),
+        Contender("hypothesis machine",
+                  lambda stack: hypothesis_fuzz(definition, 5 if quick else 25,
+                                                machine=machine), 0, "step")))
+
+
+def checker_groups(definition: WorkflowDefinition, sizes: Sequence[int],
+                   machine: MachineFactory = ReferenceMachine) -> list[Group]:
+    """Gives a pass of every invariant beside a bare read of the records, per history size,
+    with the peak memory of a checking pass per record."""
+    groups = []
+    for size in sizes:
+        history = history_of(definition, size, machine)
+        label = f"{size // 1000}k" if size >= 1000 else str(size)
+
+        def extra(history: tuple[HistoryRecord, ...] = history) -> dict[str, dict[str, Any]]:
+            peak = peak_bytes(lambda: checked(definition, history))
+            return {"all invariants": {"peak_bytes_per_record": peak / len(history),
+                                       "records": len(history)}}
+
+        groups.append(Group(f"checkers: {label} records of {definition.name}", (
+            Contender("read each record (floor)",
+                      lambda stack, h=history: lambda: read_types(h), len(history), "record"),
+            Contender("all invariants",
+                      lambda stack, h=history: lambda: checked(definition, h), len(history),
+                      "record")), extra=extra))
+    return groups
+
+
+def process_group(definition: WorkflowDefinition, machine: MachineFactory, quick: bool
+                  ) -> Group:
+    """Gives one campaign on one process beside the same on two."""
+    runs = 40 if quick else 300
+    return Group(f"scaling: processes, {runs} fuzz runs of {definition.name}", (
+        Contender("1 process (floor)",
+                  lambda stack: native_fuzz(definition, runs, 1, machine=machine), 0, "step"),
+        Contender("2 processes",
+                  lambda stack: native_fuzz(definition, runs, 2, machine=machine), 0,
+                  "step")))
+
+
+#: What `--only` matches: the section titles `suite` gives, in the order they run.
+SECTIONS = ("shape: 8-state cycle", "shape: 200-state ring", "shape: scenario", "durable",
+            "simulator", "engines", "checkers", "scaling: states", "scaling: processes")
+
+
+def suite(targets: Sequence[Target] = (), *, quick: bool = False, only: Sequence[str] = ()
+          ) -> list[tuple[str, Callable[[], list[Group]]]]:
+    """Gives the sections `fsmharness bench` runs, each a title and what builds its groups
+    (building one walks its shapes and makes its histories, so only the chosen are built):
+    the shapes (a scenario for each target's definition, else the bundled refund scenario),
+    the durable groups, the simulator and the engines on each target's machine, the checkers
+    and the scaling groups (states 8, 200, 2,000; history 1k and 100k records; 1 and 2
+    processes). `only` keeps the sections whose title holds one of its texts; `quick`
+    shrinks the work (a 10k history, fewer runs), not the shapes."""
+    targets = list(targets) or [
+        Target(str(DEFAULT_SCENARIO), load_definition(DEFAULT_SCENARIO), ReferenceMachine)]
+    first = targets[0]
+    sections: list[tuple[str, Callable[[], list[Group]]]] = [
+        ("shape: 8-state cycle", lambda: [shape_group(cycle8(), "shape: 8-state cycle")]),
+        ("shape: 200-state ring", lambda: [shape_group(ring(200), "shape: 200-state ring")]),
+    ]
+    for target in targets:
+        definition, machine = target.definition, target.machine
+        sections.append((f"shape: scenario {definition.name}",
+                         lambda d=definition: [shape_group(scenario(d), "shape: scenario")]))
+    sections.append(("durable", durable_groups))
+    for target in targets:
+        definition, machine = target.definition, target.machine
+        sections += [
+            (f"simulator {definition.name}",
+             lambda d=definition, m=machine: [simulator_group(d, m, quick)]),
+            (f"engines {definition.name}",
+             lambda d=definition, m=machine: [engines_group(d, m, quick)])]
+    sections += [
+        ("checkers", lambda: checker_groups(first.definition,
+                                            (1_000, 10_000 if quick else 100_000),
+                                            first.machine)),
+        ("scaling: states", lambda: [shape_group(ring(8), "scaling: states", durable=False),
+                                     shape_group(ring(2000), "scaling: states",
+                                                 durable=False)]),
+        ("scaling: processes", lambda: [process_group(first.definition, first.machine,
+                                                      quick)]),
+    ]
+    if only:
+        sections = [(title, build) for title, build in sections
+                    if any(text in title for text in only)]
+    return sections
+
+
+# -- the document, the aims, the comparison ----------------------------------------------------
+
+BENCH_KIND = "fsmharness.bench"
+BENCH_FORMAT = 1
+
+
+def document(measured: Sequence[Measured], *, seconds: float, quick: bool) -> dict[str, Any]:
+    """Gives the JSON document of a bench run: each figure with its ratio to its group's floor
+    and, in the shape groups, each peer's time divided by it (how many times faster it is)."""
+    import os
+    import platform
+
+    floors: dict[str, float] = {}
+    peers: dict[tuple[str, str], float] = {}
+    for figure in measured:
+        floors.setdefault(figure.group, figure.per_op_s)
+        if figure.contender in PEERS:
+            peers[(figure.group, figure.contender)] = figure.per_op_s
+    results = []
+    for figure in measured:
+        row: dict[str, Any] = {
+            "group": figure.group, "contender": figure.contender, "unit": figure.unit,
+            "per_op_us": round(figure.per_op_s * 1e6, 4), "rate": round(figure.rate, 1),
+            "x_floor": round(figure.per_op_s / floors[figure.group], 3),
+        }
+        speedups = {peer: round(peers[(figure.group, peer)] / figure.per_op_s, 3)
+                    for peer in PEERS if (figure.group, peer) in peers}
+        if speedups:
+            row["speedup_vs"] = speedups
+        row.update(figure.extra)
+        results.append(row)
+    doc: dict[str, Any] = {
+        "kind": BENCH_KIND, "format": BENCH_FORMAT,
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "python": platform.python_version(), "implementation": platform.python_implementation(),
+        "platform": platform.platform(terse=True), "cpus": os.cpu_count() or 1,
+        "seconds": seconds, "quick": quick, "results": results,
+    }
+    doc["aims"] = aims(results)
+    return doc
+
+
+def _find(results: Sequence[dict[str, Any]], group_prefix: str, contender: str
+          ) -> dict[str, Any] | None:
+    for row in results:
+        if row["group"].startswith(group_prefix) and row["contender"] == contender:
+            return row
+    return None
+
+
+def aims(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Gives each aim of issue 8 with the ratio this run measured and whether it was met;
+    an aim whose figures are missing (a peer not installed) is left out."""
+    found = []
+
+    def aim(text: str, value: float | None, target: float, higher: bool) -> None:
+        if value is None:
+            return
+        met = value >= target if higher else value <= target
+        found.append({"aim": text, "measured": round(value, 2),
+                      "target": f"{'>=' if higher else '<='} {target:g}", "met": met})
+
+    for shape in ("shape: 8-state cycle", "shape: 200-state ring", "shape: scenario"):
+        decide_row = _find(results, shape, "reference decide")
+        if decide_row is not None and "transitions" in decide_row.get("speedup_vs", {}):
+            aim(f"decide faster than transitions ({shape[7:]})",
+                decide_row["speedup_vs"]["transitions"], 6, True)
+    for policy in ("NORMAL, commit per event", "FULL, commit per event"):
+        row = _find(results, f"durable: SQLite {policy}", "reference runtime")
+        aim(f"SQLite runtime over the bare sqlite3 loop ({policy})",
+            row["x_floor"] if row else None, 2, False)
+    row = _find(results, "engines:", "hypothesis machine")
+    aim("native fuzz steps/s over the Hypothesis machine's", row["x_floor"] if row else None,
+        10, True)
+    small = _find(results, "checkers: 1k", "all invariants")
+    large = next((r for r in results if r["group"].startswith("checkers:")
+                  and r["contender"] == "all invariants" and r is not small), None)
+    if small and large:
+        # per record against a bare pass over the same records: a long history's records
+        # sit farther apart in memory, which slows every pass alike and is not the checkers'
+        aim(f"checkers linear: time per record over a bare pass's, "
+            f"{large['group'].split()[1]} over 1k", large["x_floor"] / small["x_floor"], 1.5,
+            False)
+        aim(f"checkers bounded: peak memory per record, {large['group'].split()[1]} over 1k",
+            large["peak_bytes_per_record"] / small["peak_bytes_per_record"], 1.5, False)
+    return found
+
+
+def load_baseline(path: str | Path) -> dict[str, Any]:
+    """Reads a saved bench document; a file that is not one raises `HarnessError`."""
+    import json
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise HarnessError(f"{path}: no such file") from exc
+    except (OSError, ValueError) as exc:
+        raise HarnessError(f"{path}: cannot read a bench document: {exc}") from exc
+    if not isinstance(data, dict) or data.get("kind") != BENCH_KIND:
+        raise HarnessError(f'{path}: not an fsmharness bench document (expected "kind": '
+                           f'"{BENCH_KIND}")')
+    if data.get("format") != BENCH_FORMAT:
+        raise HarnessError(f"{path}: bench format {data.get('format')!r}; this fsmharness "
+                           f"reads format {BENCH_FORMAT}")
+    rows = data.get("results")
+    if not isinstance(rows, list) or not all(
+            isinstance(r, dict) and isinstance(r.get("group"), str)
+            and isinstance(r.get("contender"), str)
+            and isinstance(r.get("x_floor"), int | float)
+            and isinstance(r.get("per_op_us"), int | float) for r in rows):
+        raise HarnessError(f"{path}: 'results' must be a list of rows with group, contender, "
+                           f"per_op_us and x_floor")
+    return data
+
+
+def compare(doc: Mapping[str, Any], baseline: Mapping[str, Any], tolerance: float
+            ) -> list[dict[str, Any]]:
+    """Gives, for every figure in both runs, how its ratio to the floor moved (the ratio, not
+    the time, so that a baseline from another machine still compares); a figure whose ratio
+    grew by more than `tolerance` (0.3: 30%) regressed. A floor's ratio is always 1."""
+    then = {(r["group"], r["contender"]): r for r in baseline["results"]}
+    found = []
+    for row in doc["results"]:
+        old = then.get((row["group"], row["contender"]))
+        if old is None or (row["x_floor"] == 1 and old["x_floor"] == 1):
+            continue
+        change = row["x_floor"] / old["x_floor"] - 1 if old["x_floor"] else 0.0
+        found.append({"group": row["group"], "contender": row["contender"],
+                      "x_floor_then": old["x_floor"], "x_floor_now": row["x_floor"],
+                      "per_op_us_then": old["per_op_us"], "per_op_us_now": row["per_op_us"],
+                      "change": round(change, 3), "regressed": change > tolerance})
+    return found

@@ -1,0 +1,5 @@
+"""`python -m harness.cli`: the `fsmharness` command."""
+
+from harness.cli.main import main
+
+main()

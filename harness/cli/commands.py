@@ -1,0 +1,527 @@
+"""The CLI's engine commands: `fuzz`, `explore`, `diagram`, `report` and `bench`.
+
+`fuzz` and `explore` take definition files, folders of them, or `module:attribute` (a Python
+definition, or a machine under test that names its definition); they print one verdict per
+target, write a report (JSON, Markdown, HTML) and exit 0 when every invariant held, 1 when one
+broke, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from fault_injection import FaultKind, FaultPlan, FaultPlanError, load_plan
+from harness.adapters.targets import Target, resolve_targets
+from harness.bench import suite as bench
+from harness.cli.common import EXIT_FOUND, EXIT_OK, UsageProblem, import_modules
+from harness.errors import HarnessError
+from harness.explore.campaign import (
+    describe_failure,
+    explore_target,
+    fuzz_target,
+    parse_faults,
+    plan_of,
+)
+from harness.explore.exhaustive import ExploreOptions
+from harness.explore.fuzz import FuzzOptions
+from harness.report.documents import (
+    ReportError,
+    diagram_of,
+    document,
+    ensure_writable,
+    load_report,
+    mermaid,
+    svg,
+    write_reports,
+)
+from harness.sim.simulator import SimOptions
+
+__all__ = ["bench_command", "diagram_command", "explore_command", "fuzz_command",
+           "report_command"]
+
+
+def command_targets(names: Sequence[str], machine: str | None, modules: Sequence[str]
+                    ) -> list[Target]:
+    """Imports the user's modules, then resolves the targets; a bad one exits 2."""
+    import_modules(modules)
+    try:
+        return resolve_targets(names, machine)
+    except HarnessError as exc:
+        raise UsageProblem(str(exc)) from exc
+
+
+def _faults(text: str) -> tuple[FaultKind, ...] | None:
+    try:
+        return parse_faults(text)
+    except HarnessError as exc:
+        raise UsageProblem(f"--faults: {exc}") from exc
+
+
+def _plan(path: str | None, targets: Sequence[Target]) -> FaultPlan | None:
+    if path is None:
+        return None
+    try:
+        plan = load_plan(path)
+        for target in targets:
+            plan.check(target.definition)
+    except FaultPlanError as exc:
+        raise UsageProblem(f"--plan {path}: {exc}") from exc
+    return plan
+
+
+def check_writable(folder: str | None) -> Path | None:
+    """Checks, before any work, that reports can be written to `folder` (made if missing)."""
+    if folder is None:
+        return None
+    if not folder.strip():
+        raise UsageProblem("--report: expected a folder, got an empty value")
+    try:
+        return ensure_writable(folder)
+    except ReportError as exc:
+        raise UsageProblem(f"--report {exc}") from exc
+
+
+def _progress(quiet: bool) -> Progress:
+    """A progress bar on stderr, off when it is not a terminal or with --quiet."""
+    console = Console(stderr=True)
+    shown = not quiet and sys.stderr.isatty()  # a real terminal, whatever FORCE_COLOR says
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[detail]}"), TimeElapsedColumn(),
+                    console=console, transient=True,
+                    disable=not shown)
+
+
+def _engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options `fuzz` and `explore` share."""
+    for option in reversed([
+        click.argument("targets", nargs=-1, required=True),
+        click.option("--machine", metavar="MODULE:ATTR",
+                     help="Run the definitions on this machine under test instead of the "
+                          "reference machine."),
+        click.option("--faults", "faults_text", default="all", show_default=True,
+                     metavar="KINDS", help="Fault kinds to inject: all, none, or a comma-"
+                                           "separated list (crash,duplicate_event,...)."),
+        click.option("--plan", "plan_path", type=click.Path(dir_okay=False), metavar="PLAN",
+                     help="A fault plan file (rates and parameters); --faults then selects "
+                          "among its kinds."),
+        click.option("--executions", type=click.IntRange(min=1), default=None,
+                     help="Executions run side by side, sharing the tools."),
+        click.option("--report", "report_dir", default="reports", show_default=True,
+                     metavar="DIR", help="Where the report (JSON, Markdown, HTML) and replay "
+                                         "files go."),
+        click.option("--no-report", is_flag=True, help="Write no report and no replay file."),
+        click.option("--json", "as_json", is_flag=True,
+                     help="Print the report document as JSON."),
+        click.option("--quiet", "-q", is_flag=True,
+                     help="No progress bar; print only failures and the summary."),
+        click.option("--import", "modules", multiple=True, metavar="MODULE",
+                     help="Import a Python module first (for the functions it registers)."),
+    ]):
+        command = option(command)
+    return command
+
+
+@click.command("fuzz")
+@_engine_options
+@click.option("--runs", type=click.IntRange(min=1), default=200, show_default=True,
+              help="Seeded runs per target.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="The first seed; run i uses seed + i.")
+@click.option("--budget", type=click.FloatRange(min=0, min_open=True), default=None,
+              metavar="SECONDS", help="A time budget per target (with --runs, whichever ends "
+                                      "first).")
+@click.option("--processes", "-n", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Worker processes (results are the same for any number).")
+@click.option("--steps", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="The bound on simulated steps with faults on, per run.")
+@click.option("--no-swarm", is_flag=True, help="Every run uses the whole plan (swarm mode "
+                                               "draws a subset of kinds per run).")
+@click.option("--all-failures", is_flag=True,
+              help="Go on after the first failing run and report every rule broken.")
+def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
+                 plan_path: str | None, executions: int | None, report_dir: str,
+                 no_report: bool, as_json: bool, quiet: bool, modules: Sequence[str],
+                 runs: int, seed: int, budget: float | None, processes: int, steps: int,
+                 no_swarm: bool, all_failures: bool) -> None:
+    """Fuzz workflow definitions: many seeded simulations with faults injected, every
+    invariant checked, failures shrunk to a minimal trace and saved as replay files.
+
+    TARGETS are definition files, folders of them, or MODULE:ATTR naming a Python definition
+    or a machine under test. Exit 0 when every invariant held, 1 when one broke, 2 on bad
+    input.
+    """
+    def each(target: Target, plan: FaultPlan, replays: Path | None, progress: Progress
+             ) -> dict[str, Any]:
+        sim = SimOptions(steps_max=steps, plan=plan,
+                         **({"executions": executions} if executions else {}))
+        options = FuzzOptions(runs=runs, seed=seed, time_budget_s=budget, swarm=not no_swarm,
+                              processes=processes, stop_at_first=not all_failures,
+                              replay_dir=replays, sim=sim)
+        task = progress.add_task(escape(target.name), total=runs, detail="")
+
+        def advance(done: int, steps_done: int, failures: int) -> None:
+            detail = f"{steps_done:,} steps" + (f", {failures} failing" if failures else "")
+            progress.update(task, completed=done, detail=detail)
+
+        section = fuzz_target(target, options, advance)[1]
+        progress.remove_task(task)
+        return section
+
+    _run_engine("fuzz", targets, machine, modules, faults_text, plan_path,
+                None if no_report else report_dir, as_json, quiet, each)
+
+
+@click.command("explore")
+@_engine_options
+@click.option("--depth", type=click.IntRange(min=1), default=6, show_default=True,
+              help="Explore every schedule of up to this many steps.")
+@click.option("--faults-max", type=click.IntRange(min=0), default=1, show_default=True,
+              help="At most this many faults on one path.")
+@click.option("--states-max", type=click.IntRange(min=1), default=200_000, show_default=True,
+              help="Stop (bound not covered) past this many distinct states.")
+@click.option("--budget", type=click.FloatRange(min=0, min_open=True), default=None,
+              metavar="SECONDS", help="Stop (bound not covered) after this long, per target.")
+def explore_command(targets: Sequence[str], machine: str | None, faults_text: str,
+                    plan_path: str | None, executions: int | None, report_dir: str,
+                    no_report: bool, as_json: bool, quiet: bool, modules: Sequence[str],
+                    depth: int, faults_max: int, states_max: int, budget: float | None
+                    ) -> None:
+    """Explore every schedule of each definition, breadth-first to a depth: a proof that every
+    invariant holds within the bound, or the shortest trace that breaks one.
+
+    Exit 0 when every invariant held within the bound, 1 when one broke, 2 on bad input.
+    """
+    def each(target: Target, plan: FaultPlan, replays: Path | None, progress: Progress
+             ) -> dict[str, Any]:
+        options = ExploreOptions(depth=depth, faults_max=faults_max, executions=executions or 1,
+                                 states_max=states_max, time_budget_s=budget, plan=plan)
+        task = progress.add_task(escape(target.name), total=depth, detail="")
+
+        def advance(level: int, states: int) -> None:
+            progress.update(task, completed=level, detail=f"{states:,} states")
+
+        section = explore_target(target, options, replays, advance)[1]
+        progress.remove_task(task)
+        return section
+
+    _run_engine("explore", targets, machine, modules, faults_text, plan_path,
+                None if no_report else report_dir, as_json, quiet, each)
+
+
+def _run_engine(command: str, names: Sequence[str], machine: str | None,
+                modules: Sequence[str], faults_text: str, plan_path: str | None,
+                report_dir: str | None, as_json: bool, quiet: bool,
+                each: Callable[[Target, FaultPlan, Path | None, Progress], dict[str, Any]]
+                ) -> None:
+    """Checks every input before any work, runs `each` target under its plan with a progress
+    bar, prints each verdict, writes the report and exits with the verdict's code."""
+    faults = _faults(faults_text)
+    found = command_targets(names, machine, modules)
+    plan = _plan(plan_path, found)
+    folder = check_writable(report_dir)
+    sections: list[dict[str, Any]] = []
+    out = Console(highlight=False, soft_wrap=True)
+    with _progress(quiet or as_json) as progress:
+        for target in found:
+            section = each(target, plan_of(target, faults, plan),
+                           None if folder is None else folder / "replays", progress)
+            sections.append(section)
+            if not as_json:
+                _print_section(out, section, quiet)
+    _finish(out, command, sections, folder, as_json)
+
+
+def _print_section(out: Console, section: dict[str, Any], quiet: bool) -> None:
+    name = escape(section["name"])
+    coverage = ", ".join(f"{dimension} {part['reached']}/{part['of']}"
+                         for dimension, part in section["coverage"].items())
+    if section["engine"] == "explore":
+        what = escape(section["verdict"])
+    else:
+        faults = sum(section["faults"].values())
+        what = (f"{section['runs']} runs, {section['steps']:,} steps "
+                f"({section['steps_per_second']:,.0f} steps/s), {faults} faults injected"
+                + (f"; coverage {coverage}" if coverage else ""))
+    if section["held"]:
+        partial = section["engine"] == "explore" and not section["options"].get("complete")
+        if not quiet or partial:  # a bound not covered is no proof: always say so
+            label = "[yellow]partial[/yellow]" if partial else "[green]held[/green]"
+            out.print(f"{label}  {name}: {what}")
+        return
+    out.print(f"[red]FAIL[/red]  {name}: {what}")
+    for line in describe_failure(section):
+        out.print(f"      {line}", markup=False)
+    if any(not failure.get("replay_command") for failure in section["failures"]):
+        out.print("      (no replay file with --no-report: the same options and seed run it "
+                  "again)", markup=False)
+
+
+def _finish(out: Console, command: str, sections: list[dict[str, Any]], folder: Path | None,
+            as_json: bool) -> None:
+    doc = document(command, sections, sys.argv[1:])
+    files = None
+    if folder is not None:
+        try:
+            files = write_reports(doc, folder, stem=command)
+        except ReportError as exc:
+            raise UsageProblem(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps(doc, indent=2, sort_keys=True))
+    else:
+        broken = sum(1 for section in sections if not section["held"])
+        partial = sum(1 for section in sections if section["held"] and section["engine"] ==
+                      "explore" and not section["options"].get("complete"))
+        verdict = "[red]violations found[/red]" if broken else "[green]every invariant held[/green]"
+        if partial and not broken:
+            verdict += f" [yellow](as far as explored: {partial} bound(s) not covered)[/yellow]"
+        out.print(f"{len(sections)} target(s), {broken} failing: {verdict}")
+        if files is not None:
+            out.print(f"report: {escape(str(files.html))} (and {escape(files.json.name)}, "
+                      f"{escape(files.markdown.name)})")
+    sys.exit(EXIT_FOUND if not doc["held"] else EXIT_OK)
+
+
+@click.command("diagram")
+@click.argument("target")
+@click.option("--format", "form", type=click.Choice(["mermaid", "svg"]), default="mermaid",
+              show_default=True, help="Mermaid stateDiagram-v2 text, or an SVG drawn by "
+                                      "Graphviz.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write to this file instead of standard output.")
+@click.option("--import", "modules", multiple=True, metavar="MODULE",
+              help="Import a Python module first (for the functions it registers).")
+def diagram_command(target: str, form: str, output: str | None,
+                    modules: Sequence[str]) -> None:
+    """Draw a workflow definition as a state diagram."""
+    found = command_targets([target], None, modules)
+    if len(found) != 1:
+        raise UsageProblem(f"{target}: diagram takes one definition; {len(found)} were found")
+    graph = diagram_of(found[0].definition)
+    text = mermaid(graph) if form == "mermaid" else svg(graph) + "\n"
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    write_atomically(output, text)
+
+
+def write_atomically(output: str, text: str) -> None:
+    """Writes `--output` whole or not at all."""
+    target = Path(output)
+    if not output.strip() or target.name in ("", ".", "..") or target.is_dir():
+        raise UsageProblem(f"--output {output!r}: expected a file path")
+    if not target.parent.is_dir():
+        raise UsageProblem(f"{target}: folder {str(target.parent)!r} does not exist")
+    temporary = target.with_name(f".{target.name}.tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        temporary.replace(target)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise UsageProblem(f"{target}: cannot write: {exc.strerror}") from exc
+
+
+@click.command("report")
+@click.argument("path", metavar="REPORT.json")
+@click.option("--report", "report_dir", default=None, metavar="DIR",
+              help="Where to write the Markdown and HTML (default: beside the JSON).")
+def report_command(path: str, report_dir: str | None) -> None:
+    """Render a report's JSON document again as Markdown and HTML (after an upgrade, or from a
+    CI artifact). Exit 0 when the report says every invariant held, 1 when not, 2 when the
+    file is not a report."""
+    try:
+        doc = load_report(path)
+    except ReportError as exc:
+        raise UsageProblem(str(exc)) from exc
+    folder = check_writable(report_dir) if report_dir else Path(path).parent
+    try:
+        files = write_reports(doc, folder, stem=Path(path).stem)
+    except ReportError as exc:
+        raise UsageProblem(str(exc)) from exc
+    click.echo(f"report: {files.html} (and {files.markdown.name})")
+    sys.exit(EXIT_OK if doc["held"] else EXIT_FOUND)
+
+
+@click.command("bench")
+@click.argument("targets", nargs=-1)
+@click.option("--seconds", type=click.FloatRange(min=0, min_open=True), default=0.5,
+              show_default=True, help="Time to spend on each contender of each group.")
+@click.option("--quick", is_flag=True,
+              help="Less work per group (a 10k history, fewer runs): a smoke test, not a "
+                   "measurement.")
+@click.option("--only", "only", multiple=True, metavar="TEXT",
+              help="Run only the sections whose title holds TEXT (repeatable): shape, "
+                   "durable, simulator, engines, checkers, scaling, or a finer title such "
+                   "as 'shape: 8-state cycle'.")
+@click.option("--json", "as_json", is_flag=True, help="Print the bench document as JSON.")
+@click.option("--markdown", is_flag=True, help="Print the tables as Markdown.")
+@click.option("--save", "save", is_flag=False, flag_value="", default=None, metavar="NAME",
+              help="Write the document to reports/benchmarks/NAME.json (a path ending in "
+                   ".json as given; no NAME: the date and time).")
+@click.option("--compare", "baseline_path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Compare with a saved document; exit 1 if a ratio to its floor grew by "
+                   "more than --tolerance.")
+@click.option("--tolerance", type=click.FloatRange(min=0), default=0.3, show_default=True,
+              help="How much a ratio to the floor may grow before --compare calls it a "
+                   "regression (0.3: 30%).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@click.option("--import", "modules", multiple=True, metavar="MODULE",
+              help="Import a Python module first (for the functions it registers).")
+def bench_command(targets: Sequence[str], seconds: float, quick: bool, only: Sequence[str],
+                  as_json: bool, markdown: bool, save: str | None, baseline_path: str | None,
+                  tolerance: float, quiet: bool, modules: Sequence[str]) -> None:
+    """Measure transition throughput beside the peers, side by side in one run: each machine
+    shape (an 8-state cycle, a 200-state ring, a scenario: the TARGETS' definitions, else the
+    bundled refund scenario) walked by a dict FSM (the floor), the reference decide, the
+    runtime over memory and SQLite, transitions and python-statemachine; the runtime beside a
+    bare sqlite3 loop; simulated steps; native fuzzing beside the Hypothesis machine;
+    checkers over 1k and 100k records; and how it scales (states, history, processes).
+    Ratios hold on a noisy machine; absolute times do not."""
+    found = command_targets(targets, None, modules) if targets else []
+    try:
+        baseline = bench.load_baseline(baseline_path) if baseline_path else None
+    except HarnessError as exc:
+        raise UsageProblem(str(exc)) from exc
+    sections = bench.suite(found, quick=quick, only=only)
+    if not sections:
+        raise UsageProblem(f"--only {', '.join(only)}: no section's title holds that (the "
+                           f"sections: {', '.join(bench.SECTIONS)})")
+    saved = _bench_path(save) if save is not None else None  # checked, nothing made yet
+    measured: list[bench.Measured] = []
+    with _progress(quiet) as progress:
+        task = progress.add_task("bench", total=len(sections), detail="")
+        for title, build in sections:
+            progress.update(task, detail=title)
+            try:
+                for group in build():
+                    measured += bench.measure(group, seconds,
+                                              rounds=3 if quick else bench.ROUNDS)
+            except HarnessError as exc:
+                raise UsageProblem(f"{title}: {exc}") from exc
+            progress.advance(task)
+    doc = bench.document(measured, seconds=seconds, quick=quick)
+    compared = bench.compare(doc, baseline, tolerance) if baseline is not None else None
+    if compared is not None:
+        doc["compared"] = {"baseline": baseline_path, "tolerance": tolerance,
+                           "figures": compared}
+    if saved is not None:
+        try:
+            saved.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageProblem(f"--save {saved.parent}: cannot make it: {exc.strerror}"
+                               ) from exc
+        write_atomically(str(saved), json.dumps(doc, indent=1) + "\n")
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+    elif markdown:
+        click.echo(bench_markdown(doc))
+    else:
+        _bench_tables(doc)
+    if saved is not None:
+        click.echo(f"saved: {saved}", err=as_json or markdown)  # keep stdout parseable
+    regressed = [row for row in compared or () if row["regressed"]]
+    if compared is not None and not as_json:
+        click.echo(f"{len(regressed)} of {len(compared)} figures regressed beyond "
+                   f"{tolerance:.0%} against {baseline_path}")
+    sys.exit(EXIT_FOUND if regressed else EXIT_OK)
+
+
+def _bench_path(save: str) -> Path:
+    """Gives where --save writes, after checking it can: reports/benchmarks/NAME.json."""
+    if save.endswith(".json"):
+        path = Path(save)
+    elif "/" in save or save in (".", ".."):
+        raise UsageProblem(f"--save {save!r}: expected a name or a path ending in .json")
+    else:
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        path = Path("reports") / "benchmarks" / f"{save or stamp}.json"
+    if path.is_dir():
+        raise UsageProblem(f"--save {path}: is a folder; expected a file path")
+    # the nearest folder that exists must be one this process can write in; what is missing
+    # below it is made only when the document is written
+    existing = path.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageProblem(f"--save {path}: {existing} is not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageProblem(f"--save {path}: cannot write in {existing}")
+    return path
+
+
+def _ratio(value: float | None) -> str:
+    return "" if value is None else f"{value:,.2f}x"
+
+
+def _bench_rows(doc: dict[str, Any]) -> list[tuple[str, str, str, str, str, str]]:
+    rows = []
+    for row in doc["results"]:
+        speedups = row.get("speedup_vs", {})
+        rows.append((row["group"], row["contender"],
+                     f"{row['per_op_us']:,.2f} µs", _ratio(row["x_floor"]),
+                     _ratio(speedups.get("transitions")),
+                     _ratio(speedups.get("python-statemachine"))))
+    return rows
+
+
+_BENCH_COLUMNS = ("group", "contender", "per op", "x floor", "vs transitions",
+                  "vs statemachine")
+
+
+def _bench_tables(doc: dict[str, Any]) -> None:
+    """Prints one table per group, then the aims and the comparison with a baseline."""
+    console = Console(highlight=False)
+    groups: dict[str, list[tuple[str, ...]]] = {}
+    units = {row["group"]: row["unit"] for row in doc["results"]}
+    for group, *cells in _bench_rows(doc):
+        groups.setdefault(group, []).append(tuple(cells))
+    for group, rows in groups.items():
+        with_peers = any(row[3] or row[4] for row in rows)
+        columns = ("contender", f"per {units[group]}", *_BENCH_COLUMNS[3:6 if with_peers else 4])
+        table = Table(*columns, title=escape(group), title_justify="left")
+        for row in rows:
+            table.add_row(*map(escape, row[:len(columns)]))
+        console.print(table)
+    aims = Table("aim", "measured", "target", "met", title="aims", title_justify="left")
+    for aim in doc["aims"]:
+        aims.add_row(aim["aim"], f"{aim['measured']:,.2f}", aim["target"],
+                     "yes" if aim["met"] else "NO")
+    console.print(aims)
+    compared = doc.get("compared")
+    if compared:
+        changes = Table("group", "contender", "x floor then", "now", "change",
+                        title=f"against {escape(compared['baseline'])}", title_justify="left")
+        for row in compared["figures"]:
+            changes.add_row(escape(row["group"]), escape(row["contender"]),
+                            _ratio(row["x_floor_then"]), _ratio(row["x_floor_now"]),
+                            f"{row['change']:+.0%}" + (" REGRESSED" if row["regressed"] else ""))
+        console.print(changes)
+
+
+def bench_markdown(doc: dict[str, Any]) -> str:
+    """Gives the bench tables as Markdown (for a README or a CI step summary)."""
+    lines = [f"| {' | '.join(_BENCH_COLUMNS)} |", f"|{' --- |' * len(_BENCH_COLUMNS)}"]
+    last = ""
+    for group, *cells in _bench_rows(doc):
+        shown = group if group != last else ""
+        lines.append(f"| {' | '.join([_md(shown), *map(_md, cells)])} |")
+        last = group
+    lines += ["", "| aim | measured | target | met |", "| --- | --- | --- | --- |"]
+    lines += [f"| {_md(aim['aim'])} | {aim['measured']:,.2f} | {aim['target']} | "
+              f"{'yes' if aim['met'] else 'no'} |" for aim in doc["aims"]]
+    return "\n".join(lines)
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")

@@ -1,0 +1,43 @@
+"""What the CLI's commands share: exit codes, the one-line user error, reading targets."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+import click
+
+from harness.adapters.targets import TargetError
+from harness.adapters.targets import definition_files as _definition_files
+
+EXIT_OK, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
+
+
+class UsageProblem(click.ClickException):
+    """A user's mistake: one line on stderr, exit 2."""
+
+    exit_code = EXIT_USAGE
+
+    def show(self, file: object = None) -> None:
+        click.echo(f"fsmharness: error: {self.format_message()}", err=True)
+
+
+def definition_files(paths: Iterable[str]) -> list[Path]:
+    """Gives the definition files named by `paths`, a folder giving those directly in it."""
+    try:
+        return _definition_files(paths)
+    except TargetError as exc:
+        raise UsageProblem(str(exc)) from exc
+
+
+def import_modules(modules: Iterable[str]) -> None:
+    """Imports the user's modules (for the functions they register), or exits 2 naming one."""
+    if modules and "" not in sys.path and str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))  # as `python -m` would: the user's own modules
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # the user's module failed, not fsmharness
+            raise UsageProblem(f"--import {module}: {type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,357 @@
+"""The `fsmharness` command line.
+
+Exit codes: 0 all held (or clean), 1 violations or lint errors found, 2 bad input or usage, with
+one clear line on stderr and no traceback. A bug in fsmharness itself shows its traceback and asks
+to be reported.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+from fault_injection import FaultPlan, FaultPlanError, load_plan
+from fault_injection import no_faults as no_faults_plan
+from harness.check.checkers import Violation, check
+from harness.cli.commands import (
+    bench_command,
+    command_targets,
+    diagram_command,
+    explore_command,
+    fuzz_command,
+    report_command,
+    write_atomically,
+)
+from harness.cli.common import (
+    EXIT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageProblem,
+    definition_files,
+    import_modules,
+)
+from harness.errors import HarnessError
+from harness.explore.replay import ReplayError, replay
+from harness.report.documents import report_schema
+from harness.sim.simulator import SimOptions, SimulationResult, Simulator, plan_for
+from reference_machine import (
+    DefinitionError,
+    DefinitionSyntaxError,
+    Finding,
+    Severity,
+    WorkflowDefinition,
+    WorkflowSpec,
+    lint,
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="fsmharness")
+def cli() -> None:
+    """Test and simulate durable agent state machines."""
+
+
+@cli.command("lint")
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print findings as JSON.")
+@click.option("--quiet", "-q", is_flag=True, help="Print only errors and the summary.")
+@click.option("--import", "modules", multiple=True, metavar="MODULE",
+              help="Import a Python module first, so that the functions it registers with "
+                   "@register_function can be named by `function:` guards and actions.")
+def lint_command(paths: Sequence[str], as_json: bool, quiet: bool,
+                 modules: Sequence[str]) -> None:
+    """Check workflow definition files (or folders of them) for errors and warnings.
+
+    Exit 0 when no errors (warnings allowed), 1 when errors are found, 2 when a file cannot be
+    read.
+    """
+    import_modules(modules)
+    files = definition_files(paths)
+    console = Console(highlight=False, soft_wrap=True)
+    results: list[dict[str, object]] = []
+    errors = warnings = unreadable = 0
+    for path in files:
+        try:
+            findings = lint(path)
+        except DefinitionSyntaxError as exc:
+            findings, unreadable = list(exc.findings), unreadable + 1
+        file_errors = [f for f in findings if f.severity is Severity.ERROR]
+        errors += len(file_errors)
+        warnings += len(findings) - len(file_errors)
+        results.append({"file": str(path), "findings": [_finding_json(f) for f in findings]})
+        if as_json:
+            continue
+        if not findings:
+            if not quiet:
+                console.print(f"[green]ok[/green]    {escape(str(path))}")
+            continue
+        label = "[red]FAIL[/red]" if file_errors else "[yellow]warn[/yellow]"
+        console.print(f"{label}  {escape(str(path))}")
+        for finding in findings:
+            if quiet and finding.severity is not Severity.ERROR:
+                continue
+            console.print(f"  {path}:{_finding_line(finding)}", markup=False)
+    summary = {"files": len(files), "errors": errors, "warnings": warnings,
+               "unreadable": unreadable}
+    if as_json:
+        click.echo(json.dumps({"summary": summary, "results": results}, indent=2))
+    else:
+        console.print(f"{len(files)} file(s): {errors} error(s), {warnings} warning(s)"
+                      + (f", {unreadable} unreadable" if unreadable else ""))
+    if unreadable:
+        sys.exit(EXIT_USAGE)
+    sys.exit(EXIT_FOUND if errors else EXIT_OK)
+
+
+def _finding_line(finding: Finding) -> str:
+    line = f"{finding.line}:" if finding.line is not None else ""
+    return f"{line} {finding.severity}: {finding.location or '(file)'}: {finding.message} " \
+           f"[{finding.code}]"
+
+
+def _finding_json(finding: Finding) -> dict[str, object]:
+    return {
+        "severity": str(finding.severity),
+        "code": finding.code,
+        "location": finding.location,
+        "line": finding.line,
+        "message": finding.message,
+        "ids": list(finding.ids),
+    }
+
+
+@cli.command("schema")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True),
+              help="Write the schema to this file instead of standard output.")
+@click.option("--report", "of_report", is_flag=True,
+              help="The schema of report documents (reports/*.json) instead.")
+def schema_command(output: str | None, of_report: bool) -> None:
+    """Print the JSON Schema of workflow definition files (for editors and CI)."""
+    if of_report:
+        schema = report_schema()
+    else:
+        schema = WorkflowSpec.model_json_schema()
+        schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+        schema["title"] = "fsmharness workflow definition"
+    text = json.dumps(schema, indent=2, sort_keys=True) + "\n"
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    write_atomically(output, text)  # never a half-written schema
+
+
+@cli.command("run")
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="The seed: the same seed gives the same history, byte for byte.")
+@click.option("--plan", "plan_path", type=click.Path(dir_okay=False), metavar="PLAN",
+              help="A fault plan (YAML or JSON); by default every fault the definition can "
+                   "take, at the default rates.")
+@click.option("--no-faults", is_flag=True, help="Inject no faults.")
+@click.option("--swarm", is_flag=True,
+              help="Swarm mode: draw a subset of fault kinds and rates from the seed.")
+@click.option("--executions", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Executions run side by side, sharing the tools.")
+@click.option("--steps", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="The bound on simulated steps.")
+@click.option("--history", "history_path", type=click.Path(dir_okay=False, writable=True),
+              metavar="OUT.jsonl", help="Write the history, one JSON record a line (one "
+                                        "definition file only).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summaries as JSON.")
+@click.option("--import", "modules", multiple=True, metavar="MODULE",
+              help="Import a Python module first (for the functions it registers).")
+def run_command(paths: Sequence[str], seed: int, plan_path: str | None, no_faults: bool,
+                swarm: bool, executions: int, steps: int, history_path: str | None,
+                as_json: bool, modules: Sequence[str]) -> None:
+    """Run one seeded simulation of each workflow definition (files, folders of them, or
+    MODULE:ATTR for a Python definition or a machine under test), with faults injected, and
+    print what happened.
+
+    Every invariant is checked over the run's history. Exit 0 when all held, 1 when one broke
+    or the machine failed (raised, hung or answered nonsense), 2 on bad input.
+    """
+    if no_faults and (plan_path or swarm):
+        raise UsageProblem("--no-faults cannot be combined with --plan or --swarm")
+    targets = command_targets(paths, None, modules)
+    if history_path is not None:
+        if not history_path.strip() or Path(history_path).is_dir():
+            raise UsageProblem(f"--history {history_path!r}: expected a file path")
+        if len(targets) != 1:
+            raise UsageProblem(f"--history takes one definition; {len(targets)} were given")
+        if not Path(history_path).parent.is_dir():
+            raise UsageProblem(f"--history {history_path}: folder "
+                               f"{str(Path(history_path).parent)!r} does not exist")
+    loaded = [(target.name, target.definition) for target in targets]
+    try:
+        given = None if plan_path is None else load_plan(plan_path)
+        simulators = []
+        for target in targets:
+            definition = target.definition
+            if given is not None:
+                _check_plan(given, definition, plan_path or "")
+            if no_faults:
+                plan = no_faults_plan()
+            elif given is not None:
+                plan = replace(given, swarm=given.swarm or swarm)
+            else:
+                plan = plan_for(definition, swarm=swarm)
+            simulators.append(Simulator(definition, SimOptions(
+                seed=seed, executions=executions, steps_max=steps, plan=plan), target.machine))
+    except (FaultPlanError, HarnessError) as exc:
+        raise UsageProblem(str(exc)) from exc
+    console = Console(highlight=False, soft_wrap=True)
+    summaries, failed = {}, False
+    for (name, definition), simulator in zip(loaded, simulators, strict=True):
+        result = simulator.run()
+        violations = [v for v in check(definition, result.history) if v.rule != "machine_ok"]
+        failed = failed or result.failure is not None or bool(violations)
+        if history_path is not None:
+            try:
+                result.write_history(history_path)
+            except OSError as exc:
+                raise UsageProblem(f"--history {history_path}: cannot write: "
+                                   f"{exc.strerror}") from exc
+        summaries[name] = {**result.summary(),
+                           "violations": [v.to_dict() for v in violations]}
+        if not as_json:
+            again = [f"--{flag}" if value is True else f"--{flag} {value}"
+                     for flag, value in (("plan", plan_path), ("no-faults", no_faults),
+                                         ("swarm", swarm), ("executions", executions),
+                                         ("steps", steps)) if value]
+            again += [f"--import {module}" for module in modules]
+            _print_summary(console, name, summaries[name], result, " ".join(again),
+                           violations)
+    if as_json:
+        single = len(summaries) == 1
+        click.echo(json.dumps(next(iter(summaries.values())) if single else summaries,
+                              indent=2, sort_keys=True))
+    sys.exit(EXIT_FOUND if failed else EXIT_OK)
+
+
+@cli.command("replay")
+@click.argument("path", metavar="FILE")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@click.option("--import", "modules", multiple=True, metavar="MODULE",
+              help="Import a Python module first (for the functions it registers).")
+def replay_command(path: str, as_json: bool, modules: Sequence[str]) -> None:
+    """Replay a replay file a fuzz campaign or a Hypothesis run saved, and tell whether the
+    same invariant breaks again.
+
+    The definition is loaded from where the file says and must not have changed since; the
+    machine is imported from the file's `module:name` (the current folder is on the path).
+    Exit 1 when it breaks again, 0 when it no longer does (fixed), 2 when the file cannot be
+    replayed.
+    """
+    import_modules(modules)
+    if "" not in sys.path and str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))  # the machine's module, as `python -m` finds it
+    try:
+        outcome = replay(path)
+    except ReplayError as exc:
+        raise UsageProblem(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps({
+            "file": path, "rule": outcome.rule, "reproduced": outcome.reproduced,
+            "violation": outcome.violation.to_dict() if outcome.violation else None,
+            "expected": outcome.expected, "trace": outcome.trace()}, indent=2))
+    else:
+        console = Console(highlight=False, soft_wrap=True)
+        for line in outcome.trace():
+            console.print(f"  {line}", markup=False)
+        if outcome.violation is not None:
+            console.print(f"[red]reproduced[/red] {escape(str(outcome.violation))}")
+        else:
+            console.print(f"[green]no longer fails[/green]: {escape(outcome.rule)} held "
+                          f"(it broke as: {escape(outcome.expected)})")
+    sys.exit(EXIT_FOUND if outcome.reproduced else EXIT_OK)
+
+
+def _check_plan(plan: FaultPlan, definition: WorkflowDefinition, source: str) -> None:
+    """Checks the plan against the definition, naming the plan's file in the error."""
+    try:
+        plan.check(definition)
+    except FaultPlanError as exc:
+        raise FaultPlanError(exc.location, f"{exc.message} (in {definition.source})",
+                             source, exc.line) from exc
+
+
+def _print_summary(console: Console, file: str, summary: dict[str, Any],
+                   result: SimulationResult, options: str,
+                   violations: Sequence[Violation] = ()) -> None:
+    console.print(f"{escape(file)}: seed {summary['seed']}, {summary['steps']} steps, "
+                  f"{summary['virtual_ms'] / 1000:g}s of virtual time: {summary['status']}")
+    records = ", ".join(f"{kind} {count}" for kind, count in summary["records"].items())
+    console.print(f"  records: {records}", markup=False)
+    faults = ", ".join(f"{kind} {count}" for kind, count in summary["faults"].items())
+    console.print(f"  faults injected: {faults or 'none'}", markup=False)
+    console.print(f"  effects applied at the world: {summary['effects_applied']}")
+    for eid, final in summary["final"].items():
+        outcome = f" ({final['outcome']})" if final["outcome"] else ""
+        console.print(f"  {eid}: {final['state']} [{final['status']}]{outcome}", markup=False)
+    for violation in violations:
+        console.print(f"[red]violated[/red] {escape(str(violation))}")
+    if result.failure is not None:
+        failure = result.failure
+        console.print(f"[red]machine failed[/red] at step {failure.step} ({failure.problem}): "
+                      f"{escape(failure.error)}: {escape(failure.message)}")
+        if result.traceback:
+            console.print(result.traceback, markup=False)
+    if result.failure is not None or violations:
+        console.print(f"replay: fsmharness run {file} --seed {summary['seed']} "
+                      f"{options}".rstrip(), markup=False)
+    else:
+        console.print("  every invariant held")
+
+
+for _command in (fuzz_command, explore_command, diagram_command, report_command, bench_command):
+    cli.add_command(_command)
+
+
+def _one_line(error: DefinitionError) -> str:
+    """Gives a definition's errors in one line: the first, and how many more `lint` shows."""
+    if not error.findings:
+        return str(error).splitlines()[0]
+    more = len(error.findings) - 1
+    return (f"{error.source}: {error.findings[0].render()}"
+            + (f" (and {more} more error{'s' if more > 1 else ''}: fsmharness lint "
+               f"{error.source})" if more else ""))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Runs the CLI; user errors exit 2 with one line, harness bugs show their traceback."""
+    try:
+        code = cli.main(args=list(argv) if argv is not None else None, prog_name="fsmharness",
+                        standalone_mode=False)
+    except click.UsageError as exc:  # click's own (a bad option value): one line too
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `fsmharness`: the help
+            click.echo(exc.format_message())
+            sys.exit(EXIT_USAGE)
+        click.echo(f"fsmharness: error: {exc.format_message()}", err=True)
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("fsmharness: aborted", err=True)
+        sys.exit(EXIT_USAGE)
+    except DefinitionError as exc:
+        click.echo(f"fsmharness: error: {_one_line(exc)}", err=True)
+        sys.exit(EXIT_USAGE)
+    except (HarnessError, FaultPlanError) as exc:
+        click.echo(f"fsmharness: error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    except Exception:  # a bug in fsmharness, not the user's doing
+        traceback.print_exc()
+        click.echo("fsmharness: internal error; this is a bug in fsmharness, please report it "
+                   "with the traceback above", err=True)
+        sys.exit(70)
+    sys.exit(code if isinstance(code, int) else EXIT_OK)

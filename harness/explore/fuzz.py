@@ -1,0 +1,284 @@
+"""Native seeded fuzzing: many simulations of one definition, each reproducible from its seed.
+
+`fuzz(target, options)` runs seeds `seed, seed + 1, ...` (swarm mode on by default: each run
+draws its own subset of fault kinds and rates), checks every invariant over each history, and
+merges coverage and stats. Runs can be spread over processes; results are merged in seed order,
+so the report, and the first failing seed, are the same whatever the number of processes (a
+time budget aside, which stops wherever the clock says). A failing run is shrunk to a minimal
+schedule and saved as a replay file.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from fault_injection import FaultPlan
+from harness.check.checkers import Invariant, Violation, invariants
+from harness.check.coverage import Coverage, coverage_of
+from harness.check.metrics import Metrics, metrics_of
+from harness.errors import HarnessError
+from harness.explore.replay import write_replay
+from harness.explore.shrink import Counterexample, shrink
+from harness.sim.history import FaultInjected
+from harness.sim.machine import MachineFactory, ReferenceMachine
+from harness.sim.simulator import SimOptions, Simulator, plan_for
+from reference_machine import WorkflowDefinition, load_definition
+
+__all__ = ["FuzzFailure", "FuzzOptions", "FuzzReport", "fuzz"]
+
+_BATCH = 8  # seeds handed to a process at once
+
+
+@dataclass(frozen=True, slots=True)
+class FuzzOptions:
+    """How a fuzz campaign runs. `runs` seeds from `seed` on (None: until `time_budget_s`);
+    `sim` shapes each run (its `plan`, when set, replaces the default plan, and `swarm` then
+    only adds swarm mode to it). With `stop_at_first` the campaign ends at the first failing
+    seed; else every failure is collected (each rule shrunk once). `replay_dir` is where
+    replay files go (None: nowhere)."""
+
+    runs: int | None = 200
+    seed: int = 0
+    time_budget_s: float | None = None
+    swarm: bool = True
+    processes: int = 1
+    stop_at_first: bool = True
+    shrink: bool = True
+    shrink_runs_max: int = 500
+    shrink_time_s: float | None = 60.0
+    replay_dir: str | os.PathLike[str] | None = "reports/replays"
+    invariants: tuple[str, ...] | None = None
+    sim: SimOptions = field(default_factory=SimOptions)
+
+    def __post_init__(self) -> None:
+        if self.runs is None and self.time_budget_s is None:
+            raise HarnessError("options.runs: give a number of runs, a time budget, or both")
+        for name, low in (("runs", 1), ("seed", 0), ("processes", 1), ("shrink_runs_max", 1)):
+            value = getattr(self, name)
+            if value is None and name == "runs":
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise HarnessError(f"options.{name}: expected a whole number of at least "
+                                   f"{low}, got {value!r}")
+        for name in ("time_budget_s", "shrink_time_s"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int | float) or value <= 0):
+                raise HarnessError(f"options.{name}: expected a positive number of seconds, "
+                                   f"got {value!r}")
+        if not isinstance(self.sim, SimOptions):
+            raise HarnessError(f"options.sim: expected SimOptions, got "
+                               f"{type(self.sim).__name__}")
+
+
+@dataclass(frozen=True, slots=True)
+class FuzzFailure:
+    """A failing seed: what it broke, and (when shrunk) its minimal counterexample."""
+
+    seed: int
+    violations: tuple[Violation, ...]
+    counterexample: Counterexample | None = None
+    replay_file: Path | None = None
+
+    @property
+    def rule(self) -> str:
+        """Gives the rule of the first violation (the one shrunk)."""
+        return self.violations[0].rule
+
+
+@dataclass(frozen=True, slots=True)
+class FuzzReport:
+    """What a campaign did: runs, steps and time; failures; coverage; faults injected."""
+
+    definition: WorkflowDefinition
+    machine: str
+    plan: FaultPlan
+    runs: int
+    steps: int
+    elapsed_s: float
+    failures: tuple[FuzzFailure, ...]
+    coverage: Coverage
+    faults: Mapping[str, int]
+    invariants: tuple[str, ...]
+    crash_points: tuple[str, ...] = ()
+    metrics: Metrics = field(default_factory=Metrics)
+
+    @property
+    def held(self) -> bool:
+        """Tells whether every invariant held in every run."""
+        return not self.failures
+
+    @property
+    def steps_per_second(self) -> float:
+        """Gives simulated steps per second of wall time (checking included)."""
+        return self.steps / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    def summary(self) -> dict[str, Any]:
+        """Gives the report as plain JSON data."""
+        return {
+            "definition": self.definition.name, "version": self.definition.version,
+            "machine": self.machine, "held": self.held, "runs": self.runs,
+            "steps": self.steps, "elapsed_s": round(self.elapsed_s, 3),
+            "steps_per_second": round(self.steps_per_second),
+            "invariants": list(self.invariants),
+            "faults": dict(sorted(self.faults.items())),
+            "coverage": self.coverage.report(self.definition, self.plan, self.crash_points),
+            "metrics": self.metrics.report(),
+            "failures": [{
+                "seed": f.seed, "rule": f.rule,
+                "violations": [v.to_dict() for v in f.violations],
+                "shrunk_steps": f.counterexample.steps if f.counterexample else None,
+                "trace": f.counterexample.trace() if f.counterexample else [],
+                "replay_file": str(f.replay_file) if f.replay_file else None,
+            } for f in self.failures],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    seed: int
+    steps: int
+    violations: tuple[Violation, ...]
+    coverage: Coverage
+    faults: Counter[str]
+    metrics: Metrics
+
+
+class _Campaign:
+    """One process's view of a campaign: the simulator and the invariants, built once."""
+
+    def __init__(self, definition: WorkflowDefinition, machine: MachineFactory,
+                 options: FuzzOptions) -> None:
+        self.definition, self.machine = definition, machine
+        self.sim_options = _sim_options(definition, options)
+        self.simulator = Simulator(definition, self.sim_options, machine)
+        self.invariants: tuple[Invariant, ...] = invariants(options.invariants)
+
+    def run(self, seed: int) -> _Outcome:
+        result = self.simulator.run(seed)
+        history = result.history
+        found: list[Violation] = []
+        for rule in self.invariants:
+            found += rule.run(self.definition, history)
+        found.sort(key=lambda v: v.step)
+        faults = Counter(str(r.fault) for r in history if type(r) is FaultInjected)
+        return _Outcome(seed, result.steps, tuple(found), coverage_of(self.definition, history),
+                        faults, metrics_of(self.definition, history))
+
+
+_WORKER: _Campaign | None = None  # the campaign a forked process inherits
+
+
+def _run_batch(seeds: Sequence[int]) -> list[_Outcome]:
+    assert _WORKER is not None
+    return [_WORKER.run(seed) for seed in seeds]
+
+
+def _sim_options(definition: WorkflowDefinition, options: FuzzOptions) -> SimOptions:
+    sim = options.sim
+    plan = sim.plan if sim.plan is not None else plan_for(definition, swarm=options.swarm)
+    if options.swarm and not plan.swarm:
+        plan = replace(plan, swarm=True)
+    return replace(sim, plan=plan)
+
+
+def _seeds(options: FuzzOptions, deadline: float | None) -> Generator[list[int], None, None]:
+    seed, left = options.seed, options.runs
+    while left is None or left > 0:
+        if deadline is not None and time.monotonic() >= deadline:
+            return
+        size = _BATCH if left is None else min(_BATCH, left)
+        yield list(range(seed, seed + size))
+        seed += size
+        if left is not None:
+            left -= size
+
+
+def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any],
+         options: FuzzOptions | None = None, *, machine: MachineFactory = ReferenceMachine,
+         progress: Callable[[int, int, int], None] | None = None) -> FuzzReport:
+    """Fuzzes a definition (or a definition file) on a machine: runs seeded simulations with
+    faults, checks every invariant, shrinks what fails and saves its replay file.
+
+    `progress(runs, steps, failures)` is called after each batch of runs."""
+    options = options if options is not None else FuzzOptions()
+    definition = target if isinstance(target, WorkflowDefinition) else load_definition(target)
+    campaign = _Campaign(definition, machine, options)
+    started = time.monotonic()
+    deadline = None if options.time_budget_s is None else started + options.time_budget_s
+    outcomes: list[_Outcome] = []
+    failing: list[_Outcome] = []
+    steps = 0
+    batches = _outcomes(campaign, options, deadline)
+    for batch in batches:
+        for outcome in batch:
+            outcomes.append(outcome)
+            steps += outcome.steps
+            if outcome.violations:
+                failing.append(outcome)
+                if options.stop_at_first:
+                    break
+        if progress is not None:
+            progress(len(outcomes), steps, len(failing))
+        if failing and options.stop_at_first:
+            break
+    batches.close()  # stops the worker processes, if any
+    elapsed = time.monotonic() - started
+    failures = _failures(campaign, options, failing)
+    covered = Coverage()
+    faults: Counter[str] = Counter()
+    metrics = Metrics()
+    for outcome in outcomes:
+        covered = covered.merge(outcome.coverage)
+        faults.update(outcome.faults)
+        metrics = metrics.merge(outcome.metrics)
+    points = tuple(getattr(machine, "crash_points", ()) or ("between_steps",))
+    return FuzzReport(definition, getattr(machine, "__qualname__", type(machine).__name__),
+                      campaign.sim_options.plan, len(outcomes), steps, elapsed,
+                      tuple(failures), covered, dict(faults),
+                      tuple(rule.name for rule in campaign.invariants), points, metrics)
+
+
+def _outcomes(campaign: _Campaign, options: FuzzOptions, deadline: float | None
+              ) -> Generator[list[_Outcome], None, None]:
+    """Gives the outcomes batch by batch, in seed order (from worker processes, if asked)."""
+    global _WORKER
+    batches = _seeds(options, deadline)
+    if options.processes == 1 or "fork" not in multiprocessing.get_all_start_methods():
+        for seeds in batches:
+            yield [campaign.run(seed) for seed in seeds]
+        return
+    _WORKER = campaign  # the forked processes inherit it: definitions hold closures
+    try:
+        context = multiprocessing.get_context("fork")
+        with context.Pool(options.processes) as pool:
+            yield from pool.imap(_run_batch, batches)
+    finally:
+        _WORKER = None
+
+
+def _failures(campaign: _Campaign, options: FuzzOptions, failing: Iterable[_Outcome]
+              ) -> list[FuzzFailure]:
+    """Shrinks the first failure of each rule and saves its replay file."""
+    failures = []
+    shrunk_rules: set[str] = set()
+    for outcome in failing:
+        rule = outcome.violations[0].rule
+        counterexample = None
+        path = None
+        if options.shrink and rule not in shrunk_rules:
+            shrunk_rules.add(rule)
+            counterexample = shrink(campaign.definition, outcome.seed, campaign.sim_options,
+                                    rule, machine=campaign.machine,
+                                    runs_max=options.shrink_runs_max,
+                                    time_budget_s=options.shrink_time_s)
+            if options.replay_dir is not None:
+                path = write_replay(counterexample, Path(options.replay_dir))
+        failures.append(FuzzFailure(outcome.seed, outcome.violations, counterexample, path))
+    return failures

@@ -1,0 +1,215 @@
+"""Replay files: a counterexample written down, small enough to commit, exact enough to rerun.
+
+A replay file is JSON: the definition (name, version, digest and where it was loaded from), the
+machine (an importable `module:name`), the seed, the run's options with its fault plan, the rule
+that broke and how, and the schedule (every choice the run drew, up to the violation, that was
+not the default). `replay(path)` loads the definition again, refuses it when its digest changed,
+runs the schedule and tells whether the same rule breaks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.check.checkers import Violation, invariants
+from harness.errors import HarnessError
+from harness.explore.shrink import Counterexample
+from harness.report.redact import redact, secret_values
+from harness.report.trace import describe_steps
+from harness.sim.choices import Choice, ScriptedChoices, default
+from harness.sim.identity import definition_digest, machine_path
+from harness.sim.machine import MachineFactory
+from harness.sim.simulator import SimOptions, SimulationResult, Simulator
+from reference_machine import DefinitionError, WorkflowDefinition, load_definition
+
+__all__ = ["REPLAY_FORMAT", "ReplayError", "ReplayOutcome", "replay", "replay_file_name",
+           "write_replay"]
+
+REPLAY_FORMAT = 1
+_KIND = "fsmharness.replay"
+
+
+class ReplayError(HarnessError):
+    """A replay file cannot be replayed: unreadable, of another format, or its definition or
+    machine is not the one it was written for."""
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path, self.message = path, message
+        super().__init__(f"{path}: {message}")
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayOutcome:
+    """What replaying a file gave: whether the same rule broke again, its violation, the run."""
+
+    path: str
+    rule: str
+    expected: str
+    reproduced: bool
+    violation: Violation | None
+    result: SimulationResult
+
+    def trace(self) -> list[str]:
+        """Gives the replayed run as readable steps, up to the violation (all when none)."""
+        last = self.violation.step if self.violation is not None else None
+        return describe_steps(self.result.history, last=last)
+
+
+def replay_file_name(counterexample: Counterexample, content: str = "") -> str:
+    """Gives the file name a counterexample is saved under: the definition, the rule, the seed,
+    and a digest of what the file holds, so two different failures never share a name (two
+    definitions of one name, two machines, two targets from the same seed)."""
+    digest = hashlib.sha256(content.encode()).hexdigest()[:10] if content else ""
+    return (f"{counterexample.definition.name}-{counterexample.violation.rule}-seed"
+            f"{counterexample.seed}{'-' + digest if digest else ''}.json")
+
+
+def write_replay(counterexample: Counterexample, folder: str | os.PathLike[str]) -> Path:
+    """Writes the counterexample's replay file into `folder` (made if missing), all or nothing;
+    gives its path."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HarnessError(f"{folder}: cannot make the replay folder: {exc.strerror}") from exc
+    definition = counterexample.definition
+    secrets = secret_values(definition, counterexample.result.history)
+    data: dict[str, Any] = {
+        "kind": _KIND,
+        "format": REPLAY_FORMAT,
+        "definition": {"name": definition.name, "version": definition.version,
+                       "digest": definition_digest(definition), "source": definition.source},
+        "machine": machine_path(counterexample.machine),
+        "seed": counterexample.seed,
+        "options": counterexample.options.to_dict(),
+        "rule": counterexample.violation.rule,
+        "violation": redact(counterexample.violation.message, secrets),
+        "execution": counterexample.violation.execution,
+        "step": counterexample.violation.step,
+        "choices": [[c.step, c.tag, c.n, c.u] for c in counterexample.choices
+                    if c.u != default(c.tag)],
+        "actions": {str(step): label for step, label in sorted(
+            counterexample.actions.items())},
+        "trace": redact(counterexample.trace(), secrets),
+    }
+    path = folder / replay_file_name(
+        counterexample, json.dumps(data, sort_keys=True, ensure_ascii=False, default=str))
+    data["replay"] = f"fsmharness replay {path}"
+    text = json.dumps(data, indent=1, sort_keys=False, ensure_ascii=False) + "\n"
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(path)
+    except OSError as exc:
+        raise HarnessError(f"{path}: cannot write the replay file: {exc.strerror}") from exc
+    finally:
+        partial.unlink(missing_ok=True)
+    return path
+
+
+
+def replay(path: str | os.PathLike[str], *, definition: WorkflowDefinition | None = None,
+           machine: MachineFactory | None = None) -> ReplayOutcome:
+    """Runs a replay file's schedule again and tells whether its rule breaks again.
+
+    The definition is loaded from where the file says (or given), and must have the digest the
+    file records; the machine is imported from the file's `module:name` (or given). Raises
+    `ReplayError` when the file cannot be replayed."""
+    name = str(path)
+    data = _read(name)
+    recorded = data["definition"]
+    if machine is None:
+        machine = _import_machine(name, data.get("machine", ""))
+    named = getattr(machine, "definition", None)
+    if definition is None and isinstance(named, WorkflowDefinition) and (
+            named.name == recorded.get("name")):
+        definition = named  # a machine that carries its definition (an adapter's target)
+    if definition is None:
+        source = recorded.get("source", "")
+        if not isinstance(source, str) or not Path(source).is_file():
+            raise ReplayError(name, f"the definition {recorded.get('name')!r} was loaded from "
+                                    f"{source!r}, which is not a file here; pass it with "
+                                    "definition=")
+        try:
+            definition = load_definition(source)
+        except DefinitionError as exc:
+            raise ReplayError(name, f"the definition cannot be loaded: {exc}") from exc
+    digest = definition_digest(definition)
+    if digest != recorded.get("digest"):
+        raise ReplayError(name, f"definition {definition.name!r} changed since this file was "
+                                f"written (digest {str(recorded.get('digest'))[:12]}, now "
+                                f"{digest[:12]}); the schedule no longer means what it did: "
+                                "run the fuzzer again")
+    try:
+        options = SimOptions.from_dict(data["options"])
+    except HarnessError as exc:
+        raise ReplayError(name, str(exc)) from exc
+    script = [Choice(*entry) for entry in data["choices"]]
+    actions = {int(step): label for step, label in data.get("actions", {}).items()}
+    choices = ScriptedChoices(script, actions)
+    result = Simulator(definition, options, machine).run(data["seed"], choices=choices)
+    (rule,) = invariants([data["rule"]])
+    found = rule.run(definition, result.history)
+    violation = min(found, key=lambda v: v.step) if found else None
+    return ReplayOutcome(name, data["rule"], data["violation"], violation is not None,
+                         violation, result)
+
+
+def _read(name: str) -> dict[str, Any]:
+    try:
+        text = Path(name).read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise ReplayError(name, "no such file") from exc
+    except OSError as exc:
+        raise ReplayError(name, f"cannot read: {exc.strerror}") from exc
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ReplayError(name, f"not JSON: {exc}") from exc
+    if not isinstance(data, Mapping) or data.get("kind") != _KIND:
+        raise ReplayError(name, f"not an fsmharness replay file (expected \"kind\": "
+                                f"\"{_KIND}\")")
+    if data.get("format") != REPLAY_FORMAT:
+        raise ReplayError(name, f"replay format {data.get('format')!r}; this fsmharness reads "
+                                f"format {REPLAY_FORMAT}")
+    problems = []
+    for key, kind in (("definition", Mapping), ("seed", int), ("options", Mapping),
+                      ("rule", str), ("violation", str), ("choices", list)):
+        if not isinstance(data.get(key), kind):
+            problems.append(f"{key!r} missing or not a {kind.__name__.lower()}")
+    if problems:
+        raise ReplayError(name, "; ".join(problems))
+    actions = data.get("actions", {})
+    if not isinstance(actions, Mapping) or not all(
+            isinstance(k, str) and k.isdigit() and isinstance(v, str) for k, v in actions.items()):
+        raise ReplayError(name, "'actions' must map step numbers to action labels")
+    for index, entry in enumerate(data["choices"]):
+        if not (isinstance(entry, list) and len(entry) == 4 and isinstance(entry[0], int)
+                and isinstance(entry[1], str) and (entry[1] in ("b", "v") or
+                                                   entry[1].startswith("f:"))
+                and isinstance(entry[2], int)
+                and isinstance(entry[3], int | float) and not isinstance(entry[3], bool)):
+            raise ReplayError(name, f"choices[{index}]: expected [step, tag, n, u] with tag "
+                                    f"b, v or f:<kind>, got {json.dumps(entry)[:60]}")
+    return dict(data)
+
+
+def _import_machine(name: str, path: object) -> MachineFactory:
+    if not isinstance(path, str) or ":" not in path:
+        raise ReplayError(name, "the machine under test was not importable when the file was "
+                                "written (a local function?); pass it with machine=")
+    module_name, _, attribute = path.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError) as exc:
+        raise ReplayError(name, f"cannot import the machine {path!r}: {exc}") from exc
+    return target  # type: ignore[no-any-return]

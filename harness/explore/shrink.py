@@ -1,0 +1,313 @@
+"""Shrinking: a failing run becomes the smallest schedule that still breaks the same invariant.
+
+The failing seed is run again recording every choice (`RecordingChoices`), which gives the same
+run. Then delta debugging over that schedule, each candidate replayed with `ScriptedChoices`
+and checked for the same rule:
+
+1. shorten: stop the safety phase at the step the violation appeared in;
+2. drop an execution, with every step that acted on it (the others are renamed down);
+3. drop faults (ddmin over the fault draws: a dropped draw strikes nothing);
+4. drop whole steps (later steps move up one, so the rest stays aligned);
+5. the first option at each scheduler choice, and the simplest values.
+
+Each step's action is replayed by its label ("complete x1 pay.charge"), not by its position
+among the enabled actions, so dropping one step leaves the others doing what they did.
+
+A candidate is kept when it breaks the rule in fewer steps, or as many steps with fewer faults,
+or with a shorter schedule. Each kept run's own record becomes the next schedule, so what
+remains is only what that run drew.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Any
+
+from harness.check.checkers import Invariant, Violation, invariants
+from harness.errors import HarnessError
+from harness.report.trace import describe_steps
+from harness.sim.choices import (
+    BRANCH,
+    FAULT,
+    VALUE,
+    Choice,
+    RecordingChoices,
+    ScriptedChoices,
+    default,
+)
+from harness.sim.history import FaultInjected
+from harness.sim.machine import MachineFactory, ReferenceMachine
+from harness.sim.simulator import SimOptions, SimulationResult, Simulator
+from reference_machine import WorkflowDefinition
+
+__all__ = ["Counterexample", "shrink"]
+
+Key = tuple[int, str, int]
+Script = dict[Key, float]
+
+
+@dataclass(frozen=True, slots=True)
+class Counterexample:
+    """A schedule that breaks `violation.rule`: the seed, the options and the recorded choices
+    replay it exactly (`replay_file` writes them down; `harness.replay` reads them back)."""
+
+    definition: WorkflowDefinition
+    machine: MachineFactory
+    seed: int
+    options: SimOptions
+    choices: tuple[Choice, ...]
+    actions: Mapping[int, str]
+    violation: Violation
+    result: SimulationResult
+    runs: int = 0  # the runs shrinking took
+    original_steps: int = 0
+
+    @property
+    def steps(self) -> int:
+        """Gives the trace's length: the step the violation appeared in."""
+        return self.violation.step
+
+    @property
+    def faults(self) -> int:
+        """Gives how many faults the trace injects before the violation."""
+        return sum(1 for r in self.result.history
+                   if type(r) is FaultInjected and r.step <= self.violation.step)
+
+    def trace(self) -> list[str]:
+        """Gives the trace as readable steps, up to the violation."""
+        return describe_steps(self.result.history, last=self.violation.step)
+
+
+@dataclass(slots=True)
+class _Candidate:
+    options: SimOptions
+    script: Script
+    actions: dict[int, str]
+    violation: Violation
+    result: SimulationResult
+    choices: tuple[Choice, ...]
+
+    def size(self) -> tuple[int, int, int, int]:
+        faults = sum(1 for r in self.result.history
+                     if type(r) is FaultInjected and r.step <= self.violation.step)
+        return (self.violation.step, faults, self.options.executions,
+                len(self.script) + len(self.actions))
+
+
+class _Shrinker:
+    def __init__(self, definition: WorkflowDefinition, machine: MachineFactory, seed: int,
+                 rule: Invariant, runs_max: int, deadline: float | None) -> None:
+        self.definition, self.machine, self.seed, self.rule = definition, machine, seed, rule
+        self.runs_max, self.deadline = runs_max, deadline
+        self.runs = 0
+        self.safety = True  # the violation shows in the safety phase (cleared if it does not)
+        self._simulators: dict[tuple[Any, ...], Simulator] = {}
+
+    def simulator(self, options: SimOptions) -> Simulator:
+        # building one fills Faker's pools: one per shape of options
+        key = (options.executions, options.steps_max)
+        simulator = self._simulators.get(key)
+        if simulator is None:
+            simulator = self._simulators[key] = Simulator(self.definition, options,
+                                                          self.machine)
+        return simulator
+
+    def out_of_budget(self) -> bool:
+        return self.runs >= self.runs_max or (
+            self.deadline is not None and time.monotonic() > self.deadline)
+
+    def attempt(self, schedule: _Schedule) -> _Candidate | None:
+        """Runs a schedule; gives it if it still breaks the rule."""
+        options, script, actions = schedule
+        self.runs += 1
+        choices = ScriptedChoices(script, actions)
+        result = self.simulator(options).run(self.seed, choices=choices)
+        return self._judge(options, result, choices)
+
+    def _judge(self, options: SimOptions, result: SimulationResult,
+               choices: RecordingChoices) -> _Candidate | None:
+        found = self.rule.run(self.definition, result.history)
+        if not found:
+            return None
+        first = min(found, key=lambda v: v.step)
+        if self.safety and first.step > options.steps_max:
+            return None  # broken only after the faults healed, where no schedule reaches
+        kept = tuple(c for c in choices.recorded if c.step <= first.step)
+        script = {(c.step, c.tag, c.n): c.u for c in kept if c.u != default(c.tag)}
+        actions = {step: label for step, label in choices.actions.items()
+                   if step <= first.step}
+        return _Candidate(options, script, actions, first, result, kept)
+
+    def record(self, options: SimOptions) -> _Candidate:
+        choices = RecordingChoices(self.seed)
+        result = self.simulator(options).run(self.seed, choices=choices)
+        self.runs += 1
+        self.safety = False
+        found = self._judge(options, result, choices)
+        self.safety = found is not None and found.violation.step <= options.steps_max
+        if found is None:
+            msg = (f"seed {self.seed} broke {self.rule.name!r} once but not when run again: "
+                   "the machine under test is not deterministic (does it read the wall clock, "
+                   "global random, or keep state between runs?)")
+            raise HarnessError(msg)
+        return found
+
+    def shrink(self, best: _Candidate) -> _Candidate:
+        passes: tuple[Callable[[_Candidate], Iterator[_Schedule]], ...] = (
+            _shorten, _drop_executions, _drop_faults, _drop_steps, _first_branches,
+            _simplest_values)
+        changed = True
+        while changed and not self.out_of_budget():
+            changed = False
+            for make in passes:
+                progress = True
+                while progress and not self.out_of_budget():
+                    progress = False
+                    for schedule in make(best):
+                        if self.out_of_budget():
+                            break
+                        candidate = self.attempt(schedule)
+                        if candidate is not None and candidate.size() < best.size():
+                            best, progress, changed = candidate, True, True
+                            break
+        return best
+
+
+_Schedule = tuple[SimOptions, Script, dict[int, str]]
+
+
+def _shorten(best: _Candidate) -> Iterator[_Schedule]:
+    steps = best.violation.step
+    if 0 < steps < best.options.steps_max:
+        yield replace(best.options, steps_max=steps), best.script, best.actions
+    half = best.options.steps_max // 2
+    if 0 < half < steps:
+        yield replace(best.options, steps_max=half), best.script, best.actions
+
+
+def _without_steps(best: _Candidate, dropped: set[int]) -> tuple[Script, dict[int, str]]:
+    """Gives the schedule without the `dropped` steps, later steps moved up to close the gap."""
+    order = sorted(dropped)
+
+    def moved(step: int) -> int:
+        return step - sum(1 for d in order if d < step)
+
+    script = {(moved(s), tag, n): u for (s, tag, n), u in best.script.items()
+              if s not in dropped}
+    actions = {moved(s): label for s, label in best.actions.items() if s not in dropped}
+    return script, actions
+
+
+def _drop_executions(best: _Candidate) -> Iterator[_Schedule]:
+    count = best.options.executions
+    keep = best.violation.execution
+    for number in range(count, 0, -1):
+        gone = f"x{number}"
+        if count == 1 or gone == keep:
+            continue
+        dropped = {s for s, label in best.actions.items() if gone in _executions_in(label)}
+        script, actions = _without_steps(best, dropped)
+        # the executions after it take its place: x3 becomes x2
+        renamed = {s: _rename(label, number, count) for s, label in actions.items()}
+        yield (replace(best.options, executions=count - 1,
+                       steps_max=max(1, best.options.steps_max - len(dropped))),
+               script, renamed)
+
+
+_EXECUTION = re.compile(r"\bx(\d+)\b")
+
+
+def _executions_in(label: str) -> set[str]:
+    """Gives the executions an action's label names (in its own words and in its ids)."""
+    return {f"x{number}" for number in _EXECUTION.findall(label)}
+
+
+def _rename(label: str, gone: int, count: int) -> str:
+    """Renames the executions after `gone` down by one, wherever the label names them."""
+    def down(match: re.Match[str]) -> str:
+        number = int(match.group(1))
+        return f"x{number - 1}" if gone < number <= count else match.group(0)
+    return _EXECUTION.sub(down, label)
+
+
+def _subsets(keys: list[Key]) -> Iterator[list[Key]]:
+    """Gives the chunks of `keys` to try removing, coarse to fine (ddmin's order)."""
+    chunks = 1
+    while keys and chunks <= len(keys):
+        size = -(-len(keys) // chunks)
+        for start in range(0, len(keys), size):
+            yield keys[start:start + size]
+        chunks *= 2
+
+
+def _without(script: Script, removed: Sequence[Key]) -> Script:
+    gone = set(removed)
+    return {key: u for key, u in script.items() if key not in gone}
+
+
+def _drop_faults(best: _Candidate) -> Iterator[_Schedule]:
+    keys = sorted(key for key in best.script if key[1][0] == FAULT)
+    for chunk in _subsets(keys):
+        yield best.options, _without(best.script, chunk), best.actions
+
+
+def _drop_steps(best: _Candidate) -> Iterator[_Schedule]:
+    """Drops runs of steps before the violation: long runs first, then pairs, then one."""
+    last = best.violation.step
+    steps = list(range(1, last))
+    for width in (*(w for w in (last // 2, last // 4) if w > 2), 2, 1):
+        for start in range(len(steps) - width, -1, -1):
+            dropped = set(steps[start:start + width])
+            options = replace(best.options,
+                              steps_max=max(1, best.options.steps_max - len(dropped)))
+            script, actions = _without_steps(best, dropped)
+            yield options, script, actions
+
+
+def _first_branches(best: _Candidate) -> Iterator[_Schedule]:
+    keys = sorted((key for key in best.script if key[1] == BRANCH), reverse=True)
+    for key in keys:
+        yield best.options, _without(best.script, [key]), best.actions
+
+
+def _simplest_values(best: _Candidate) -> Iterator[_Schedule]:
+    keys = sorted(key for key in best.script if key[1] == VALUE)
+    for chunk in _subsets(keys):
+        yield best.options, _without(best.script, chunk), best.actions
+
+
+def shrink(definition: WorkflowDefinition, seed: int, options: SimOptions, rule: str, *,
+           machine: MachineFactory = ReferenceMachine, runs_max: int = 500,
+           time_budget_s: float | None = 60.0) -> Counterexample:
+    """Gives the smallest schedule found that still breaks `rule` in the run of `seed` with
+    `options` (the run must break it), within `runs_max` runs and `time_budget_s` seconds."""
+    (chosen,) = invariants([rule])
+    deadline = None if time_budget_s is None else time.monotonic() + time_budget_s
+    shrinker = _Shrinker(definition, machine, seed, chosen, runs_max, deadline)
+    first = shrinker.record(options)
+    best = shrinker.shrink(first)
+    # a local minimum may keep an execution the violation does not need, whose timers the
+    # clock's steps depend on: drop it even if the trace grows, shrink again, keep the smaller
+    restarted = True
+    while restarted and best.options.executions > 1 and not shrinker.out_of_budget():
+        restarted = False
+        for schedule in _drop_executions(best):
+            candidate = shrinker.attempt(schedule)
+            if candidate is None:
+                continue
+            candidate = shrinker.shrink(candidate)
+            if candidate.size() < best.size():
+                best, restarted = candidate, True
+                break
+    # the schedule keeps the draws up to the violation: run it once more, so the result
+    # shown is exactly what replaying the counterexample gives
+    final = shrinker.attempt((best.options, best.script, best.actions))
+    if final is not None and final.violation.step == best.violation.step:
+        best = final
+    return Counterexample(definition, machine, seed, best.options, best.choices,
+                          MappingProxyType(best.actions), best.violation, best.result,
+                          shrinker.runs, first.violation.step)

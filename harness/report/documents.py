@@ -1,0 +1,672 @@
+"""Reports: one versioned JSON document per run of the CLI or the plugin, rendered as a Markdown
+summary (with the workflow as a Mermaid `stateDiagram-v2`) and as one self-contained HTML file.
+
+The JSON document holds everything the renderers need (the workflow's graph included), so
+`fsmharness report REPORT.json` renders again from it alone. Its JSON Schema is
+`harness/report/report.schema.json` (`fsmharness schema --report`). The HTML page draws the workflow
+with Graphviz, which the `pygraphviz` wheel carries: the SVG is made when the report is written,
+so the page needs no script and no network. Everything that came from the user (names,
+messages, traces) is escaped; values of the definition's secret keys are redacted. The three
+files are written all or nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness.check.checkers import Violation
+from harness.check.coverage import (
+    UNSEEN_EVENT,
+    Coverage,
+    _universe,
+    covered_transitions,
+    transition_label,
+)
+from harness.errors import HarnessError
+from harness.report.redact import redact, secret_values
+from harness.sim.history import Committed
+from harness.sim.identity import definition_digest
+from harness.sim.simulator import SimulationResult
+from reference_machine import WorkflowDefinition
+
+__all__ = ["REPORT_FORMAT", "ReportError", "ReportFiles", "diagram_of", "ensure_writable",
+           "load_report",
+           "mermaid", "render_html", "render_markdown", "report_schema", "svg",
+           "target_section", "write_reports"]
+
+REPORT_KIND, REPORT_FORMAT = "fsmharness.report", 1
+
+
+class ReportError(HarnessError):
+    """A report that cannot be written, or a document that is not a report."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReportFiles:
+    """Where a report went."""
+
+    json: Path
+    markdown: Path
+    html: Path
+
+
+def tool_version() -> str:
+    """Gives fsmharness's installed version."""
+    try:
+        return version("fsmharness")
+    except PackageNotFoundError:  # pragma: no cover - run from a checkout without installing
+        return "0+unknown"
+
+
+# --- the document -------------------------------------------------------------------------
+
+
+def diagram_of(definition: WorkflowDefinition, coverage: Coverage | None = None,
+               path: Sequence[tuple[str, str, str]] = ()) -> dict[str, Any]:
+    """Gives the workflow's graph: leaf states (grouped by their compound parents), every
+    declared transition and every move a run made that no event declares (forced moves), each
+    marked covered or not and on the counterexample's path or not."""
+    universe = _universe(definition)
+    taken = coverage.transitions if coverage is not None else frozenset()
+    reached = covered_transitions(taken, universe["transitions"]) | set(taken)
+    states_reached = coverage.states if coverage is not None else frozenset()
+    on_path = set(path)
+    edges = (set(universe["transitions"]) | on_path |
+             {t for t in reached if t[0] and t[2] and t[1] != UNSEEN_EVENT
+              and t not in universe["transitions"]})
+    states = [{"name": name, "parent": state.parent or "", "final": state.final,
+               "outcome": state.outcome or "", "reached": name in states_reached}
+              for name, state in definition.states.items()]
+    return {
+        "initial": definition.initial,
+        "states": states,
+        "transitions": [
+            {"source": source, "event": event, "target": target,
+             "declared": (source, event, target) in universe["transitions"],
+             "covered": (source, event, target) in reached,
+             "on_path": (source, event, target) in on_path}
+            for source, event, target in sorted(edges)],
+        "path": [list(step) for step in path],
+    }
+
+
+class Counterexample(Protocol):
+    """What a report reads of a shrunk failure (`harness.Counterexample` is one): the report
+    describes the engines' results without importing the engines."""
+
+    @property
+    def seed(self) -> int: ...
+    @property
+    def violation(self) -> Violation: ...
+    @property
+    def result(self) -> SimulationResult: ...
+    @property
+    def steps(self) -> int: ...
+    @property
+    def original_steps(self) -> int: ...
+    @property
+    def faults(self) -> int: ...
+    def trace(self) -> list[str]: ...
+
+
+def counterexample_path(counterexample: Counterexample) -> list[tuple[str, str, str]]:
+    """Gives the moves the counterexample made, up to the violation, in order (of the violating
+    execution, when the violation names one)."""
+    execution = counterexample.violation.execution
+    last = counterexample.violation.step
+    return [(r.from_state, transition_label(r), r.state) for r in counterexample.result.history
+            if type(r) is Committed and r.step <= last and r.decision == "accepted"
+            and r.moved and r.from_state and (not execution or r.execution == execution)]
+
+
+def target_section(name: str, engine: str, definition: WorkflowDefinition, machine: str,
+                   summary: Mapping[str, Any], coverage: Coverage | None,
+                   counterexamples: Sequence[tuple[Counterexample | None, Path | None]] = (),
+                   options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Gives one target's part of the report: what the engine says (`summary`), the workflow's
+    graph with coverage and the first counterexample's path on it, and each failure's replay
+    command."""
+    failures = []
+    for index, (counterexample, replay_file) in enumerate(counterexamples):
+        given = summary.get("failures", [{}])[index] if summary.get("failures") else {}
+        if counterexample is None:
+            failures.append({**given, "replay_command": ""})
+            continue
+        violation = counterexample.violation
+        failures.append({
+            "seed": counterexample.seed, "rule": violation.rule,
+            "violation": violation.to_dict(), "message": str(violation),
+            "shrunk_steps": counterexample.steps, "original_steps": counterexample.original_steps,
+            "faults": counterexample.faults, "trace": counterexample.trace(),
+            "path": [list(step) for step in counterexample_path(counterexample)],
+            "replay_file": str(replay_file) if replay_file else None,
+            "replay_command": f"fsmharness replay {replay_file}" if replay_file else "",
+        })
+    first = next((c for c, _ in counterexamples if c is not None), None)
+    path = counterexample_path(first) if first is not None else []
+    secrets = secret_values(definition, first.result.history if first else ())
+    section = {
+        "name": name, "engine": engine,
+        "definition": {"name": definition.name, "version": definition.version,
+                       "source": definition.source, "digest": definition_digest(definition)},
+        "machine": machine, "held": bool(summary.get("held", not failures)),
+        "options": dict(options or {}),
+        "runs": int(summary.get("runs", 0)), "steps": int(summary.get("steps", 0)),
+        "states_explored": int(summary.get("states", 0)),
+        "elapsed_s": float(summary.get("elapsed_s", 0.0)),
+        "steps_per_second": float(summary.get("steps_per_second", 0.0)),
+        "verdict": str(summary.get("verdict", "")),
+        "invariants": list(summary.get("invariants", [])),
+        "faults": dict(summary.get("faults", {})),
+        "coverage": dict(summary.get("coverage", {})),
+        "metrics": dict(summary.get("metrics", {})),
+        "failures": failures,
+        "diagram": diagram_of(definition, coverage, path),
+    }
+    return redact(section, secrets)  # type: ignore[no-any-return]
+
+
+def document(command: str, sections: Sequence[Mapping[str, Any]],
+             arguments: Sequence[str] = ()) -> dict[str, Any]:
+    """Gives the whole report: what ran, and one section per target."""
+    return {
+        "kind": REPORT_KIND, "format": REPORT_FORMAT,
+        "tool": {"name": "fsmharness", "version": tool_version()},
+        "command": command, "arguments": list(arguments),
+        "held": all(section["held"] for section in sections),
+        "targets": list(sections),
+    }
+
+
+# --- reading and writing ----------------------------------------------------------------------
+
+
+def report_schema() -> dict[str, Any]:
+    """Gives the JSON Schema of report documents."""
+    text = resources.files("harness.report").joinpath("report.schema.json").read_text("utf-8")
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
+def load_report(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Reads a report document, checked against its schema; raises `ReportError` naming the
+    file and the first problem."""
+    import jsonschema
+
+    name = str(path)
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ReportError(f"{name}: cannot read: {exc.strerror}") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ReportError(f"{name}: not a JSON report: {exc}") from exc
+    if not isinstance(data, dict) or data.get("kind") != REPORT_KIND:
+        raise ReportError(f"{name}: not an fsmharness report (expected kind {REPORT_KIND!r})")
+    if data.get("format") != REPORT_FORMAT:
+        raise ReportError(f"{name}: report format {data.get('format')!r}; this fsmharness "
+                          f"reads format {REPORT_FORMAT}")
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(report_schema()).iter_errors(data))
+    if error is not None:
+        where = "/".join(str(part) for part in error.absolute_path) or "(document)"
+        raise ReportError(f"{name}: {where}: {error.message}")
+    for index, section in enumerate(data["targets"]):
+        problem = _inconsistent(section["diagram"])
+        if problem:
+            raise ReportError(f"{name}: targets/{index}/diagram: {problem}")
+    return data
+
+
+def _inconsistent(diagram: Mapping[str, Any]) -> str:
+    """Tells what in a diagram names a state it does not hold ("" when nothing does)."""
+    names = {state["name"] for state in diagram["states"]}
+    if diagram["initial"] not in names:
+        return f"initial state {diagram['initial']!r} is not among the states"
+    for state in diagram["states"]:
+        if state["parent"] and state["parent"] not in names:
+            return f"state {state['name']!r} has an unknown parent {state['parent']!r}"
+    for edge in diagram["transitions"]:
+        for end in ("source", "target"):
+            if edge[end] not in names:
+                return f"a transition's {end} {edge[end]!r} is not among the states"
+    return ""
+
+
+def ensure_writable(folder: str | os.PathLike[str]) -> Path:
+    """Makes `folder` if missing and checks a file can be written there, before any work;
+    raises `ReportError` saying why not."""
+    path = Path(folder)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".fsmharness-probe-{os.getpid()}"
+        probe.write_text("", encoding="utf-8")
+        probe.unlink()
+    except OSError as exc:
+        raise ReportError(f"{folder}: cannot write there: {exc.strerror or exc}") from exc
+    return path
+
+
+def write_reports(doc: Mapping[str, Any], folder: str | os.PathLike[str],
+                  stem: str = "fsmharness") -> ReportFiles:
+    """Writes `stem`.json, .md and .html into `folder` (made if missing): every file is
+    written beside its final name first, and only when all three are whole do they replace
+    what was there."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReportError(f"{folder}: cannot make the report folder: "
+                          f"{exc.strerror or exc}") from exc
+    text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    canonical = json.loads(text)  # render what a reader of the JSON gets, keys sorted
+    texts = {".json": text, ".md": render_markdown(canonical), ".html": render_html(canonical)}
+    finals = {suffix: folder / f"{stem}{suffix}" for suffix in texts}
+    with _all_or_nothing(folder) as stage:
+        for suffix, text in texts.items():
+            stage(finals[suffix], text)
+    return ReportFiles(finals[".json"], finals[".md"], finals[".html"])
+
+
+@contextlib.contextmanager
+def _all_or_nothing(folder: Path) -> Iterator[Any]:
+    """Stages files beside their final names; at the end puts them all in place, or, when one
+    cannot go, puts back what every final name held before."""
+    staged: list[tuple[Path, Path]] = []
+    placed: list[tuple[Path, Path | None]] = []  # final name, and the backup of what it held
+
+    def stage(final: Path, text: str) -> None:
+        temporary = folder / f".{final.name}.{os.getpid()}.tmp"
+        staged.append((temporary, final))
+        with open(temporary, "w", encoding="utf-8") as out:  # the umask's mode, as any file
+            out.write(text)
+
+    try:
+        yield stage
+        for temporary, final in staged:
+            backup = None
+            if final.is_file():
+                backup = final.with_name(f".{final.name}.{os.getpid()}.previous")
+                os.replace(final, backup)
+            placed.append((final, backup))
+            os.replace(temporary, final)
+    except OSError as exc:
+        for final, backup in reversed(placed):
+            with contextlib.suppress(OSError):
+                if backup is not None:
+                    os.replace(backup, final)
+                elif final.is_file():
+                    os.unlink(final)
+        for temporary, _ in staged:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+        raise ReportError(f"{folder}: cannot write the report: {exc.strerror or exc}") from exc
+    for _, backup in placed:
+        if backup is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(backup)
+
+
+# --- Mermaid and Markdown -------------------------------------------------------------------
+
+
+def _ids(diagram: Mapping[str, Any]) -> dict[str, str]:
+    """Gives each state (and compound parent) a plain identifier, in definition order."""
+    ids: dict[str, str] = {}
+    for state in diagram["states"]:
+        ids.setdefault(state["name"], f"s{len(ids)}")
+    return ids
+
+
+def _plain(text: str) -> str:
+    """Gives text safe inside a Mermaid label: letters, digits and a few marks."""
+    return re.sub(r"[^\w .\-/]", " ", text).strip() or "-"
+
+
+def mermaid(diagram: Mapping[str, Any]) -> str:
+    """Gives the workflow as a Mermaid `stateDiagram-v2`; edges never covered are drawn with
+    a dotted label, those on the counterexample's path are marked."""
+    ids = _ids(diagram)
+    children: dict[str, list[Mapping[str, Any]]] = {}
+    for state in diagram["states"]:
+        children.setdefault(state["parent"], []).append(state)
+    lines = ["stateDiagram-v2"]
+
+    def declare(parent: str, depth: int) -> None:
+        pad = "    " * depth
+        for state in children.get(parent, []):
+            name, sid = state["name"], ids[state["name"]]
+            lines.append(f'{pad}state "{_plain(name)}" as {sid}')
+            if name in children:
+                lines.append(f"{pad}state {sid} {{")
+                declare(name, depth + 1)
+                lines.append(f"{pad}}}")
+
+    declare("", 1)
+    lines.append(f"    [*] --> {ids[diagram['initial']]}")
+    for edge in diagram["transitions"]:
+        label = _plain(edge["event"])
+        if edge["on_path"]:
+            label += " (counterexample)"
+        elif not edge["covered"]:
+            label += " (never taken)"
+        lines.append(f"    {ids[edge['source']]} --> {ids[edge['target']]}: {label}")
+    for state in diagram["states"]:
+        if state["final"]:
+            lines.append(f"    {ids[state['name']]} --> [*]")
+    return "\n".join(lines) + "\n"
+
+
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+!|~])")
+
+
+def _md(text: Any) -> str:
+    """Escapes text for Markdown: no HTML, no links or images, no emphasis, no column
+    breaks; it reads as the same characters."""
+    escaped = _MARKDOWN.sub(r"\\\1", str(text).replace("\n", " "))
+    return html.escape(escaped, quote=False)
+
+
+def _coverage_line(coverage: Mapping[str, Any]) -> str:
+    return ", ".join(f"{name} {part['reached']}/{part['of']}"
+                     for name, part in coverage.items()) or "-"
+
+
+def render_markdown(doc: Mapping[str, Any]) -> str:
+    """Gives the report as Markdown fit for a CI job summary."""
+    verdict = "every invariant held" if doc["held"] else "violations found"
+    out = [f"# fsmharness {doc['command']}: {verdict}", "",
+           "| target | engine | held | runs | steps | coverage |",
+           "|---|---|---|---|---|---|"]
+    for section in doc["targets"]:
+        out.append(f"| {_md(section['name'])} | {section['engine']} | "
+                   f"{'yes' if section['held'] else '**no**'} | {section['runs']} | "
+                   f"{section['steps']} | {_md(_coverage_line(section['coverage']))} |")
+    for section in doc["targets"]:
+        out += ["", f"## {_md(section['name'])}", ""]
+        if section["verdict"]:
+            out += [_md(section["verdict"]), ""]
+        out += ["```mermaid", mermaid(section["diagram"]).rstrip(), "```", ""]
+        for failure in section["failures"]:
+            out += [f"### violated: {_md(failure.get('rule', '?'))}", "",
+                    _md(failure.get("message", "")), ""]
+            if failure.get("trace"):
+                out += ["```text", *[line.replace("```", "'''") for line in failure["trace"]],
+                        "```", ""]
+            if failure.get("replay_command"):
+                out += [f"replay: `{failure['replay_command']}`", ""]
+        if section["faults"]:
+            out += ["| fault | injected |", "|---|---|"]
+            out += [f"| {_md(kind)} | {count} |" for kind, count in section["faults"].items()]
+            out.append("")
+        for name, part in section["coverage"].items():
+            if part["missing"]:
+                missing = ", ".join(_md(" ".join(map(str, m)) if isinstance(m, list) else m)
+                                    for m in part["missing"][:20])
+                more = f" and {len(part['missing']) - 20} more" if len(part["missing"]) > 20 \
+                    else ""
+                out.append(f"- {name} never reached: {missing}{more}")
+    return "\n".join(out).rstrip() + "\n"
+
+
+# --- Graphviz and HTML ------------------------------------------------------------------------
+
+
+_EDGE_STYLE = {  # (on path, covered) -> attributes
+    (True, True): {"color": "#d62728", "penwidth": "3", "fontcolor": "#d62728"},
+    (True, False): {"color": "#d62728", "penwidth": "3", "fontcolor": "#d62728"},
+    (False, True): {"color": "#2c7a2c", "penwidth": "1.6", "fontcolor": "#2c7a2c"},
+    (False, False): {"color": "#9a9a9a", "style": "dashed", "fontcolor": "#7a7a7a"},
+}
+
+
+def _dot_label(text: str) -> str:
+    """Gives text Graphviz shows as written: backslashes are not escapes, and a value that
+    starts with `<` and ends with `>` would be taken as an HTML label, so it gets a space."""
+    text = text.replace("\\", "\\\\").replace("\n", " ")
+    return f"{text} " if text.startswith("<") and text.endswith(">") else text
+
+
+def svg(diagram: Mapping[str, Any]) -> str:
+    """Draws the workflow with Graphviz's dot layout; gives the SVG element (no prolog, no
+    comments), or raises `ReportError` when Graphviz is missing."""
+    try:
+        import pygraphviz
+    except ImportError as exc:  # pragma: no cover - pygraphviz is a dependency
+        raise ReportError(f"drawing the workflow needs pygraphviz: {exc}") from exc
+    ids = _ids(diagram)
+    graph = pygraphviz.AGraph(directed=True, strict=False, compound=True, rankdir="LR")
+    graph.graph_attr.update(fontname="Helvetica", fontsize="11", nodesep="0.35",
+                            ranksep="0.5", bgcolor="transparent")
+    graph.node_attr.update(shape="box", style="rounded,filled", fontname="Helvetica",
+                           fontsize="11", fillcolor="#ffffff", color="#555555")
+    graph.edge_attr.update(fontname="Helvetica", fontsize="9", arrowsize="0.7")
+    parents = {state["parent"] for state in diagram["states"] if state["parent"]}
+    clusters: dict[str, Any] = {"": graph}
+
+    def holder(name: str) -> Any:
+        if name in clusters:
+            return clusters[name]
+        state = next(s for s in diagram["states"] if s["name"] == name)
+        cluster = holder(state["parent"]).add_subgraph(
+            name=f"cluster_{ids[name]}", label=_dot_label(name), style="rounded,dashed",
+            color="#777777", fontname="Helvetica", fontsize="11")
+        clusters[name] = cluster
+        return cluster
+
+    graph.add_node("start", label="", shape="circle", width="0.18", style="filled",
+                   fillcolor="#333333")
+    for state in diagram["states"]:
+        if state["name"] in parents:
+            holder(state["name"])
+            continue
+        attributes = {"label": _dot_label(state["name"]), "id": f"state-{ids[state['name']]}",
+                      "tooltip": _dot_label(state["name"])}
+        if state["final"]:
+            attributes.update(peripheries="2", fillcolor="#eef3fb")
+        if not state["reached"]:
+            attributes.update(fillcolor="#f4f4f4", fontcolor="#888888", color="#aaaaaa")
+        holder(state["parent"]).add_node(ids[state["name"]], **attributes)
+    graph.add_edge("start", ids[diagram["initial"]], color="#333333")
+    for index, edge in enumerate(diagram["transitions"]):
+        style = dict(_EDGE_STYLE[(edge["on_path"], edge["covered"])])
+        if not edge["declared"] and not edge["on_path"]:
+            style["style"] = "dotted"
+        graph.add_edge(ids[edge["source"]], ids[edge["target"]], key=str(index),
+                       label=_dot_label(edge["event"]), id=f"edge-{index}",
+                       tooltip=_dot_label(f"{edge['source']} -> {edge['target']}"), **style)
+    with _quiet_stderr():
+        drawn = graph.draw(format="svg", prog="dot")
+    text = drawn.decode("utf-8") if isinstance(drawn, bytes) else str(drawn)
+    text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
+    start = text.find("<svg")
+    if start < 0:  # pragma: no cover - Graphviz always answers with an SVG element
+        raise ReportError("Graphviz drew no SVG")
+    text = text[start:].strip()
+    # fit the page's width, keeping the drawing's proportions (the viewBox stays)
+    return re.sub(r'^<svg width="[^"]*" height="[^"]*"',
+                  '<svg class="workflow" preserveAspectRatio="xMinYMin meet"', text, count=1)
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Keeps Graphviz's and fontconfig's notices (written by C code to fd 2) off the user's
+    terminal."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # pragma: no cover - no stderr to keep quiet
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as sink:
+            os.dup2(sink.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+_CSS = """
+body{font:14px/1.45 -apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0;color:#1d1d1f;
+background:#fafafa}
+header{padding:18px 28px;background:#1d2433;color:#fff}
+header h1{margin:0;font-size:20px}.held{color:#7ee787}.broken{color:#ff7b72}
+main{padding:8px 28px 40px}
+section.target{background:#fff;border:1px solid #ddd;border-radius:8px;margin:18px 0;
+padding:6px 20px 16px}
+h2{font-size:17px}h3{font-size:15px;margin-top:18px}
+table{border-collapse:collapse;margin:6px 0 12px;font-size:13px}
+th,td{border:1px solid #ddd;padding:3px 9px;text-align:left;vertical-align:top}
+th{background:#f2f2f2}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.diagram svg.workflow{width:100%;height:auto;max-height:80vh}
+.diagram{overflow:auto;border:1px solid #eee;border-radius:6px;padding:8px;background:#fff}
+.legend span{display:inline-block;margin-right:16px;font-size:12px}
+.sw{display:inline-block;width:22px;height:0;border-top:3px solid;vertical-align:middle;
+margin-right:5px}
+ul.trace{list-style:none;font:12px/1.5 ui-monospace,Menlo,Consolas,monospace;background:#f6f8fa;
+padding:10px 10px 10px 44px;border-radius:6px}
+code{font:12px ui-monospace,Menlo,Consolas,monospace;background:#f0f0f0;padding:1px 4px}
+.grid{display:flex;flex-wrap:wrap;gap:24px}
+.missing{color:#8a6d00;font-size:12px}
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[Any]], numeric: Sequence[int] = ()
+           ) -> str:
+    """Gives an HTML table; an empty `head` gives one of label-value rows."""
+    if not rows:
+        return "<p>none</p>"
+    cells = "".join(
+        "<tr>" + "".join(f'<td class="n">{_e(v)}</td>' if i in numeric else
+                         f"<th>{_e(v)}</th>" if not head and i == 0 else f"<td>{_e(v)}</td>"
+                         for i, v in enumerate(row)) + "</tr>" for row in rows)
+    top = "<tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>" if head else ""
+    return f"<table>{top}{cells}</table>"
+
+
+def _duration(ms: float) -> str:
+    """Gives virtual milliseconds in the unit that reads best."""
+    for unit, size in (("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if ms >= size:
+            return f"{ms / size:.1f} {unit}"
+    return f"{ms:.0f} ms"
+
+
+def _html_section(index: int, section: Mapping[str, Any]) -> str:
+    verdict = "held" if section["held"] else "violated"
+    parts = [f'<section class="target" id="target-{index}">',
+             f'<h2>{_e(section["name"])} <small>({_e(section["engine"])}, '
+             f'<span class="{"held" if section["held"] else "broken"}-t">{verdict}</span>)'
+             f'</small></h2>']
+    definition = section["definition"]
+    facts = [("test", section["test"])] if section.get("test") else []
+    facts += [("definition", f"{definition['name']} {definition['version']}"),
+             ("machine", section["machine"]), ("runs", section["runs"]),
+             ("steps", section["steps"])]
+    if section["engine"] == "explore":
+        facts.append(("distinct states", section["states_explored"]))
+    else:
+        facts.append(("steps/s", f"{section['steps_per_second']:,.0f}"))
+    facts += [("time", f"{section['elapsed_s']:.2f} s"),
+              ("invariants checked", len(section["invariants"]))]
+    if section["verdict"]:
+        facts.append(("verdict", section["verdict"]))
+    parts.append(_table([], facts))
+    try:
+        drawing = svg(section["diagram"])
+    except ReportError as exc:  # pragma: no cover - pygraphviz is a dependency
+        drawing = f"<pre>{_e(mermaid(section['diagram']))}</pre><p>{_e(exc)}</p>"
+    parts += ['<h3>Workflow</h3><div class="legend">'
+              '<span><i class="sw" style="border-color:#2c7a2c"></i>covered</span>'
+              '<span><i class="sw" style="border-color:#9a9a9a;border-top-style:dashed"></i>'
+              'never taken</span>'
+              '<span><i class="sw" style="border-color:#d62728"></i>counterexample</span>'
+              '<span><i class="sw" style="border-color:#9a9a9a;border-top-style:dotted"></i>'
+              'forced move</span></div>',
+              f'<div class="diagram">{drawing}</div>']
+    for failure in section["failures"]:
+        parts.append(f'<h3 class="broken-t">Violated: {_e(failure.get("rule", "?"))}</h3>'
+                     f'<p>{_e(failure.get("message", ""))}</p>')
+        if failure.get("trace"):
+            steps = "".join(f"<li>{_e(line)}</li>" for line in failure["trace"])
+            parts.append(f'<p>Shrunk to {_e(failure.get("shrunk_steps"))} steps '
+                         f'(from {_e(failure.get("original_steps"))}), seed '
+                         f'{_e(failure.get("seed"))}:</p><ul class="trace">{steps}</ul>')
+        if failure.get("replay_command"):
+            parts.append(f'<p>Replay: <code>{_e(failure["replay_command"])}</code></p>')
+    coverage = section["coverage"]
+    rows = [(name, part["reached"], part["of"],
+             f"{100 * part['reached'] / part['of']:.0f}%" if part["of"] else "-")
+            for name, part in coverage.items()]
+    parts.append('<div class="grid"><div><h3>Coverage</h3>'
+                 + _table(["dimension", "reached", "of", ""], rows, (1, 2, 3)))
+    for name, part in coverage.items():
+        if part["missing"]:
+            shown = ", ".join(" ".join(map(str, m)) if isinstance(m, list) else str(m)
+                              for m in part["missing"][:30])
+            parts.append(f'<p class="missing">{_e(name)} never reached: {_e(shown)}</p>')
+    parts.append("</div><div><h3>Faults injected</h3>"
+                 + _table(["fault", "injected"], sorted(section["faults"].items()), (1,))
+                 + "</div></div>")
+    parts.append(_metrics_html(section["metrics"]))
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _metrics_html(metrics: Mapping[str, Any]) -> str:
+    if not metrics:
+        return ""
+    states = [(name, m["visits"], _duration(m["mean_time_ms"]), m["failures"],
+               f"{100 * m['failure_rate']:.1f}%") for name, m in metrics["states"].items()]
+    tools = [(name, m["calls"], m["resends"], f"{100 * m['resend_rate']:.1f}%")
+             for name, m in metrics["tools"].items()]
+    per = [("executions", metrics["executions"]),
+           ("transitions per execution (mean / max)",
+            f"{metrics['transitions']['mean']} / {metrics['transitions']['max']}"),
+           ("cost per execution (mean / max)",
+            f"{metrics['cost']['mean']} / {metrics['cost']['max']}"),
+           ("stuck executions", metrics["stuck"])]
+    return ("<h3>Metrics</h3><div class=\"grid\"><div><h4>Per state</h4>"
+            + _table(["state", "visits", "mean time (virtual)", "failures", "failure rate"],
+                     states, (1, 2, 3, 4))
+            + "</div><div><h4>Per tool</h4>"
+            + _table(["tool", "calls", "re-sends", "re-send rate"], tools, (1, 2, 3))
+            + "</div><div><h4>Approvals</h4>"
+            + _table(["outcome", "count"], list(metrics["approvals"].items()), (1,))
+            + "<h4>Endings</h4>"
+            + _table(["ending", "executions"], list(metrics["endings"].items()), (1,))
+            + "<h4>Per execution</h4>" + _table([], per, (1,)) + "</div></div>")
+
+
+def render_html(doc: Mapping[str, Any]) -> str:
+    """Gives the report as one self-contained HTML page (inline SVG and CSS, no script)."""
+    held = doc["held"]
+    title = f"fsmharness {doc['command']}: {'held' if held else 'violations found'}"
+    rows = [(s["name"], s["engine"], "held" if s["held"] else "violated", s["runs"], s["steps"],
+             _coverage_line(s["coverage"])) for s in doc["targets"]]
+    body = "".join(_html_section(index, section) for index, section in enumerate(doc["targets"]))
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+        "style-src 'unsafe-inline'; img-src data:\">"
+        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
+        f"<header><h1>fsmharness {_e(doc['command'])}: "
+        f"<span class=\"{'held' if held else 'broken'}\">"
+        f"{'every invariant held' if held else 'violations found'}</span></h1>"
+        f"<div>fsmharness {_e(doc['tool']['version'])} · {_e(' '.join(doc['arguments']))}"
+        "</div></header><main>"
+        + _table(["target", "engine", "verdict", "runs", "steps", "coverage"], rows, (3, 4))
+        + body + "</main></body></html>\n")

@@ -1,0 +1,91 @@
+"""A run's history told as readable steps: what the scheduler did, which faults struck, what the
+machine committed and what took effect at the world."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from harness.sim.history import (
+    Applied,
+    Committed,
+    Crashed,
+    Decided,
+    Delivered,
+    Dispatched,
+    FaultInjected,
+    Healed,
+    HistoryRecord,
+    MachineFailed,
+    Recovered,
+    Started,
+    TimerFired,
+)
+
+__all__ = ["describe_steps"]
+
+
+def describe_steps(history: Sequence[HistoryRecord], *, last: int | None = None) -> list[str]:
+    """Gives one line per step of `history` (up to step `last`), each naming what happened."""
+    lines: list[str] = []
+    step, parts, at = 0, [], 0
+    for record in history:
+        if record.step != step:
+            if parts:
+                lines.append(_line(step, at, parts))
+            step, parts, at = record.step, [], record.at
+            if last is not None and step > last:
+                break
+        if step == 0:
+            continue
+        text = _part(record)
+        if text:
+            parts.append(text)
+    else:
+        if parts and (last is None or step <= last):
+            lines.append(_line(step, at, parts))
+    return lines
+
+
+def _line(step: int, at: int, parts: list[str]) -> str:
+    return f"step {step} (t={_seconds(at)}): " + "; ".join(parts)
+
+
+def _seconds(ms: int) -> str:
+    return f"{ms / 1000:g}s"
+
+
+def _part(record: HistoryRecord) -> str:
+    kind = type(record)
+    if kind is Started:
+        return f"start {record.execution}"
+    if kind is Delivered:
+        source = f" from {record.source}"
+        via = "" if record.via in ("external", "approval") else f" ({record.via})"
+        return f"deliver {record.type}{source} to {record.execution}{via}"
+    if kind is Decided:
+        return "" if record.decision == "accepted" else f"{record.decision}"
+    if kind is Committed:
+        if record.decision != "accepted" or not record.moved:
+            return ""
+        forced = f", forced by {record.forced}" if record.forced else ""
+        return (f"{record.execution}: {record.from_state or '(start)'} -> {record.state} "
+                f"on {record.moved}{forced}")
+    if kind is Dispatched:
+        during = "" if record.during in ("tool call", "compensation") else (
+            f" during {record.during}")
+        return f"call {record.tool}{during}"
+    if kind is Applied:
+        return f"{record.tool} takes effect (key {record.key})"
+    if kind is FaultInjected:
+        return f"FAULT {record.fault}" + (f" ({record.detail})" if record.detail else "")
+    if kind is Crashed:
+        return f"crash at {record.point} during {record.during}"
+    if kind is Recovered:
+        return "recovered"
+    if kind is TimerFired:
+        return f"clock to {_seconds(record.at)}, timers due fire"
+    if kind is Healed:
+        return "faults healed (liveness phase)"
+    if kind is MachineFailed:
+        return f"machine {record.problem}: {record.error}: {record.message}"
+    return ""

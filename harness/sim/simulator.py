@@ -1,0 +1,1009 @@
+"""The deterministic simulator: one seed, one PRNG, a virtual clock, faults drawn from the seed.
+
+Each step the seeded scheduler picks one enabled action: start an execution, deliver an external
+event enabled in an execution's state (its payload valid or, sometimes, invalid by its schema),
+complete a tool call in flight, decide a pending approval, deliver a queued event (redelivered,
+duplicated, reordered, late), or advance the clock to the next timer. Faults of the plan are
+drawn where they can happen: at delivery (drop, duplicate, reorder, late, forged approval), at
+the tool world (tool failures), at the clock (skew), and inside the machine at its probe points
+(crash, store write failure, a second worker on the same execution). A crash drops the
+machine's memory; the simulator recovers it from the store and sends again what got no answer.
+
+The run ends when every execution is final and nothing is left to deliver (or nothing at all
+can happen: quiescent), or at the step bound. What happened is the history: typed records.
+A machine that raises, runs away or answers nonsense ends its run with a `MachineFailed` record;
+the simulator itself does not fail with it.
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import freezegun
+
+from fault_injection import (
+    FORGED_VARIANTS,
+    STORE_WRITE,
+    TOOL_FAULTS,
+    FaultKind,
+    FaultPlan,
+    FaultPlanError,
+    SimulatedCrash,
+    StoreWriteError,
+    default_plan,
+    load_plan,
+    no_faults,
+)
+from harness.errors import HarnessError
+from harness.sim.choices import Choices
+from harness.sim.history import (
+    Commanded,
+    Committed,
+    Crashed,
+    Decided,
+    Delivered,
+    FaultInjected,
+    Finished,
+    Healed,
+    HistoryRecord,
+    MachineFailed,
+    Observed,
+    Recovered,
+    Replayed,
+    ResultRecorded,
+    RunStarted,
+    Started,
+    TimerFired,
+    counts,
+    write_jsonl,
+)
+from harness.sim.machine import (
+    ApprovalWait,
+    Call,
+    MachineFactory,
+    MachineUnderTest,
+    Observation,
+    ReferenceMachine,
+)
+from harness.sim.payloads import schema_of
+from harness.sim.world import Clock, LedgerEntry, ToolWorld, fault_tables, generator
+from reference_machine import (
+    APPROVAL_DENIED,
+    APPROVAL_GRANTED,
+    Commit,
+    Event,
+    RunCompensation,
+    RunEffect,
+    StoreError,
+    WorkflowDefinition,
+)
+from reference_machine._findings import did_you_mean
+
+__all__ = ["FROZEN_EPOCH", "SimOptions", "SimulationResult", "Simulator", "plan_for", "simulate"]
+
+#: The wall time virtual time 0 stands for, with `SimOptions(freeze_clock=True)`.
+FROZEN_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+_STATUSES = frozenset({"created", "running", "waiting", "compensating", "final"})
+_DECISIONS = frozenset({"accepted", "ignored", "rejected"})
+_KEEP_VIA = frozenset({"forged", "late", "duplicate", "agent"})
+_START, _EXTERNAL, _COMPLETE, _APPROVE, _QUEUED, _ADVANCE = range(6)
+
+
+@dataclass(frozen=True, slots=True)
+class SimOptions:
+    """How one simulated run is made. `steps_max` bounds the safety phase (faults on), then
+    `liveness_steps` more run with every fault healed; `ops_max` bounds one step (tool calls
+    plus probe points: a machine past it is reported as hung)."""
+
+    seed: int = 0
+    executions: int = 3
+    steps_max: int = 1_000
+    plan: FaultPlan | None = None  # None: every fault the definition can take, default rates
+    invalid_rate: float = 0.1
+    grant_rate: float = 0.7
+    ops_max: int = 10_000
+    recoveries_max: int = 20
+    context: Mapping[str, Any] = field(default_factory=dict)
+    honour_keys: Mapping[str, bool] = field(default_factory=dict)
+    freeze_clock: bool = False  # wall time follows the machine's clock (freezegun)
+    liveness_steps: int = 200  # after the safety phase, steps with every fault healed
+    replay_check: bool = True  # at the end, have a machine that can replay its log do so
+
+    def __post_init__(self) -> None:
+        for name, low in (("seed", 0), ("executions", 1), ("steps_max", 0), ("ops_max", 1),
+                          ("recoveries_max", 1), ("liveness_steps", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise HarnessError(f"options.{name}: expected a whole number of at least "
+                                   f"{low}, got {value!r}")
+        for name in ("invalid_rate", "grant_rate"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or isinstance(value, bool) or not (
+                    0.0 <= value <= 1.0):
+                raise HarnessError(f"options.{name}: expected a rate from 0 to 1, got "
+                                   f"{value!r}")
+        for name in ("freeze_clock", "replay_check"):
+            if not isinstance(getattr(self, name), bool):
+                raise HarnessError(f"options.{name}: expected true or false, got "
+                                   f"{getattr(self, name)!r}")
+        try:  # the context travels in the history and the start event: JSON data only
+            json.dumps(dict(self.context), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise HarnessError(f"options.context: expected JSON data: {exc}") from exc
+
+    def to_dict(self) -> dict[str, Any]:
+        """Gives the options as plain JSON data, the plan included (`from_dict` reads it)."""
+        return {"seed": self.seed, "executions": self.executions, "steps_max": self.steps_max,
+                "invalid_rate": self.invalid_rate, "grant_rate": self.grant_rate,
+                "ops_max": self.ops_max, "recoveries_max": self.recoveries_max,
+                "context": dict(self.context), "honour_keys": dict(sorted(
+                    self.honour_keys.items())), "freeze_clock": self.freeze_clock,
+                "liveness_steps": self.liveness_steps, "replay_check": self.replay_check,
+                "plan": None if self.plan is None else self.plan.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SimOptions:
+        """Gives the options `to_dict` gave (a replay file's); raises `HarnessError` naming the
+        option that is wrong."""
+        if not isinstance(data, Mapping):
+            raise HarnessError(f"options: expected a mapping, got {type(data).__name__}")
+        known = {f for f in cls.__dataclass_fields__}  # type: ignore[attr-defined]
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise HarnessError(f"options.{unknown[0]}: not an option"
+                               f"{did_you_mean(unknown[0], sorted(known))}")
+        values = dict(data)
+        plan = values.pop("plan", None)
+        if plan is not None:
+            try:
+                values["plan"] = load_plan(plan)
+            except FaultPlanError as exc:
+                raise HarnessError(f"options.plan: {exc}") from exc
+        try:
+            return cls(**values)
+        except TypeError as exc:
+            raise HarnessError(f"options: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class SimulationResult:
+    """What a run did: its history, the effect ledger, how it ended, and what was seen last.
+
+    `status` is `final` (every execution ended), `quiescent` (nothing could happen),
+    `step_bound` (steps ran out) or `machine_failed`."""
+
+    seed: int
+    status: str
+    steps: int
+    at: int
+    plan: FaultPlan
+    history: tuple[HistoryRecord, ...]
+    ledger: tuple[LedgerEntry, ...]
+    final: Mapping[str, Observation]
+    failure: MachineFailed | None = None
+    traceback: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """Tells whether the machine held up (it did not fail; invariants are checked apart)."""
+        return self.failure is None
+
+    def summary(self) -> dict[str, Any]:
+        """Gives counts of records by kind, faults injected by kind, and the final states."""
+        faults = Counter(str(r.fault) for r in self.history if isinstance(r, FaultInjected))
+        return {
+            "seed": self.seed,
+            "status": self.status,
+            "steps": self.steps,
+            "virtual_ms": self.at,
+            "records": counts(self.history),
+            "faults": dict(sorted(faults.items())),
+            "effects_applied": len(self.ledger),
+            "final": {eid: {"state": o.state, "status": o.status, "outcome": o.outcome}
+                      for eid, o in self.final.items()},
+            "failure": None if self.failure is None else self.failure._asdict(),
+        }
+
+    def write_history(self, path: str | Path) -> None:
+        """Writes the history as JSON lines (all or nothing)."""
+        write_jsonl(self.history, path)
+
+
+class Simulator:
+    """Runs seeded simulations of one definition against a machine (the reference runtime
+    unless another factory is given). Each `run` starts from nothing, so a seed always gives
+    the same history."""
+
+    def __init__(self, definition: WorkflowDefinition, options: SimOptions | None = None,
+                 machine: MachineFactory = ReferenceMachine) -> None:
+        self.definition = definition
+        self.options = options if options is not None else SimOptions()
+        self.plan = self.options.plan if self.options.plan is not None else plan_for(definition)
+        self.plan.check(definition)
+        named = getattr(machine, "crash_points", None)  # a class says before it is built
+        if isinstance(named, tuple | list):
+            check_points(self.plan, named)
+        self.machine = machine
+        # a plan without swarm is the plan of every run: what a run draws from it is made once
+        self._tables = fault_tables(self.plan, definition)
+        for tool in self.options.honour_keys:
+            if tool not in definition.tools:
+                raise HarnessError(f"options.honour_keys: {definition.name!r} has no tool "
+                                   f"{tool!r}{did_you_mean(tool, list(definition.tools))}")
+        self._external = {name: _enabled_events(definition, name) for name in definition.states}
+        # built once: Faker's realistic pools cost milliseconds; a run draws from them
+        self._payloads = {name: generator(f"events.{name}.payload", schema_of(spec.payload),
+                                           index)
+                          for index, (name, spec) in enumerate(definition.spec.events.items())
+                          if spec.payload is not None}
+        self._outputs = {name: generator(f"tools.{name}.output", spec.output, index)
+                         for index, (name, spec) in enumerate(definition.tools.items())}
+
+    def run(self, seed: int | None = None, *, choices: Choices | None = None
+            ) -> SimulationResult:
+        """Runs one simulation (with `seed` instead of the options' seed, if given); `choices`
+        replaces the seeded source of the run's decisions (to record or replay a schedule)."""
+        return self.begin(seed, choices=choices).execute()
+
+    def begin(self, seed: int | None = None, *, choices: Choices | None = None) -> _Run:
+        """Gives a run not started yet, for engines that drive it one step at a time."""
+        return _Run(self, self.options.seed if seed is None else seed, choices)
+
+
+def check_points(plan: FaultPlan, named: Sequence[str]) -> None:
+    """Refuses a plan whose crash points the machine does not name."""
+    crash = plan.get(FaultKind.CRASH)
+    if crash is None or not crash.points:
+        return
+    for index, point in enumerate(crash.points):
+        if point not in named:
+            known = ", ".join(named) or "none (it is crashed between steps)"
+            raise FaultPlanError(f"faults.crash.points[{index}]",
+                                 f"the machine under test has no crash point {point!r}; its "
+                                 f"points: {known}")
+
+
+def plan_for(definition: WorkflowDefinition, *, swarm: bool = False) -> FaultPlan:
+    """Gives the default plan less what the definition cannot take (tool faults without
+    tools)."""
+    plan = default_plan(swarm=swarm)
+    if definition.tools:
+        return plan
+    return replace(plan, rates=tuple(r for r in plan.rates if r.kind not in TOOL_FAULTS))
+
+
+def simulate(definition: WorkflowDefinition, seed: int = 0, **options: Any) -> SimulationResult:
+    """Runs one seeded simulation of `definition` on the reference machine."""
+    return Simulator(definition, SimOptions(seed=seed, **options)).run()
+
+
+class _Queued(NamedTuple):
+    due: int
+    seq: int
+    execution: str
+    event: Event
+    via: str
+
+
+class _Hung(BaseException):
+    """The machine passed the per-step bound of operations."""
+
+
+class _Nonsense(Exception):
+    """The machine answered something that cannot be."""
+
+
+class _Run:
+    """The state of one run; built fresh by each `Simulator.run` (or `Simulator.begin`, for an
+    engine that drives it a step at a time: `start`, then `step`, `heal` and `finish`)."""
+
+    def __init__(self, simulator: Simulator, seed: int, choices: Choices | None = None) -> None:
+        options = simulator.options
+        self.sim, self.options, self.seed = simulator, options, seed
+        self.definition = definition = simulator.definition
+        self.rng = rng = choices if choices is not None else Choices(seed)
+        rng.at_step(0)
+        self.plan = plan = simulator.plan.for_run(rng)
+        self.clock = Clock()
+        self.history: list[HistoryRecord] = []
+        self.emit = self.history.append
+        self.ids = [f"x{n}" for n in range(1, options.executions + 1)]
+        self.world = ToolWorld(definition, plan, rng, self.clock, self.emit, seed=seed,
+                               honour_keys=options.honour_keys,
+                               executions=self._execution_of, outputs=simulator._outputs,
+                               tables=simulator._tables if plan is simulator.plan else None,
+                               on_call=self._count, activity=self._doing)
+        self.changed: dict[str, None] = {}
+        self.watched = False
+        self.obs: dict[str, Observation] = {}
+        self.unstarted = list(self.ids)
+        self.queue: list[_Queued] = []
+        self.serial = 0
+        self.ops = 0
+        self.ops_max = options.ops_max
+        self.quiet = False
+        self.in_worker = False
+        self.worker: MachineUnderTest | None = None
+        self.activity = ""
+        self.acting = ""  # the execution this step acts on ("" when the clock moves)
+        self.current: tuple[str, Event] | None = None
+        self.last_request: dict[str, str] = {}
+        self.last_state: dict[str, str] = {}  # each execution's state at its last commit
+        self.machine: MachineUnderTest | None = None  # type: ignore[assignment]
+        self.points: frozenset[str] = frozenset()
+        self.between = False
+        self.machine_time = 0  # the machine's clock: never goes back
+        self.offset = 0  # how far the machine's clock runs ahead (an early timer skew)
+        self.frozen: Any = None  # freezegun's handle, with `freeze_clock`
+        self.healed = False
+        self.healed_at = 0  # the last step of the safety phase, once healed
+        self.failure: MachineFailed | None = None
+        self.trace = ""
+        self._rates(plan)
+
+    def _build(self) -> None:
+        """Makes the machine (a factory that raises is that machine's failure); no fault is
+        injected while it is built."""
+        self.quiet = True
+        try:
+            self.machine = self.sim.machine(self.definition, self.world.tools, self._probe)
+        finally:
+            self.quiet = False
+        named = getattr(self.machine, "crash_points", ())
+        check_points(self.plan, named)
+        crash = self.plan.get(FaultKind.CRASH)
+        self.points = frozenset(crash.points if crash is not None and crash.points else named)
+        self.between = not named  # a machine without named points crashes between steps
+        # a machine that tells what it commits and records is observed where it changed;
+        # another, everywhere after each step
+        watch = getattr(self.machine, "watch", None)
+        self.watched = watch is not None
+        if watch is not None:
+            watch(self._committed, self._recorded)
+
+    def _rates(self, plan: FaultPlan) -> None:
+        self.r_crash = plan.rate(FaultKind.CRASH)
+        self.r_store = plan.rate(FaultKind.STORE_WRITE_FAILURE)
+        self.r_worker = plan.rate(FaultKind.SECOND_WORKER)
+        self.r_drop = plan.rate(FaultKind.DROPPED_EVENT)
+        self.r_reorder = plan.rate(FaultKind.REORDERED_EVENTS)
+        self.r_dup = plan.rate(FaultKind.DUPLICATE_EVENT)
+        self.r_late = plan.rate(FaultKind.LATE_EVENT)
+        self.r_skew = plan.rate(FaultKind.TIMER_SKEW)
+        self.r_forged = plan.rate(FaultKind.FORGED_APPROVAL)
+        dropped, late = plan.get(FaultKind.DROPPED_EVENT), plan.get(FaultKind.LATE_EVENT)
+        skew, forged = plan.get(FaultKind.TIMER_SKEW), plan.get(FaultKind.FORGED_APPROVAL)
+        self.redeliver_after = dropped.redeliver_after_ms if dropped else 0
+        self.late_delay = late.delay_ms if late else 0
+        self.max_skew = skew.max_skew_ms if skew else 0
+        if self.max_skew <= 0:
+            self.r_skew = 0.0  # no room to skew
+        self.forged_variants = forged.variants if forged and forged.variants else (
+            FORGED_VARIANTS)
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def execute(self) -> SimulationResult:
+        """Runs the simulation; with `freeze_clock`, `datetime.now()` and `time.time()` in the
+        machine read the machine's virtual clock (from `FROZEN_EPOCH`), not the wall."""
+        if not self.options.freeze_clock:
+            return self._execute()
+        with freezegun.freeze_time(FROZEN_EPOCH) as frozen:
+            self.frozen = frozen
+            return self._execute()
+
+    def _execute(self) -> SimulationResult:
+        if not self.start():
+            return self.result("machine_failed")
+        status = self.steps(self.options.steps_max)
+        if status != "final" and self.failure is None and self.options.liveness_steps:
+            self.heal()
+            status = self.steps(self.options.liveness_steps)
+        return self.finish(status)
+
+    def start(self) -> bool:
+        """Logs the run and builds the machine; tells whether that went well (else the run's
+        failure is set)."""
+        options = self.options.to_dict()
+        options.pop("plan")  # the run's plan is logged apart: the one drawn for this run
+        self.emit(RunStarted(0, 0, self.seed, self.definition.name, self.definition.version,
+                             _name_of(self.sim.machine), {**options, "seed": self.seed},
+                             self.plan))
+        try:
+            self.activity = "building the machine"
+            self._build()
+        except FaultPlanError:
+            raise  # the plan names crash points this machine lacks: the user's mistake
+        except KeyboardInterrupt:
+            raise
+        except _Hung as exc:
+            self._fail(MachineFailed(0, 0, "hung", "StepBound", str(exc)), "")
+            return False
+        except BaseException as exc:  # SystemExit too: the machine's, not the simulator's
+            self._fail(MachineFailed(0, 0, "raised", type(exc).__name__,
+                                     f"while {self.activity}: {exc}"),
+                       "".join(traceback.format_exception(exc)))
+            return False
+        return True
+
+    def steps(self, count: int) -> str:
+        """Runs up to `count` steps; gives `final` (every execution ended), `quiescent`
+        (nothing could happen), `step_bound` (the steps ran out) or `machine_failed`."""
+        for _ in range(count):
+            if not self.step():
+                return "machine_failed" if self.failure is not None else self.stopped()
+        return "step_bound"
+
+    def stopped(self) -> str:
+        """Tells why nothing can happen: every execution ended, or some are stuck."""
+        done = not self.unstarted and all(o.status == "final" for o in self.obs.values())
+        return "final" if done else "quiescent"
+
+    def step(self) -> bool:
+        """Performs one step (one action, chosen by the run's choices); tells whether one was
+        performed (not when nothing could happen or the machine failed)."""
+        if self.failure is not None:
+            return False
+        clock = self.clock
+        try:
+            actions = self.actions()
+            if not actions:
+                return False
+            clock.step += 1
+            self.ops = 0
+            self.rng.at_step(clock.step)
+            self._perform(actions[self.rng.action(actions, _label)])
+            if self.between:
+                self._between_steps()
+            self._observe()
+        except _Hung as exc:
+            self._fail(MachineFailed(clock.step, clock.now, "hung", "StepBound", str(exc)), "")
+        except _Nonsense as exc:
+            self._fail(MachineFailed(clock.step, clock.now, "nonsense", "Observation",
+                                     str(exc)), "")
+        except (SimulatedCrash, StoreWriteError) as exc:  # escaped a machine that was not called
+            self._fail(MachineFailed(clock.step, clock.now, "raised", type(exc).__name__,
+                                     f"an injected fault escaped the machine: {exc}"), "")
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # SystemExit too: the machine's, not the simulator's
+            self._fail(MachineFailed(clock.step, clock.now, "raised", type(exc).__name__,
+                                     f"while {self.activity}: {exc}"),
+                       "".join(traceback.format_exception(exc)))
+        return self.failure is None
+
+    def heal(self) -> None:
+        """Ends the safety phase: no fault is injected from here on, and the scheduler draws
+        from its own seeded source (so a schedule edited by shrinking leaves it alone)."""
+        if self.healed:
+            return
+        self.healed = True
+        self.healed_at = self.clock.step
+        self.emit(Healed(self.clock.step, self.clock.now))
+        self._rates(no_faults())
+        self.rng = Choices(f"{self.seed}:liveness")
+        self.rng.at_step(self.clock.step)
+        self.world.heal(self.rng)
+
+    def finish(self, status: str) -> SimulationResult:
+        """Ends the run: each execution as last seen and what could still move it, and, for a
+        machine that can replay its log, whether that reproduces its state."""
+        if self.failure is not None:
+            return self.result("machine_failed")
+        clock = self.clock
+        for eid, obs in self.obs.items():
+            self.emit(Finished(clock.step, clock.now, eid, obs.state, obs.status,
+                               obs.outcome, obs.version, self._waiting_on(eid, obs)))
+        replay = getattr(self.machine, "replay", None) if self.options.replay_check else None
+        if replay is not None:
+            for eid in self.obs:
+                try:
+                    replay(eid)
+                except KeyboardInterrupt:
+                    raise
+                except BaseException as exc:  # what diverged is the finding, not a crash
+                    self.emit(Replayed(clock.step, clock.now, eid, False,
+                                       f"{type(exc).__name__}: {exc}"))
+                else:
+                    self.emit(Replayed(clock.step, clock.now, eid, True))
+        return self.result(status)
+
+    def _waiting_on(self, eid: str, obs: Observation) -> tuple[str, ...]:
+        """Names what could still move an execution that is not final."""
+        if obs.status == "final":
+            return ()
+        waiting = []
+        if obs.timers:
+            waiting.append("timer")
+        if obs.calls:
+            waiting.append("call")
+        if obs.approval is not None:
+            waiting.append("approval")
+        if self.sim._external.get(obs.state):
+            waiting.append("event")
+        if any(queued.execution == eid for queued in self.queue):
+            waiting.append("queued")
+        return tuple(waiting)
+
+    def _fail(self, failure: MachineFailed, trace: str) -> None:
+        self.emit(failure)
+        self.failure, self.trace = failure, trace
+
+    def result(self, status: str) -> SimulationResult:
+        """Gives what the run did so far."""
+        clock = self.clock
+        if self.failure is not None:
+            status = "machine_failed"
+        return SimulationResult(self.seed, status, clock.step, clock.now, self.plan,
+                                tuple(self.history), tuple(self.world.ledger.entries),
+                                dict(self.obs), self.failure, self.trace)
+
+    def actions(self) -> list[tuple[Any, ...]]:
+        """Gives the actions enabled now, in a fixed order: starts, then per execution its calls
+        to complete, its approval and its external events, then queued deliveries, then moving
+        the clock to what is due next."""
+        actions: list[tuple[Any, ...]] = [(_START, eid) for eid in self.unstarted]
+        now, offset = self.clock.now, self.offset
+        soonest: int | None = None
+        what = ""  # what the clock would move to: a timer, a queued delivery, a landing
+        for eid, obs in self.obs.items():
+            if obs.status == "final":
+                continue
+            for call in obs.calls:
+                actions.append((_COMPLETE, eid, call))
+            if obs.approval is not None:
+                actions.append((_APPROVE, eid, obs.approval))
+            if self.sim._external.get(obs.state):
+                actions.append((_EXTERNAL, eid, obs.state))
+            for timer, fire_at in obs.timers:  # the machine's time; the clock's is behind
+                if soonest is None or fire_at - offset < soonest:
+                    soonest, what = fire_at - offset, timer
+        for queued in self.queue:
+            if queued.due <= now:
+                actions.append((_QUEUED, queued))
+            elif soonest is None or queued.due < soonest:
+                soonest, what = queued.due, f"{queued.execution} {queued.event.type}"
+        landing = self.world.next_landing
+        if landing is not None and (soonest is None or landing < soonest):
+            soonest, what = landing, "landing"
+        if soonest is not None:
+            actions.append((_ADVANCE, max(now, soonest), what))
+        return actions
+
+    def _perform(self, action: tuple[Any, ...]) -> None:
+        kind = action[0]
+        self.acting = action[1].execution if kind == _QUEUED else (
+            action[1] if kind != _ADVANCE else "")
+        if kind == _COMPLETE:
+            self._complete(action[1], action[2])
+        elif kind == _EXTERNAL:
+            self._external(action[1], action[2])
+        elif kind == _APPROVE:
+            self._approve(action[1], action[2])
+        elif kind == _QUEUED:
+            queued = action[1]
+            self.queue.remove(queued)
+            self._deliver(queued.execution, queued.event, queued.via)
+        elif kind == _ADVANCE:
+            self._advance(action[1])
+        else:
+            self._start(action[1])
+
+    # -- actions -----------------------------------------------------------------------------
+
+    def _start(self, eid: str) -> None:
+        context = dict(self.options.context)
+        self.emit(Started(self.clock.step, self.clock.now, eid, context))
+        done, _ = self._guard("start", self.machine.start, eid, dict(context),
+                              self._machine_now())
+        if done:
+            self.unstarted.remove(eid)
+            self._seen(eid, self._observation(eid))
+
+    def _external(self, eid: str, state: str) -> None:
+        rng = self.rng
+        names = self.sim._external[state]
+        name = names[rng.branch(len(names))]
+        spec = self.definition.spec.events[name]
+        generator = self.sim._payloads.get(name)
+        payload: Any = {}
+        if generator is not None:
+            broken = (generator.invalid(rng, mapping_only=True)
+                      if rng.chance("invalid_payload", self.options.invalid_rate) else None)
+            payload = broken[0] if broken is not None else generator.valid(rng)
+        sources = sorted(str(s) for s in spec.sources) if spec.sources else ["system"]
+        source = sources[rng.below(len(sources))]
+        self._send(eid, Event(self._new_id(), name, source, payload, ""), "external")
+
+    def _approve(self, eid: str, approval: ApprovalWait) -> None:
+        rng = self.rng
+        roles = sorted(approval.roles)
+        role = roles[rng.below(len(roles))] if roles else "approver"
+        payload = {"role": role, "action_hash": approval.action_hash}
+        if self.r_forged and rng.chance(FaultKind.FORGED_APPROVAL, self.r_forged):
+            variants = self.forged_variants
+            variant = variants[rng.branch(len(variants))]
+            source, answers = "human", approval.request_id
+            if variant == "wrong_source":
+                source = ("agent", "tool")[rng.below(2)]
+            elif variant == "wrong_role":
+                payload["role"] = f"not-{role}"
+            elif variant == "stale_request":
+                answered = self.last_request.get(eid)  # still current if its answer was lost
+                answers = (answered if answered and answered != approval.request_id
+                           else f"{approval.request_id}-stale")
+            else:
+                payload["action_hash"] = _changed(approval.action_hash)
+            event = Event(self._new_id(), APPROVAL_GRANTED, source, payload, answers)
+            self._fault(FaultKind.FORGED_APPROVAL, eid, f"{variant} {event.id}")
+            self._deliver(eid, event, "forged")
+            return
+        self.last_request[eid] = approval.request_id
+        kind = APPROVAL_GRANTED if rng.flip(self.options.grant_rate) else APPROVAL_DENIED
+        self._send(eid, Event(self._new_id(), kind, "human", payload, approval.request_id),
+                   "approval")
+
+    def _complete(self, eid: str, call: Call) -> None:
+        activity = "compensation" if call.compensation else "tool call"
+        self._guard(activity, self.machine.complete, eid, call.id, self._machine_now())
+        noise = self.world.agent_noise
+        while noise:
+            target = noise.pop(0)
+            word = ("teleport", "escalate_to_mars", "skip_approval", "refund_all")[
+                self.rng.below(4)]
+            self._queue(self.clock.now, target,
+                        Event(self._new_id(), f"agent.{word}", "agent", {}), "agent")
+
+    def _advance(self, target: int) -> None:
+        """Moves the clock to `target` and tells the machine, firing what is due; a timer
+        skew makes the machine's clock run ahead from now on (the timer fires early) or makes
+        this timer fire late. The machine's clock never goes back."""
+        clock, rng = self.clock, self.rng
+        due = target + self.offset  # the machine's time when the clock reaches the target
+        sim_now = target
+        timers = [fire_at for obs in self.obs.values() for _, fire_at in obs.timers]
+        if self.r_skew and any(t <= due for t in timers) and rng.chance(FaultKind.TIMER_SKEW,
+                                                                        self.r_skew):
+            skew = 1 + rng.below(self.max_skew)
+            if rng.flip(0.5):  # the machine's clock runs fast: timers fire early
+                self.offset = skew
+                sim_now = max(clock.now, due - skew)
+            else:  # it runs slow: this timer fires late
+                self.offset = 0
+                sim_now = due + skew
+            self._fault(FaultKind.TIMER_SKEW, "", f"due {due}, fired when the clock showed "
+                                                  f"{sim_now}")
+        clock.now = sim_now
+        self.world.land(sim_now)
+        machine_now = self._machine_now()
+        if any(t <= machine_now for t in timers):
+            self.emit(TimerFired(clock.step, sim_now, due, machine_now, machine_now - sim_now))
+        self._guard("timer", self.machine.advance, machine_now)
+
+    def _machine_now(self) -> int:
+        """Gives the time the machine is told: the clock plus the skew's offset, never less
+        than what it was told before."""
+        now = self.clock.now + self.offset
+        if now < self.machine_time:
+            now = self.machine_time
+        if now != self.machine_time and self.frozen is not None:
+            self.frozen.move_to(FROZEN_EPOCH + timedelta(milliseconds=now))
+        self.machine_time = now
+        return now
+
+    # -- delivery ----------------------------------------------------------------------------
+
+    def _send(self, eid: str, event: Event, via: str) -> None:
+        """Sends an event as the outside world does: maybe dropped (and sent again later),
+        held back (overtaken), duplicated, or followed by a late copy."""
+        rng, now = self.rng, self.clock.now
+        if self.r_drop and rng.chance(FaultKind.DROPPED_EVENT, self.r_drop):
+            self._fault(FaultKind.DROPPED_EVENT, eid, event.id)
+            self._queue(now + self.redeliver_after, eid, event, "redelivered")
+            return
+        if self.r_reorder and rng.chance(FaultKind.REORDERED_EVENTS, self.r_reorder):
+            self._fault(FaultKind.REORDERED_EVENTS, eid, event.id)
+            self._queue(now, eid, event, "reordered")
+            return
+        if not self._deliver(eid, event, via):
+            return  # no answer: it is sent again as it was, and copied only once it lands
+        if self.r_dup and rng.chance(FaultKind.DUPLICATE_EVENT, self.r_dup):
+            self._fault(FaultKind.DUPLICATE_EVENT, eid, event.id)
+            self._queue(now, eid, event, "duplicate")
+        if self.r_late and rng.chance(FaultKind.LATE_EVENT, self.r_late):
+            # an answer arrives again after its wait ended, under a new id (a second webhook
+            # for the same approval); an event that answers nothing arrives again as itself
+            late = event._replace(id=self._new_id()) if event.answers else event
+            self._fault(FaultKind.LATE_EVENT, eid, f"{late.id} copies {event.id}")
+            self._queue(now + self.late_delay, eid, late, "late")
+
+    def _deliver(self, eid: str, event: Event, via: str) -> bool:
+        """Delivers one event; tells whether the machine answered (else it is sent again)."""
+        clock = self.clock
+        self.emit(Delivered(clock.step, clock.now, eid, event.id, event.type, event.source,
+                            event.answers, event.payload, via))
+        self.current = (eid, event)
+        handed = event._replace(payload=dict(event.payload))  # the history keeps its own
+        done, said = self._guard(via, self.machine.deliver, eid, handed, self._machine_now())
+        self.current = None
+        if done:
+            if said is not None and (not isinstance(said, str) or said.partition(":")[0] not in
+                                     _DECISIONS):
+                raise _Nonsense(f"deliver({eid!r}, {event.id!r}) answered {said!r}; expected "
+                                "accepted, ignored[:reason], rejected[:reason] or None")
+            self.emit(Decided(clock.step, clock.now, eid, event.id, said or "unknown"))
+            return True
+        # the sender got no answer: it sends the same event again (a forgery, a late or
+        # duplicate copy stays what it was)
+        self._queue(clock.now, eid, event, via if via in _KEEP_VIA else "retry")
+        return False
+
+    def _queue(self, due: int, eid: str, event: Event, via: str) -> None:
+        self.serial += 1
+        self.queue.append(_Queued(due, self.serial, eid, event, via))
+
+    # -- calling the machine -----------------------------------------------------------------
+
+    def _guard(self, activity: str, call: Any, *args: Any) -> tuple[bool, Any]:
+        """Calls the machine; an injected crash or store failure is survived here (the machine
+        is recovered), anything else it raises ends the run."""
+        self.activity = activity
+        try:
+            return True, call(*args)
+        except SimulatedCrash as crash:
+            self.emit(Crashed(self.clock.step, self.clock.now, crash.point, activity))
+            self._recover(crashed=True)
+        except StoreWriteError:
+            self._recover(crashed=False)
+        return False, None
+
+    def _recover(self, *, crashed: bool) -> None:
+        """Recovers the machine from its store until it manages (after `recoveries_max`
+        failed tries, with faults off: a storm of crashes must end)."""
+        clock, machine = self.clock, self.machine
+        quiet, attempts = self.quiet, 0
+        if crashed:
+            machine.crash()
+        try:
+            while True:
+                attempts += 1
+                if attempts > self.options.recoveries_max:
+                    self.quiet = True
+                if attempts > 2 * self.options.recoveries_max:
+                    raise _Hung(f"recovery never succeeds: {attempts - 1} tries, the last "
+                                    f"{self.options.recoveries_max} with no fault injected")
+                self.activity = "recovery"
+                try:
+                    machine.recover(self._machine_now())
+                    break
+                except SimulatedCrash as crash:
+                    self.emit(Crashed(clock.step, clock.now, crash.point, "recovery"))
+                    machine.crash()
+                except StoreWriteError:
+                    continue
+        finally:
+            self.quiet = quiet
+        self.emit(Recovered(clock.step, clock.now, attempts))
+
+    def _count(self) -> None:
+        """Counts one tool call against the per-step bound."""
+        self.ops += 1
+        if self.ops > self.ops_max:
+            raise self._hung()
+
+    def _doing(self) -> str:
+        """Tells what the machine is doing when it calls a tool (for `Dispatched.during`)."""
+        return "worker" if self.in_worker else self.activity
+
+    def _hung(self) -> _Hung:
+        return _Hung(f"more than {self.ops_max} operations in one step (while "
+                     f"{self.activity}): a loop that never ends?")
+
+    def _probe(self, point: str) -> None:
+        """The machine passes a named point: maybe crash it, fail its write, or let a second
+        worker act first."""
+        self.ops += 1
+        if self.ops > self.ops_max:
+            raise self._hung()
+        if self.quiet:
+            return
+        rng = self.rng
+        if point == STORE_WRITE:
+            if self.r_store and rng.chance(FaultKind.STORE_WRITE_FAILURE, self.r_store):
+                self._fault(FaultKind.STORE_WRITE_FAILURE, "", f"during {self.activity}")
+                raise StoreWriteError(self.activity)
+            return
+        if self.r_crash and point in self.points and rng.chance(FaultKind.CRASH, self.r_crash,
+                                                                point):
+            self._fault(FaultKind.CRASH, "", f"at {point} during {self.activity}")
+            raise SimulatedCrash(point)
+        if self.r_worker and not self.in_worker and rng.chance(FaultKind.SECOND_WORKER,
+                                                               self.r_worker):
+            self._second_worker(point)
+
+    def _between_steps(self) -> None:
+        """A machine that names no crash points is crashed, and met by a second worker,
+        between two steps (all it offers)."""
+        rng = self.rng
+        if self.r_crash and rng.chance(FaultKind.CRASH, self.r_crash, "between_steps"):
+            self._fault(FaultKind.CRASH, "", "between steps")
+            self.emit(Crashed(self.clock.step, self.clock.now, "between_steps", "idle"))
+            self._recover(crashed=True)
+        if self.r_worker and rng.chance(FaultKind.SECOND_WORKER, self.r_worker):
+            self._second_worker("between_steps")
+
+    def _second_worker(self, point: str) -> None:
+        """Another worker, with its own memory and the same store, acts in the middle of this
+        one's step: it recovers, fires due timers and takes the same event."""
+        if self.worker is None:
+            quiet, self.quiet = self.quiet, True
+            try:
+                self.worker = self.machine.worker()
+            finally:
+                self.quiet = quiet
+            if self.worker is None:
+                self.r_worker = 0.0  # this machine has no second worker to offer
+                return
+        current = self.current
+        self._fault(FaultKind.SECOND_WORKER, current[0] if current else "",
+                    f"at {point} during {self.activity}")
+        self.in_worker, quiet = True, self.quiet
+        self.quiet = True  # the other worker is not the one being faulted
+        try:
+            now = self._machine_now()
+            self.worker.recover(now)
+            self.worker.advance(now)
+            if current is not None:
+                self.worker.deliver(current[0], current[1], now)
+        finally:
+            self.in_worker, self.quiet = False, quiet
+
+    # -- observing ---------------------------------------------------------------------------
+
+    def _observe(self) -> None:
+        if not self.watched:
+            for eid in self.obs:
+                self._seen(eid, self._observation(eid))
+            return
+        changed, obs = self.changed, self.obs
+        for eid in changed:
+            if eid in obs:
+                self._seen(eid, self._observation(eid))
+        changed.clear()
+
+    def _seen(self, eid: str, obs: Observation) -> None:
+        """Keeps the observation; logs it when what it says of the execution changed."""
+        before = self.obs.get(eid)
+        self.obs[eid] = obs
+        if before is not None and before[:4] == obs[:4] and before.approval == obs.approval:
+            return
+        approval = obs.approval
+        clock = self.clock
+        self.emit(Observed(clock.step, clock.now, eid, obs.state, obs.status, obs.version,
+                           obs.outcome, approval.request_id if approval is not None else "",
+                           approval.action_hash if approval is not None else ""))
+
+    def _observation(self, eid: str) -> Observation:
+        obs = self.machine.observe(eid)
+        if not isinstance(obs, Observation):
+            raise _Nonsense(f"observe({eid!r}) gave {type(obs).__name__}, not an Observation")
+        if obs.state not in self.definition.states:
+            raise _Nonsense(f"execution {eid!r} is in state {obs.state!r}, which the "
+                            f"definition {self.definition.name!r} lacks")
+        if obs.status not in _STATUSES:
+            raise _Nonsense(f"execution {eid!r} has status {obs.status!r}; expected one of "
+                            f"{', '.join(sorted(_STATUSES))}")
+        if not _well_formed(obs):
+            raise _Nonsense(f"execution {eid!r}: timers must be (id, time) pairs, calls `Call`s "
+                            f"and the approval an `ApprovalWait` or None; got {obs!r}")
+        if not isinstance(obs.version, int) or isinstance(obs.version, bool):
+            raise _Nonsense(f"execution {eid!r} has version {obs.version!r}; expected a whole "
+                            "number")
+        before = self.obs.get(eid)
+        if before is not None and obs.version < before.version:
+            raise _Nonsense(f"execution {eid!r} went back from version {before.version} to "
+                            f"{obs.version}")
+        return obs
+
+    # -- records -----------------------------------------------------------------------------
+
+    def _committed(self, commit: Commit, result: int | StoreError) -> None:
+        eid = commit.execution_id
+        self.changed[eid] = None
+        if not isinstance(result, int):
+            return
+        execution, event, transition = commit.execution, commit.event, commit.transition
+        previous = self.last_state.get(eid, "")
+        if execution is None:
+            self.emit(Committed(self.clock.step, self.clock.now, eid, event.id,
+                                commit.decision, result, "", previous, "", "", event.type,
+                                event.source, event.answers, event.payload))
+            return
+        self.last_state[eid] = execution.state
+        effects = tuple(Commanded(c.effect_id, c.tool, c.key, type(c) is RunCompensation)
+                        for c in commit.commands if type(c) is RunEffect
+                        or type(c) is RunCompensation)
+        self.emit(Committed(self.clock.step, self.clock.now, eid, event.id, commit.decision,
+                            result, execution.state, previous,
+                            transition.event if transition is not None else "",
+                            transition.forced if transition is not None else "", event.type,
+                            event.source, event.answers, event.payload, execution.context,
+                            effects))
+
+    def _recorded(self, execution_id: str, command_id: str, result: Event) -> None:
+        self.changed[execution_id] = None
+        self.emit(ResultRecorded(self.clock.step, self.clock.now, execution_id, command_id,
+                                 result.type))
+
+    def _fault(self, kind: str, eid: str, detail: str) -> None:
+        self.emit(FaultInjected(self.clock.step, self.clock.now, kind, eid or self.acting,
+                                detail))
+
+    def _new_id(self) -> str:
+        self.serial += 1
+        return f"ev{self.serial}"
+
+    def _execution_of(self, key: str) -> str:
+        """The execution an idempotency key belongs to: its part before the first `/` when
+        that names one (the protocol's convention), else unknown ("")."""
+        head = key.split("/", 1)[0]
+        return head if head in self.obs or head in self.unstarted else ""
+
+
+def _well_formed(obs: Observation) -> bool:
+    """Tells whether an observation's timers, calls and approval have their types."""
+    timers, calls, approval = obs.timers, obs.calls, obs.approval
+    if type(timers) is not tuple or type(calls) is not tuple:
+        return False
+    for timer in timers:
+        if type(timer) is not tuple or len(timer) != 2 or type(timer[1]) is not int:
+            return False
+    for call in calls:
+        if type(call) is not Call:
+            return False
+    return approval is None or type(approval) is ApprovalWait
+
+
+def _enabled_events(definition: WorkflowDefinition, state: str) -> tuple[str, ...]:
+    """Gives the user events a transition of `state` (or of a parent) takes, sorted."""
+    compiled = definition.states[state]
+    if compiled.final:
+        return ()
+    names: list[str] = []
+    for name in (state, *compiled.ancestors):
+        names += [e for e in definition.states[name].on if e in definition.events]
+    return tuple(sorted(set(names)))
+
+
+def _label(action: tuple[Any, ...]) -> str:
+    """Names an action by what it does, not by where it sits among the enabled ones; the part
+    after ` | ` is the detail a replay may do without (which attempt, which timer)."""
+    kind = action[0]
+    if kind == _START:
+        return f"start {action[1]}"
+    if kind == _COMPLETE:
+        call = action[2]
+        return f"complete {action[1]} {call.tool} | {call.id}"
+    if kind == _APPROVE:
+        return f"approve {action[1]}"
+    if kind == _EXTERNAL:
+        return f"event {action[1]}"
+    if kind == _QUEUED:
+        queued = action[1]
+        return f"deliver {queued.execution} {queued.event.type} {queued.via}"
+    return f"advance | {action[2]}"
+
+
+def _changed(action_hash: str) -> str:
+    return (action_hash[1:] + action_hash[:1]) if len(action_hash) > 1 else f"{action_hash}x"
+
+
+def _name_of(factory: object) -> str:
+    return getattr(factory, "__qualname__", None) or type(factory).__name__
