@@ -23,7 +23,7 @@ import contextlib
 import fnmatch
 import json
 import zlib
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -223,10 +223,10 @@ class CampaignFailed(Exception):
     """An invariant broke in a campaign: the violation, the shrunk trace, the replay
     command."""
 
-    def __init__(self, name: str, lines: list[str]) -> None:
+    def __init__(self, name: str, lines: Sequence[str]) -> None:
         super().__init__("\n".join(lines))
         self.name = name
-        self.lines = lines
+        self.lines = list(lines)
 
 
 def _replay_dir(config: pytest.Config) -> Path:
@@ -247,8 +247,9 @@ def _run_fuzz(config: pytest.Config, target: Target, test_id: str, *,
     settings = _settings(config)
     kinds = parse_faults(faults) if isinstance(faults, str) else (
         faults if faults is not None else settings.faults)
-    sim = SimOptions(plan=plan_of(target, kinds),
-                     **({"executions": executions} if executions is not None else {}))
+    sim = SimOptions(plan=plan_of(target, kinds))
+    if executions is not None:
+        sim = replace(sim, executions=executions)
     options = FuzzOptions(
         runs=runs if runs is not None else settings.runs,
         seed=seed if seed is not None else settings.seed_for(test_id),

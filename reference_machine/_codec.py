@@ -165,7 +165,7 @@ def decode_command(text: str) -> Command:
         return ScheduleTimer(data["timer_id"], TimerPurpose(data["purpose"]), data["fire_at"])
     if cls is RequestApproval:
         data["roles"] = tuple(data["roles"])
-    return cls(**data)  # type: ignore[no-any-return]
+    return cls(**data)
 
 
 def encode_transition(transition: Transition) -> str:

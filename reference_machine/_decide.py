@@ -560,7 +560,7 @@ def _begin_compensation(definition: WorkflowDefinition, ex: Execution, event: Ev
             return _input_failed(ex.state, "compensation input", exc)
         queue = (CompletedStep(ex.state, ex.effect.key, compensation.tool, undo_input,
                                compensation.attempts_max, compensation.retry_safe), *queue)
-    commands = [CancelTimer(t.id) for t in ex.timers if t.purpose != _DEADLINE]
+    commands: list[Command] = [CancelTimer(t.id) for t in ex.timers if t.purpose != _DEADLINE]
     timers = tuple(t for t in ex.timers if t.purpose == _DEADLINE)
     effect, command = _compensate(queue[0], 1)
     commands.append(command)
@@ -676,11 +676,11 @@ def _on_timer(definition: WorkflowDefinition, ex: Execution, event: Event, now: 
             timers=rest, cost=cost, sequence=ex.sequence + 1, last_event_id=event.id,
         ), tuple(commands))
     # a step timed out: a failure of category timeout; the attempt's late result is ignored
-    effect = ex.effect
-    if effect is None or f"{effect.effect_id}/timeout" != timer.id:
+    pending = ex.effect
+    if pending is None or f"{pending.effect_id}/timeout" != timer.id:
         return _unanswered(ex, event, "timer")
     failure = Event(event.id, STEP_FAILED, event.source,
-                    {"category": Category.TIMEOUT, "error": "step timed out"}, effect.effect_id)
+                    {"category": Category.TIMEOUT, "error": "step timed out"}, pending.effect_id)
     return _on_step_failure(definition, ex._replace(timers=rest), failure, now, entropy,
                             Category.TIMEOUT, ex.answered)
 

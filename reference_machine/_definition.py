@@ -421,7 +421,7 @@ class _Builder:
             events[name] = CompiledEvent(name, sources, check)
         return events
 
-    def _payload_check(self, schema: object, location: str) -> PayloadCheck | None:
+    def _payload_check(self, schema: Any, location: str) -> PayloadCheck | None:
         if schema is None:
             return None
         if isinstance(schema, type) and issubclass(schema, BaseModel):
@@ -832,7 +832,7 @@ class _Builder:
             if state.final:
                 edges[leaf] = []
                 continue
-            out = [t.target_leaf for ts in state.on.values() for t in ts]
+            out: list[str | None] = [t.target_leaf for ts in state.on.values() for t in ts]
             if state.after_target:
                 out.append(state.after_target)
             if state.step is not None:
@@ -908,18 +908,29 @@ def _compile_template(
             except ExpressionSyntaxError as exc:
                 report(where, exc)
                 continue
-            resolvers.append((key, lambda c, x=expression: x(c, None)))
+            resolvers.append((key, _evaluated(expression)))
         elif isinstance(value, Mapping):
             inner = _compile_template(value, report, where)
             dynamic = True
             resolvers.append((key, inner))
         else:
-            resolvers.append((key, lambda c, v=value: v))
+            resolvers.append((key, _constant(value)))
     if not dynamic:
         frozen = MappingProxyType(dict(template))
         return lambda context: frozen
     pairs = tuple(resolvers)
     return lambda context: {key: resolve(context) for key, resolve in pairs}
+
+
+def _evaluated(expression: Callable[[Mapping[str, Any], Any], Any]
+               ) -> Callable[[Mapping[str, Any]], Any]:
+    """Gives `context -> value` of an input's `=expression` (it reads no event)."""
+    return lambda context: expression(context, None)
+
+
+def _constant(value: Any) -> Callable[[Mapping[str, Any]], Any]:
+    """Gives `context -> value` of an input's literal."""
+    return lambda context: value
 
 
 def _unresolvable_reference(schema: Any) -> str | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -263,21 +263,30 @@ class Accepted(NamedTuple):
     commands: tuple[Command, ...] = ()
     transition: Transition | None = None
 
-    kind = "accepted"
+    @property
+    def kind(self) -> Literal["accepted"]:
+        """Names the kind of decision."""
+        return "accepted"
 
 
 class Ignored(NamedTuple):
     reason: IgnoreReason
     detail: str
 
-    kind = "ignored"
+    @property
+    def kind(self) -> Literal["ignored"]:
+        """Names the kind of decision."""
+        return "ignored"
 
 
 class Rejected(NamedTuple):
     reason: RejectReason
     detail: str
 
-    kind = "rejected"
+    @property
+    def kind(self) -> Literal["rejected"]:
+        """Names the kind of decision."""
+        return "rejected"
 
 
 Decision = Accepted | Ignored | Rejected

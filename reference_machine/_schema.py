@@ -10,7 +10,8 @@ caller asks `jsonschema`, which has the last word and the error message.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import operator
+from collections.abc import Callable, Mapping, Sized
 from typing import Any
 
 __all__ = ["compile_fast_check"]
@@ -112,32 +113,42 @@ def _one_of_values(values: object) -> Check:
 
 def _number_bounds(schema: dict[str, Any]) -> list[Check]:
     checks: list[Check] = []
-    for keyword, holds in (("minimum", lambda v, b: v >= b), ("maximum", lambda v, b: v <= b),
-                           ("exclusiveMinimum", lambda v, b: v > b),
-                           ("exclusiveMaximum", lambda v, b: v < b)):
+    for keyword, holds in (("minimum", operator.ge), ("maximum", operator.le),
+                           ("exclusiveMinimum", operator.gt), ("exclusiveMaximum", operator.lt)):
         if keyword not in schema:
             continue
         bound = schema[keyword]
         if isinstance(bound, bool) or not isinstance(bound, int | float):
             raise _Unsupported
-        checks.append(lambda v, bound=bound, holds=holds: not _is_number(v) or holds(v, bound))
+        checks.append(_number_bound(holds, bound))
     return checks
+
+
+def _number_bound(holds: Callable[[Any, Any], bool], bound: float) -> Check:
+    """Gives the check that a number `holds` against `bound` (anything else passes: a bound on
+    numbers says nothing of a string)."""
+    return lambda value: not _is_number(value) or holds(value, bound)
+
+
+def _length_bound(holds: Callable[[Any, Any], bool], bound: int, kind: type[Sized]) -> Check:
+    """Gives the check that the length of a `kind` value `holds` against `bound` (a value of
+    another type passes)."""
+    return lambda value: not isinstance(value, kind) or holds(len(value), bound)
 
 
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _lengths(schema: dict[str, Any], low: str, high: str, kind: type) -> list[Check]:
+def _lengths(schema: dict[str, Any], low: str, high: str, kind: type[Sized]) -> list[Check]:
     checks: list[Check] = []
-    for keyword, holds in ((low, lambda n, b: n >= b), (high, lambda n, b: n <= b)):
+    for keyword, holds in ((low, operator.ge), (high, operator.le)):
         if keyword not in schema:
             continue
         bound = schema[keyword]
         if isinstance(bound, bool) or not isinstance(bound, int):
             raise _Unsupported
-        checks.append(lambda v, bound=bound, holds=holds: not isinstance(v, kind)
-                      or holds(len(v), bound))
+        checks.append(_length_bound(holds, bound, kind))
     return checks
 
 

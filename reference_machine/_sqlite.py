@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from reference_machine._codec import (
     decode_command,
@@ -383,12 +383,13 @@ class SQLiteStore:
 
     # -- reading ---------------------------------------------------------------------------------
 
-    def _query(self, sql: str, args: tuple[object, ...]) -> list[tuple[object, ...]]:
+    def _query(self, sql: str, args: tuple[object, ...]) -> list[tuple[Any, ...]]:
+        """Gives the rows a query selects; a row's columns are as the database gave them."""
         try:
             return self._db.execute(sql, args).fetchall()
         except (sqlite3.DatabaseError, OverflowError) as exc:
             raise StoreError(f"{self.path}: read failed: {exc}") from exc
 
-    def _query_one(self, sql: str, args: tuple[object, ...]) -> tuple[object, ...] | None:
+    def _query_one(self, sql: str, args: tuple[object, ...]) -> tuple[Any, ...] | None:
         rows = self._query(sql, args)
         return rows[0] if rows else None

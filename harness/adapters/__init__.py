@@ -2,7 +2,8 @@
 today, in `peers`), and resolving the targets a user names (`targets`: definition files,
 folders, `module:attribute`).
 
-It imports only `harness.sim` and `harness.errors`. The names below are the public ones.
+Of `harness`, it imports only `harness.sim` and `harness.errors`. The names below are the
+public ones.
 """
 
 from harness.adapters.peers import (

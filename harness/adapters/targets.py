@@ -96,7 +96,7 @@ def resolve_machine(name: str | None) -> MachineFactory:
     if isinstance(found, WorkflowDefinition | WorkflowSpec | Mapping) or not callable(found):
         raise TargetError(f"{name}: expected a machine factory (a class or function taking "
                           f"definition, tools, probe), got {type(found).__name__}")
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 def resolve_targets(names: Sequence[str], machine: str | None = None) -> list[Target]:

@@ -38,7 +38,7 @@ import tracemalloc
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from fault_injection import no_faults
 from harness.adapters.targets import Target
@@ -61,6 +61,7 @@ from reference_machine import (
     new_execution,
     start_event,
 )
+from reference_machine._sqlite import Synchronous
 
 __all__ = [
     "BareLoop",
@@ -363,7 +364,7 @@ def _started(definition: WorkflowDefinition) -> Execution:
     return decision.execution
 
 
-def reference_runtime(shape: Shape, store: str) -> Maker:
+def reference_runtime(shape: Shape, store: Literal["memory"] | Synchronous) -> Maker:
     """The reference runtime: load, decide and commit each event, on one execution whose
     rounds follow one another (the shape's walk ends where it starts)."""
     def make(stack: contextlib.ExitStack) -> Callable[[], str]:
@@ -578,7 +579,8 @@ class BareLoop:
     the execution update, a timer deleted and one inserted, a transition row) written with
     plain sqlite3 under the same pragmas as `SQLiteStore`."""
 
-    def __init__(self, path: Path, synchronous: str, execution_ids: Sequence[str]) -> None:
+    def __init__(self, path: Path, synchronous: Synchronous, execution_ids: Sequence[str]
+                 ) -> None:
         self.db = sqlite3.connect(str(path), isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute(f"PRAGMA synchronous={synchronous}")
@@ -707,7 +709,7 @@ def runtime_group_commit(store: Any, ids: Sequence[str]) -> Callable[[], str]:
     return batch
 
 
-def _durable(synchronous: str, grouped: bool) -> tuple[Maker, Maker]:
+def _durable(synchronous: Synchronous, grouped: bool) -> tuple[Maker, Maker]:
     """Gives the makers of the bare loop and of the runtime for one commit policy."""
     ids = [f"run{index:03d}" for index in range(BATCH)] if grouped else ["run"]
 
@@ -828,9 +830,10 @@ def history_of(definition: WorkflowDefinition, records_min: int,
     while len(records) < records_min:
         offset = records[-1].step if records else 0
         for record in simulator.run(seed).history:
-            moved = record._replace(step=record.step + offset)  # type: ignore[attr-defined]
-            if getattr(record, "execution", ""):
-                moved = moved._replace(execution=f"s{seed}.{record.execution}")  # type: ignore[union-attr]
+            moved: Any = record._replace(step=record.step + offset)
+            execution = getattr(record, "execution", "")
+            if execution:  # each record that names an execution takes its run's name for it
+                moved = moved._replace(execution=f"s{seed}.{execution}")
             records.append(moved)
         seed += 1
     return tuple(records)
@@ -931,10 +934,11 @@ def shape_group(shape: Shape, title: str, *, durable: bool = True) -> Group:
 def durable_groups() -> list[Group]:
     """Gives the runtime over SQLite beside the bare loop, per commit policy."""
     groups = []
-    for title, synchronous, grouped in (
+    policies: tuple[tuple[str, Synchronous, bool], ...] = (
             ("durable: SQLite NORMAL, commit per event", "NORMAL", False),
             ("durable: SQLite FULL, commit per event", "FULL", False),
-            ("durable: SQLite NORMAL, group commit of 100", "NORMAL", True)):
+            ("durable: SQLite NORMAL, group commit of 100", "NORMAL", True))
+    for title, synchronous, grouped in policies:
         bare, ours = _durable(synchronous, grouped)
         groups.append(Group(f"{title} (ping-pong)", (
             Contender("bare sqlite3 loop (floor)", bare, BATCH, "event"),
@@ -982,10 +986,9 @@ def checker_groups(definition: WorkflowDefinition, sizes: Sequence[int],
                                        "records": len(history)}}
 
         groups.append(Group(f"checkers: {label} records of {definition.name}", (
-            Contender("read each record (floor)",
-                      lambda stack, h=history: lambda: read_types(h), len(history), "record"),
-            Contender("all invariants",
-                      lambda stack, h=history: lambda: checked(definition, h), len(history),
+            Contender("read each record (floor)", _calling(read_types, history), len(history),
+                      "record"),
+            Contender("all invariants", _calling(checked, definition, history), len(history),
                       "record")), extra=extra))
     return groups
 
@@ -1007,6 +1010,20 @@ SECTIONS = ("shape: 8-state cycle", "shape: 200-state ring", "shape: scenario", 
             "simulator", "engines", "checkers", "scaling: states", "scaling: processes")
 
 
+def _calling(work: Callable[..., Any], *args: Any) -> Maker:
+    """Gives a maker whose unit of work is `work(*args)` (nothing to set up)."""
+    return lambda stack: lambda: work(*args)
+
+
+def _listed(make: Callable[..., Group], *args: Any) -> Callable[[], list[Group]]:
+    """Gives a section's groups: the one group `make(*args)` builds, built when chosen."""
+    return lambda: [make(*args)]
+
+
+def _scenario_shape_group(definition: WorkflowDefinition) -> Group:
+    return shape_group(scenario(definition), "shape: scenario")
+
+
 def suite(targets: Sequence[Target] = (), *, quick: bool = False, only: Sequence[str] = ()
           ) -> list[tuple[str, Callable[[], list[Group]]]]:
     """Gives the sections `fsmharness bench` runs, each a title and what builds its groups
@@ -1026,15 +1043,13 @@ def suite(targets: Sequence[Target] = (), *, quick: bool = False, only: Sequence
     for target in targets:
         definition, machine = target.definition, target.machine
         sections.append((f"shape: scenario {definition.name}",
-                         lambda d=definition: [shape_group(scenario(d), "shape: scenario")]))
+                         _listed(_scenario_shape_group, definition)))
     sections.append(("durable", durable_groups))
     for target in targets:
         definition, machine = target.definition, target.machine
         sections += [
-            (f"simulator {definition.name}",
-             lambda d=definition, m=machine: [simulator_group(d, m, quick)]),
-            (f"engines {definition.name}",
-             lambda d=definition, m=machine: [engines_group(d, m, quick)])]
+            (f"simulator {definition.name}", _listed(simulator_group, definition, machine, quick)),
+            (f"engines {definition.name}", _listed(engines_group, definition, machine, quick))]
     sections += [
         ("checkers", lambda: checker_groups(first.definition,
                                             (1_000, 10_000 if quick else 100_000),

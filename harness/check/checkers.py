@@ -179,9 +179,9 @@ def check(definition: WorkflowDefinition, history: History, *,
     if only is None:
         chosen: Sequence[Invariant] = tuple(INVARIANTS.values())
     else:
-        only = list(only)
-        chosen = only if all(isinstance(i, Invariant) for i in only) else invariants(
-            only)  # type: ignore[arg-type]
+        given = list(only)
+        rules = [rule for rule in given if isinstance(rule, Invariant)]
+        chosen = rules if len(rules) == len(given) else invariants(str(name) for name in given)
     found: list[Violation] = []
     for rule in chosen:
         if rule.final_only and not complete:
@@ -265,7 +265,7 @@ def per_history(function: Callable[[WorkflowDefinition, History], T]
 
     def derived(definition: WorkflowDefinition, history: History) -> T:
         if last and last[0] is definition and last[1] is history and last[2] == len(history):
-            return last[3]  # type: ignore[no-any-return]
+            return last[3]
         value = function(definition, history)
         last[:] = [definition, history, len(history), value]
         return value
@@ -329,7 +329,7 @@ def no_duplicate_effect(definition: WorkflowDefinition, history: History
             first[action] = index
             continue
         if undone_at is None:  # built only when a repeat is seen: the common case pays nothing
-            undone_at = {pair.forward: pair.index for pairs in
+            undone_at = {pair.forward: pair.position for pairs in
                          _undos(definition, history).pairs.values() for pair in pairs}
         if undone_at.get(seen, index) < index:  # undone before: doing it again is a new action
             first[action] = index
@@ -352,14 +352,13 @@ def persist_before_effect(definition: WorkflowDefinition, history: History
         return
     commanded: dict[str, set[str]] = defaultdict(set)  # execution -> committed ids and keys
     for index, record in enumerate(history):
-        kind = type(record)
-        if kind is Committed:
+        if type(record) is Committed:
             if record.effects:
                 known = commanded[record.execution]
                 for effect in record.effects:
                     known.add(effect.key)
                     known.add(effect.id)
-        elif kind is Dispatched and record.execution and (
+        elif type(record) is Dispatched and record.execution and (
                 record.key not in commanded[record.execution]):
             yield Violation("persist_before_effect",
                             f"{record.execution} called {record.tool} (key {record.key!r}) "
@@ -381,8 +380,7 @@ def terminal_stays_terminal(definition: WorkflowDefinition, history: History
     states = definition.states
     commits = _has_commits(history)  # then a decision says nothing the commits do not
     for index, record in enumerate(history):
-        kind = type(record)
-        if kind is Committed:
+        if type(record) is Committed:
             eid = record.execution
             if eid in ended:
                 if record.decision == "accepted" and eid not in reported:
@@ -393,7 +391,7 @@ def terminal_stays_terminal(definition: WorkflowDefinition, history: History
             elif record.decision == "accepted" and record.state in states and (
                     states[record.state].final):
                 ended[eid] = index
-        elif kind is Observed:
+        elif type(record) is Observed:
             eid = record.execution
             if eid in ended:
                 if eid not in reported and _moved_on(history[ended[eid]], record):
@@ -403,14 +401,14 @@ def terminal_stays_terminal(definition: WorkflowDefinition, history: History
                                        f"version {record.version}")
             elif record.status == "final":
                 ended[eid] = index
-        elif kind is Decided and not commits:
+        elif type(record) is Decided and not commits:
             eid = record.execution
             if (eid in ended and record.decision.partition(":")[0] == "accepted"
                     and eid not in reported):
                 reported.add(eid)
                 yield _after_final(history, ended[eid], index, eid,
                                    f"accepted event {record.event_id!r}")
-        elif kind is Dispatched:
+        elif type(record) is Dispatched:
             eid = record.execution
             if eid in ended and eid not in reported:
                 reported.add(eid)
@@ -419,10 +417,13 @@ def terminal_stays_terminal(definition: WorkflowDefinition, history: History
 
 
 def _moved_on(final: HistoryRecord, seen: Observed) -> bool:
-    """Tells whether an observation shows an execution changed since it was seen final."""
+    """Tells whether an observation shows an execution changed since it was seen final (by an
+    observation, or by the commit that made it final)."""
     if type(final) is Observed:
         return (final.state, final.version) != (seen.state, seen.version)
-    return final.state != seen.state or seen.version > final.version  # type: ignore[union-attr]
+    if type(final) is Committed:
+        return final.state != seen.state or seen.version > final.version
+    raise TypeError(f"an execution is seen final by a commit or an observation, not {final!r}")
 
 
 def _after_final(history: History, ended: int, index: int, eid: str, what: str) -> Violation:
@@ -519,8 +520,7 @@ def legal_transitions(definition: WorkflowDefinition, history: History
     last_seen: dict[str, tuple[int, str]] = {}
     reach = None
     for index, record in enumerate(history):
-        kind = type(record)
-        if kind is Committed:
+        if type(record) is Committed:
             if record.decision != "accepted" or not record.moved:
                 continue
             eid = record.execution
@@ -539,7 +539,7 @@ def legal_transitions(definition: WorkflowDefinition, history: History
                 f"{eid} moved from {source or '(start)'!r} to {record.state!r} {how}; the "
                 f"definition allows {', '.join(map(repr, allowed)) or 'no such transition'}",
                 eid, record.step, (index,))
-        elif kind is Observed and record.execution not in committed:
+        elif type(record) is Observed and record.execution not in committed:
             # a machine that tells no commits: each observed change must be reachable
             eid = record.execution
             before = last_seen.get(eid)
@@ -644,7 +644,7 @@ def guard_outcomes(definition: WorkflowDefinition, history: History
 
 
 class _Grant(NamedTuple):
-    index: int
+    position: int  # the decision's record
     action_hash: str
 
 
@@ -674,16 +674,15 @@ def _each_approval_decision(definition: WorkflowDefinition, history: History
     contexts: dict[str, Mapping[str, Any]] = {}
     delivered: dict[tuple[str, str], Delivered] = {}
     for index, record in enumerate(history):
-        kind = type(record)
-        if kind is Observed:
+        if type(record) is Observed:
             requests[record.execution] = record
             if not commits:
                 states[record.execution] = record.state
             continue
-        if kind is Delivered:
+        if type(record) is Delivered:
             delivered[(record.execution, record.event_id)] = record
             continue
-        if kind is Committed:
+        if type(record) is Committed:
             if record.decision != "accepted":
                 continue
             eid = record.execution
@@ -696,7 +695,7 @@ def _each_approval_decision(definition: WorkflowDefinition, history: History
             event = Event(record.event_id, record.event_type, record.event_source,
                           record.payload or {}, record.answers)
             state = record.from_state or before_state
-        elif kind is Decided and not commits:
+        elif type(record) is Decided and not commits:
             if record.decision.partition(":")[0] != "accepted":
                 continue
             eid = record.execution
@@ -941,7 +940,7 @@ _UNDO = "/undo"  # a compensation's key is its step's key plus this (the referen
 
 
 class _Undo(NamedTuple):
-    index: int  # the compensation's Applied record
+    position: int  # the compensation's Applied record
     forward: int  # the Applied record of the effect it undid
 
 
@@ -1015,14 +1014,14 @@ def compensation_order(definition: WorkflowDefinition, history: History
             for earlier in undos[:position]:
                 # an older effect was undone while a newer one, applied before that undo,
                 # still waited for its own
-                if earlier.forward < later.forward < earlier.index:
+                if earlier.forward < later.forward < earlier.position:
                     old, new = history[earlier.forward], history[later.forward]
                     yield Violation(
                         "compensation_order",
                         f"{eid} undid {old.tool} (applied at step {old.step}) before "  # type: ignore[union-attr]
                         f"{new.tool} (applied later, at step {new.step}); compensations "  # type: ignore[union-attr]
-                        "run newest first", eid, history[later.index].step,
-                        (earlier.forward, later.forward, earlier.index, later.index))
+                        "run newest first", eid, history[later.position].step,
+                        (earlier.forward, later.forward, earlier.position, later.position))
                     break
 
 
@@ -1039,15 +1038,14 @@ def compensation_complete(definition: WorkflowDefinition, history: History
     humans: set[str] = set()
     finished: dict[str, int] = {}
     for index, record in enumerate(history):
-        kind = type(record)
-        if kind is Dispatched and record.tool in saga.undo_tools:
+        if type(record) is Dispatched and record.tool in saga.undo_tools:
             owner = saga.owners.get(record.key)
             if owner is None or owner.compensation:
                 begun.setdefault(saga.execution_of(record), index)
-        elif kind in (Committed, Observed) and definition.compensation_failed and (
+        elif isinstance(record, Committed | Observed) and definition.compensation_failed and (
                 getattr(record, "state", "") == definition.compensation_failed):
             humans.add(record.execution)
-        elif kind is Finished and record.status == "final":
+        elif type(record) is Finished and record.status == "final":
             finished[record.execution] = index
     for eid, start in begun.items():
         if eid not in finished or eid in humans:
@@ -1075,10 +1073,9 @@ def nothing_lost(definition: WorkflowDefinition, history: History) -> Iterator[V
     seen: dict[str, tuple[int, int]] = {}
     reported: set[str] = set()
     for index, record in enumerate(history):
-        kind = type(record)
-        if kind is Committed and record.decision == "accepted":
+        if type(record) is Committed and record.decision == "accepted":
             committed[record.execution] = (index, record.version, record.state)
-        elif kind is Observed:
+        elif type(record) is Observed:
             eid = record.execution
             last = committed.get(eid)
             before = seen.get(eid)
@@ -1116,11 +1113,10 @@ def delivered_once(definition: WorkflowDefinition, history: History) -> Iterator
     commits = _has_commits(history)
     accepted: dict[tuple[str, str], int] = {}
     for index, record in enumerate(history):
-        kind = type(record)
         if commits:
-            if kind is not Committed or record.decision != "accepted":
+            if type(record) is not Committed or record.decision != "accepted":
                 continue
-        elif kind is not Decided or record.decision.partition(":")[0] != "accepted":
+        elif type(record) is not Decided or record.decision.partition(":")[0] != "accepted":
             continue
         key = (record.execution, record.event_id)
         first = accepted.get(key)
@@ -1139,8 +1135,7 @@ def versions_increase(definition: WorkflowDefinition, history: History) -> Itera
     last: dict[str, tuple[int, int]] = {}
     observed: dict[str, tuple[int, int]] = {}
     for index, record in enumerate(history):
-        kind = type(record)
-        if kind is Committed:
+        if type(record) is Committed:
             eid = record.execution
             before = last.get(eid, (-1, 0))
             if record.decision == "accepted":
@@ -1155,14 +1150,14 @@ def versions_increase(definition: WorkflowDefinition, history: History) -> Itera
                                 f"{eid} {record.decision} {record.event_id!r}, yet its version "
                                 f"moved from {before[1]} to {record.version}", eid,
                                 record.step, (index,))
-        elif kind is Observed:
+        elif type(record) is Observed:
             eid = record.execution
-            before = observed.get(eid)
+            seen = observed.get(eid)
             observed[eid] = (index, record.version)
-            if before is not None and record.version < before[1]:
+            if seen is not None and record.version < seen[1]:
                 yield Violation("versions_increase",
                                 f"{eid} was seen at version {record.version} after version "
-                                f"{before[1]}", eid, record.step, (before[0], index))
+                                f"{seen[1]}", eid, record.step, (seen[0], index))
 
 
 # -- liveness and the machine --------------------------------------------------------------

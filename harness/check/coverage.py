@@ -110,23 +110,22 @@ def coverage_of(definition: WorkflowDefinition, history: Sequence[HistoryRecord]
     committed = False
     last: dict[str, str] = {}
     for record in history:
-        kind = type(record)
-        if kind is Committed:
+        if type(record) is Committed:
             if record.decision != "accepted":
                 continue
             committed = True
             states.add(record.state)
             if record.moved and record.from_state:
                 transitions.add((record.from_state, transition_label(record), record.state))
-        elif kind is Observed:
+        elif type(record) is Observed:
             states.add(record.state)
             before = last.get(record.execution)
             last[record.execution] = record.state
             if not committed and before is not None and before != record.state:
                 transitions.add((before, UNSEEN_EVENT, record.state))
-        elif kind is FaultInjected:
+        elif type(record) is FaultInjected:
             faults.add(str(record.fault))
-        elif kind is Crashed:
+        elif type(record) is Crashed:
             points.add(record.point)
     guards = frozenset(guard_outcomes(definition, history))
     return Coverage(frozenset(states), frozenset(transitions), guards, frozenset(faults),

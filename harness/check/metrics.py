@@ -7,7 +7,7 @@ campaign spread over processes merges them like coverage. Times are virtual mill
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,11 +84,10 @@ def metrics_of(definition: WorkflowDefinition, history: Sequence[HistoryRecord])
     metrics = Metrics()
     entered: dict[str, tuple[str, int]] = {}  # execution -> (state, since)
     moves: Counter[str] = Counter()
-    spent: Counter[str] = Counter()
+    spent: defaultdict[str, float] = defaultdict(float)
     keys: set[tuple[str, str]] = set()
     for record in history:
-        kind = type(record)
-        if kind is Committed:
+        if type(record) is Committed:
             if record.decision != "accepted":
                 if record.event_type in (_GRANTED, _DENIED):
                     metrics.approvals["rejected"] += 1
@@ -122,14 +121,14 @@ def metrics_of(definition: WorkflowDefinition, history: Sequence[HistoryRecord])
                     metrics.approvals["denied"] += 1
             entered[execution] = (state, at)
             metrics.state_visits[state] += 1
-        elif kind is Dispatched:
+        elif type(record) is Dispatched:
             tool = record.tool
             metrics.tool_calls[tool] += 1
             if (tool, record.key) in keys:
                 metrics.tool_resends[tool] += 1
             else:
                 keys.add((tool, record.key))
-        elif kind is Finished:
+        elif type(record) is Finished:
             metrics.executions += 1
             since = entered.get(record.execution)
             if since is not None:

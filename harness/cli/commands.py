@@ -13,8 +13,9 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import click
 from rich.console import Console
@@ -81,6 +82,10 @@ def _plan(path: str | None, targets: Sequence[Target]) -> FaultPlan | None:
     return plan
 
 
+@overload
+def check_writable(folder: str) -> Path: ...
+@overload
+def check_writable(folder: None) -> None: ...
 def check_writable(folder: str | None) -> Path | None:
     """Checks, before any work, that reports can be written to `folder` (made if missing)."""
     if folder is None:
@@ -164,8 +169,9 @@ def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
     """
     def each(target: Target, plan: FaultPlan, replays: Path | None, progress: Progress
              ) -> dict[str, Any]:
-        sim = SimOptions(steps_max=steps, plan=plan,
-                         **({"executions": executions} if executions else {}))
+        sim = SimOptions(steps_max=steps, plan=plan)
+        if executions:
+            sim = replace(sim, executions=executions)
         options = FuzzOptions(runs=runs, seed=seed, time_budget_s=budget, swarm=not no_swarm,
                               processes=processes, stop_at_first=not all_failures,
                               replay_dir=replays, sim=sim)

@@ -302,7 +302,7 @@ def _fingerprint(run: _Run) -> str:
     now = run.clock.now
     machine = run.machine
     describe = getattr(machine, "fingerprint", None)
-    executions = []
+    executions: list[tuple[Any, ...]] = []
     for eid in run.ids:  # the unstarted too: a start that crashed may have left a record
         stored = None
         if describe is not None:

@@ -156,7 +156,8 @@ class _Campaign:
     def __init__(self, definition: WorkflowDefinition, machine: MachineFactory,
                  options: FuzzOptions) -> None:
         self.definition, self.machine = definition, machine
-        self.sim_options = _sim_options(definition, options)
+        self.plan = _plan(definition, options)
+        self.sim_options = _sim_options(definition, options, self.plan)
         self.simulator = Simulator(definition, self.sim_options, machine)
         self.invariants: tuple[Invariant, ...] = invariants(options.invariants)
 
@@ -180,12 +181,17 @@ def _run_batch(seeds: Sequence[int]) -> list[_Outcome]:
     return [_WORKER.run(seed) for seed in seeds]
 
 
-def _sim_options(definition: WorkflowDefinition, options: FuzzOptions) -> SimOptions:
-    sim = options.sim
-    plan = sim.plan if sim.plan is not None else plan_for(definition, swarm=options.swarm)
-    if options.swarm and not plan.swarm:
-        plan = replace(plan, swarm=True)
-    return replace(sim, plan=plan)
+def _plan(definition: WorkflowDefinition, options: FuzzOptions) -> FaultPlan:
+    """Gives the plan the campaign's runs draw from (the given one, else the definition's)."""
+    plan = options.sim.plan
+    plan = plan if plan is not None else plan_for(definition, swarm=options.swarm)
+    return replace(plan, swarm=True) if options.swarm and not plan.swarm else plan
+
+
+def _sim_options(definition: WorkflowDefinition, options: FuzzOptions,
+                 plan: FaultPlan | None = None) -> SimOptions:
+    """Gives the options every run of the campaign takes: the given ones, with its plan."""
+    return replace(options.sim, plan=plan if plan is not None else _plan(definition, options))
 
 
 def _seeds(options: FuzzOptions, deadline: float | None) -> Generator[list[int], None, None]:
@@ -208,7 +214,8 @@ def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any]
 
     `progress(runs, steps, failures)` is called after each batch of runs."""
     options = options if options is not None else FuzzOptions()
-    definition = target if isinstance(target, WorkflowDefinition) else load_definition(target)
+    definition = target if isinstance(target, WorkflowDefinition) else load_definition(
+        Path(target) if isinstance(target, os.PathLike) else target)
     campaign = _Campaign(definition, machine, options)
     started = time.monotonic()
     deadline = None if options.time_budget_s is None else started + options.time_budget_s
@@ -240,7 +247,7 @@ def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any]
         metrics = metrics.merge(outcome.metrics)
     points = tuple(getattr(machine, "crash_points", ()) or ("between_steps",))
     return FuzzReport(definition, getattr(machine, "__qualname__", type(machine).__name__),
-                      campaign.sim_options.plan, len(outcomes), steps, elapsed,
+                      campaign.plan, len(outcomes), steps, elapsed,
                       tuple(failures), covered, dict(faults),
                       tuple(rule.name for rule in campaign.invariants), points, metrics)
 

@@ -212,4 +212,4 @@ def _import_machine(name: str, path: object) -> MachineFactory:
             target = getattr(target, part)
     except (ImportError, AttributeError) as exc:
         raise ReplayError(name, f"cannot import the machine {path!r}: {exc}") from exc
-    return target  # type: ignore[no-any-return]
+    return target

@@ -27,7 +27,8 @@ __all__ = ["describe_steps"]
 def describe_steps(history: Sequence[HistoryRecord], *, last: int | None = None) -> list[str]:
     """Gives one line per step of `history` (up to step `last`), each naming what happened."""
     lines: list[str] = []
-    step, parts, at = 0, [], 0
+    parts: list[str] = []
+    step, at = 0, 0
     for record in history:
         if record.step != step:
             if parts:
@@ -55,37 +56,36 @@ def _seconds(ms: int) -> str:
 
 
 def _part(record: HistoryRecord) -> str:
-    kind = type(record)
-    if kind is Started:
+    if type(record) is Started:
         return f"start {record.execution}"
-    if kind is Delivered:
+    if type(record) is Delivered:
         source = f" from {record.source}"
         via = "" if record.via in ("external", "approval") else f" ({record.via})"
         return f"deliver {record.type}{source} to {record.execution}{via}"
-    if kind is Decided:
+    if type(record) is Decided:
         return "" if record.decision == "accepted" else f"{record.decision}"
-    if kind is Committed:
+    if type(record) is Committed:
         if record.decision != "accepted" or not record.moved:
             return ""
         forced = f", forced by {record.forced}" if record.forced else ""
         return (f"{record.execution}: {record.from_state or '(start)'} -> {record.state} "
                 f"on {record.moved}{forced}")
-    if kind is Dispatched:
+    if type(record) is Dispatched:
         during = "" if record.during in ("tool call", "compensation") else (
             f" during {record.during}")
         return f"call {record.tool}{during}"
-    if kind is Applied:
+    if type(record) is Applied:
         return f"{record.tool} takes effect (key {record.key})"
-    if kind is FaultInjected:
+    if type(record) is FaultInjected:
         return f"FAULT {record.fault}" + (f" ({record.detail})" if record.detail else "")
-    if kind is Crashed:
+    if type(record) is Crashed:
         return f"crash at {record.point} during {record.during}"
-    if kind is Recovered:
+    if type(record) is Recovered:
         return "recovered"
-    if kind is TimerFired:
+    if type(record) is TimerFired:
         return f"clock to {_seconds(record.at)}, timers due fire"
-    if kind is Healed:
+    if type(record) is Healed:
         return "faults healed (liveness phase)"
-    if kind is MachineFailed:
+    if type(record) is MachineFailed:
         return f"machine {record.problem}: {record.error}: {record.message}"
     return ""

@@ -3,7 +3,8 @@
 Checkers read these records, never text. Every record carries the simulator `step` it happened
 in and the virtual time `at` (ms). They are `NamedTuple`s, like the machine's records and for the
 same reason: the simulator builds several per step, and a tuple costs a fraction of a frozen
-dataclass to construct. `kind` names the record in its JSON line.
+dataclass to construct. Tell them apart by class (`type(record) is Applied`, `isinstance`, or
+`match`), which a type checker narrows; `kind` names the record in its JSON line.
 
 One history serialises to JSON lines, one record a line, keys sorted, so the same seed gives the
 same bytes in any process.
@@ -15,7 +16,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import IO, Any, Literal, NamedTuple
 
 __all__ = [
     "Applied",
@@ -55,7 +56,10 @@ class RunStarted(NamedTuple):
     options: Mapping[str, Any]
     plan: Any
 
-    kind = "run"
+    @property
+    def kind(self) -> Literal["run"]:
+        """Names the record in its JSON line."""
+        return "run"
 
 
 class Started(NamedTuple):
@@ -66,7 +70,10 @@ class Started(NamedTuple):
     execution: str
     context: Mapping[str, Any]
 
-    kind = "started"
+    @property
+    def kind(self) -> Literal["started"]:
+        """Names the record in its JSON line."""
+        return "started"
 
 
 class Delivered(NamedTuple):
@@ -83,7 +90,10 @@ class Delivered(NamedTuple):
     payload: Any
     via: str
 
-    kind = "delivered"
+    @property
+    def kind(self) -> Literal["delivered"]:
+        """Names the record in its JSON line."""
+        return "delivered"
 
 
 class Decided(NamedTuple):
@@ -96,7 +106,10 @@ class Decided(NamedTuple):
     event_id: str
     decision: str
 
-    kind = "decided"
+    @property
+    def kind(self) -> Literal["decided"]:
+        """Names the record in its JSON line."""
+        return "decided"
 
 
 class Commanded(NamedTuple):
@@ -135,7 +148,10 @@ class Committed(NamedTuple):
     context: Mapping[str, Any] | None = None
     effects: tuple[Commanded, ...] = ()
 
-    kind = "committed"
+    @property
+    def kind(self) -> Literal["committed"]:
+        """Names the record in its JSON line."""
+        return "committed"
 
 
 class Dispatched(NamedTuple):
@@ -149,7 +165,10 @@ class Dispatched(NamedTuple):
     key: str
     during: str = ""
 
-    kind = "dispatched"
+    @property
+    def kind(self) -> Literal["dispatched"]:
+        """Names the record in its JSON line."""
+        return "dispatched"
 
 
 class Applied(NamedTuple):
@@ -163,7 +182,10 @@ class Applied(NamedTuple):
     input: str
     seq: int
 
-    kind = "applied"
+    @property
+    def kind(self) -> Literal["applied"]:
+        """Names the record in its JSON line."""
+        return "applied"
 
 
 class ResultRecorded(NamedTuple):
@@ -175,7 +197,10 @@ class ResultRecorded(NamedTuple):
     call: str
     type: str
 
-    kind = "result_recorded"
+    @property
+    def kind(self) -> Literal["result_recorded"]:
+        """Names the record in its JSON line."""
+        return "result_recorded"
 
 
 class Crashed(NamedTuple):
@@ -186,7 +211,10 @@ class Crashed(NamedTuple):
     point: str
     during: str
 
-    kind = "crashed"
+    @property
+    def kind(self) -> Literal["crashed"]:
+        """Names the record in its JSON line."""
+        return "crashed"
 
 
 class Recovered(NamedTuple):
@@ -196,7 +224,10 @@ class Recovered(NamedTuple):
     at: int
     attempts: int
 
-    kind = "recovered"
+    @property
+    def kind(self) -> Literal["recovered"]:
+        """Names the record in its JSON line."""
+        return "recovered"
 
 
 class TimerFired(NamedTuple):
@@ -209,7 +240,10 @@ class TimerFired(NamedTuple):
     now: int
     skew: int
 
-    kind = "timer_fired"
+    @property
+    def kind(self) -> Literal["timer_fired"]:
+        """Names the record in its JSON line."""
+        return "timer_fired"
 
 
 class FaultInjected(NamedTuple):
@@ -221,7 +255,10 @@ class FaultInjected(NamedTuple):
     execution: str
     detail: str
 
-    kind = "fault"
+    @property
+    def kind(self) -> Literal["fault"]:
+        """Names the record in its JSON line."""
+        return "fault"
 
 
 class MachineFailed(NamedTuple):
@@ -233,7 +270,10 @@ class MachineFailed(NamedTuple):
     error: str
     message: str
 
-    kind = "machine_failed"
+    @property
+    def kind(self) -> Literal["machine_failed"]:
+        """Names the record in its JSON line."""
+        return "machine_failed"
 
 
 class Observed(NamedTuple):
@@ -250,7 +290,10 @@ class Observed(NamedTuple):
     request: str = ""
     action_hash: str = ""
 
-    kind = "observed"
+    @property
+    def kind(self) -> Literal["observed"]:
+        """Names the record in its JSON line."""
+        return "observed"
 
 
 class Healed(NamedTuple):
@@ -259,7 +302,10 @@ class Healed(NamedTuple):
     step: int
     at: int
 
-    kind = "healed"
+    @property
+    def kind(self) -> Literal["healed"]:
+        """Names the record in its JSON line."""
+        return "healed"
 
 
 class Replayed(NamedTuple):
@@ -272,7 +318,10 @@ class Replayed(NamedTuple):
     ok: bool
     detail: str = ""
 
-    kind = "replayed"
+    @property
+    def kind(self) -> Literal["replayed"]:
+        """Names the record in its JSON line."""
+        return "replayed"
 
 
 class Finished(NamedTuple):
@@ -288,7 +337,10 @@ class Finished(NamedTuple):
     version: int
     waiting_on: tuple[str, ...] = ()
 
-    kind = "finished"
+    @property
+    def kind(self) -> Literal["finished"]:
+        """Names the record in its JSON line."""
+        return "finished"
 
 
 HistoryRecord = (RunStarted | Started | Delivered | Decided | Committed | Dispatched | Applied

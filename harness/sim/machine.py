@@ -22,6 +22,7 @@ from reference_machine import (
     EventStore,
     MemoryStore,
     RunCompensation,
+    RunEffect,
     Runtime,
     StoreError,
     Tool,
@@ -163,12 +164,13 @@ class ReferenceMachine:
         stored = self.store.load(execution_id)
         ex = stored.execution
         approval = ex.approval
-        calls = ()
+        calls: tuple[Call, ...] = ()
         if ex.status != "final":
             calls = tuple(Call(e.command_id, e.command.tool, isinstance(e.command,
                                                                        RunCompensation))
                           for e in self.store.pending(execution_id)
-                          if e.result is None and hasattr(e.command, "tool"))
+                          if e.result is None and isinstance(e.command,
+                                                             RunEffect | RunCompensation))
         return Observation(
             ex.state, str(ex.status), stored.version, ex.outcome,
             tuple((t.id, t.fire_at) for t in ex.timers),
@@ -181,7 +183,7 @@ class ReferenceMachine:
         relative to `now`), for the exhaustive search to tell states apart (optional)."""
         ex = self.store.load(execution_id).execution
         record = ex._replace(sequence=0, started_at=ex.started_at - now,
-                             timers=tuple((t.id, t.purpose, t.fire_at - now) for t in ex.timers))
+                             timers=tuple(t._replace(fire_at=t.fire_at - now) for t in ex.timers))
         pending = tuple((e.command_id, e.result is not None)
                         for e in self.store.pending(execution_id))
         inner = self.store.inner

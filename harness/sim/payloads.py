@@ -12,7 +12,7 @@ import json
 import math
 import random
 import re
-import re._parser as re_parser
+import re._parser as re_parser  # type: ignore[import-not-found]  # private, no stub; 3.11+
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -169,7 +169,7 @@ class _Compiler:
         if "anyOf" in s or "oneOf" in s:
             rest = {k: v for k, v in s.items() if k not in ("anyOf", "oneOf")}
             nodes, errors = [], []
-            for i, branch in enumerate(s.get("anyOf", s.get("oneOf"))):
+            for i, branch in enumerate(s["anyOf"] if "anyOf" in s else s["oneOf"]):
                 try:  # an impossible branch is dropped: the union needs one possible branch
                     nodes.append(self.node({"allOf": [rest, branch]}, name, f"{where}/anyOf/{i}"))
                 except _Unsatisfiable as e:
@@ -191,8 +191,8 @@ class _Compiler:
         types = types or ["object"]
         parts = [self._typed(s, kind, name, where) for kind in types]
         breaks = [b for _, part_breaks in parts for b in part_breaks] + _kind_breaks(kinds)
-        dicts = parts[types.index("object")][0] if "object" in types else None
-        return _Node(_pick([gen for gen, _ in parts]), kinds, tuple(breaks), dicts,
+        objects_made = parts[types.index("object")][0] if "object" in types else None
+        return _Node(_pick([gen for gen, _ in parts]), kinds, tuple(breaks), objects_made,
                      tuple(s.get("required", ())))
 
     def _typed(self, s: dict[str, Any], kind: str, name: str, where: str

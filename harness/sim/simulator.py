@@ -154,7 +154,7 @@ class SimOptions:
         option that is wrong."""
         if not isinstance(data, Mapping):
             raise HarnessError(f"options: expected a mapping, got {type(data).__name__}")
-        known = {f for f in cls.__dataclass_fields__}  # type: ignore[attr-defined]
+        known = {f for f in cls.__dataclass_fields__}
         unknown = sorted(set(data) - known)
         if unknown:
             raise HarnessError(f"options.{unknown[0]}: not an option"
@@ -336,7 +336,8 @@ class _Run:
         self.current: tuple[str, Event] | None = None
         self.last_request: dict[str, str] = {}
         self.last_state: dict[str, str] = {}  # each execution's state at its last commit
-        self.machine: MachineUnderTest | None = None  # type: ignore[assignment]
+        # made by _build before the first step; None only while a factory that raised is told of
+        self.machine: MachineUnderTest = None  # type: ignore[assignment]
         self.points: frozenset[str] = frozenset()
         self.between = False
         self.machine_time = 0  # the machine's clock: never goes back

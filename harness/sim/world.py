@@ -26,7 +26,7 @@ from reference_machine import Failure, Success, Tool, ToolOutcome, WorkflowDefin
 __all__ = ["EffectLedger", "LedgerEntry", "ToolWorld"]
 
 #: What a tool fault makes the caller see (category, message), and whether it applied.
-_FAILURES: Mapping[str, tuple[str, str, bool]] = {
+_FAILURES: Mapping[FaultKind, tuple[str, str, bool]] = {
     FaultKind.TOOL_TRANSIENT: ("transient", "injected: service unavailable", False),
     FaultKind.TOOL_RATE_LIMITED: ("rate_limited", "injected: 429 too many requests", False),
     FaultKind.TOOL_PERMANENT: ("permanent", "injected: request refused", False),
