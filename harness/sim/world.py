@@ -36,6 +36,12 @@ _FAILURES: Mapping[FaultKind, tuple[str, str, bool]] = {
 }
 _TOOL_KINDS = (*_FAILURES, FaultKind.SLOW_TOOL, FaultKind.MALFORMED_OUTPUT)
 
+#: The faults that are the service's own answer, not the network's: a service that honours keys
+#: answers a key it already applied with its first answer instead. A fault before the request
+#: reaches it (transient, rate limited, timeout before apply), or after it answered (timeout
+#: after apply, slow), still strikes a retry.
+_ANSWERS = frozenset({FaultKind.TOOL_PERMANENT, FaultKind.MALFORMED_OUTPUT})
+
 
 class LedgerEntry(NamedTuple):
     """One side effect that took place: the `seq`-th application at the world."""
@@ -135,7 +141,7 @@ class ToolWorld:
         execution = self._execution_of(key)
         self._emit(Dispatched(clock.step, clock.now, execution, tool, key, self._activity()))
         fault = self._rng.pick(f"tool:{tool}", table) if table and not self._healed else None
-        if fault is None:
+        if fault is None or (fault in _ANSWERS and honours and (tool, key) in self._outputs):
             return Success(self._apply(execution, tool, honours, key, input))
         self._emit(FaultInjected(clock.step, clock.now, fault, execution, f"{tool} {key}"))
         failure = _FAILURES.get(fault)
@@ -164,8 +170,12 @@ class ToolWorld:
         generator = self._generators[tool]
         broken = generator.invalid(self._rng, mapping_only=True) if generator else None
         if variant == "wrong_shape" or broken is None:
-            return Success([output] if self._rng.below(2) else json.dumps(output))  # type: ignore[arg-type]
-        return Success(broken[0])
+            answer: Any = [output] if self._rng.below(2) else json.dumps(output)
+        else:
+            answer = broken[0]
+        if honours:  # what the service sent is what it answers the key with from now on
+            self._outputs[(tool, key)] = answer
+        return Success(answer)
 
     def _apply(self, execution: str, tool: str, honours: bool, key: str,
                input: Mapping[str, Any]) -> Any:
