@@ -338,6 +338,7 @@ def _fingerprint(run: _Run) -> str:
                      for landing in world._landings)),
         run.rng.faults_left if isinstance(run.rng, _Exploring) else None,
         run.worker is not None, tuple(world.agent_noise),
+        tuple(sorted(run.sent.items())),  # what the sender has left to send
     )
     text = repr(state)
     names: dict[str, str] = {}

@@ -238,6 +238,9 @@ class Simulator:
                 raise HarnessError(f"options.honour_keys: {definition.name!r} has no tool "
                                    f"{tool!r}{did_you_mean(tool, list(definition.tools))}")
         self._external = {name: _enabled_events(definition, name) for name in definition.states}
+        # how often the sender sends an event to one execution, where the definition bounds it
+        self._sends_max = {name: spec.sends_max for name, spec in definition.spec.events.items()
+                           if spec.sends_max is not None}
         # built once: Faker's realistic pools cost milliseconds; a run draws from them
         self._payloads = {name: generator(f"events.{name}.payload", schema_of(spec.payload),
                                            index)
@@ -326,6 +329,7 @@ class _Run:
         self.unstarted = list(self.ids)
         self.queue: list[_Queued] = []
         self.serial = 0
+        self.sent: dict[tuple[str, str], int] = {}  # (execution, event) -> sends of a bounded one
         self.ops = 0
         self.ops_max = options.ops_max
         self.quiet = False
@@ -527,7 +531,7 @@ class _Run:
             waiting.append("call")
         if obs.approval is not None:
             waiting.append("approval")
-        if self.sim._external.get(obs.state):
+        if self._sendable(eid, obs.state):
             waiting.append("event")
         if any(queued.execution == eid for queued in self.queue):
             waiting.append("queued")
@@ -561,7 +565,7 @@ class _Run:
                 actions.append((_COMPLETE, eid, call))
             if obs.approval is not None:
                 actions.append((_APPROVE, eid, obs.approval))
-            if self.sim._external.get(obs.state):
+            if self._sendable(eid, obs.state):
                 actions.append((_EXTERNAL, eid, obs.state))
             for timer, fire_at in obs.timers:  # the machine's time; the clock's is behind
                 if soonest is None or fire_at - offset < soonest:
@@ -608,10 +612,23 @@ class _Run:
             self.unstarted.remove(eid)
             self._seen(eid, self._observation(eid))
 
+    def _sendable(self, eid: str, state: str) -> tuple[str, ...]:
+        """Gives the events the sender may still send an execution in `state`: those its
+        transitions take, less the bounded ones it has sent as often as the bound says."""
+        names = self.sim._external.get(state, ())
+        bounds = self.sim._sends_max
+        if not bounds or not names:
+            return names
+        sent = self.sent
+        return tuple(name for name in names
+                     if name not in bounds or sent.get((eid, name), 0) < bounds[name])
+
     def _external(self, eid: str, state: str) -> None:
         rng = self.rng
-        names = self.sim._external[state]
+        names = self._sendable(eid, state)
         name = names[rng.branch(len(names))]
+        if name in self.sim._sends_max:
+            self.sent[(eid, name)] = self.sent.get((eid, name), 0) + 1
         spec = self.definition.spec.events[name]
         generator = self.sim._payloads.get(name)
         payload: Any = {}

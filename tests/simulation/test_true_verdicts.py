@@ -8,11 +8,21 @@ from typing import Any
 
 import pytest
 
-from fault_injection import FaultKind, FaultPlan, FaultRate, load_plan
-from harness import Applied, Finished, HistoryRecord, SimOptions, Simulator, ToolWorld
+from fault_injection import FaultKind, FaultPlan, FaultRate, load_plan, no_faults
+from harness import (
+    Applied,
+    Delivered,
+    Finished,
+    FuzzOptions,
+    HistoryRecord,
+    SimOptions,
+    Simulator,
+    ToolWorld,
+    fuzz,
+)
 from harness.sim.choices import Choices
 from harness.sim.world import Clock
-from reference_machine import Failure, load_definition
+from reference_machine import DefinitionError, Failure, load_definition
 
 # -- 1. a service that honours keys never takes back an effect it applied -----------------------
 
@@ -86,3 +96,84 @@ def _calls(kind: FaultKind, key: str, seed: int = 7) -> tuple[list[Any], list[in
         applied.append(len(world.ledger))
     return answers, applied
 
+
+# -- 2. an event the sender sends once is not sent again under a new id ----------------------
+
+def account(sends_max: int | None) -> Any:
+    """An account whose opening deposit settles once (`deposit.settled`); each settlement is
+    credited. Correct as long as the bank sends the settlement once, as banks do."""
+    deposit: dict[str, Any] = {"sources": ["system"]}
+    if sends_max is not None:
+        deposit["sends_max"] = sends_max
+    return load_definition({
+        "name": "account", "version": "1",
+        "tools": {"bank.credit": {"idempotency_keys": True}},
+        "events": {"deposit.settled": deposit, "close": {"sources": ["human"]}},
+        "states": {
+            "open": {"initial": True, "type": "wait",
+                     "after": {"delay": "30d", "target": "closed"},
+                     "on": {"deposit.settled": "crediting", "close": "closed"}},
+            "crediting": {"step": {"tool": "bank.credit", "input": {"account": "a-1"}},
+                          "on": {"step.succeeded": "open", "step.failed": "open"}},
+            "closed": {"type": "final", "outcome": "success"},
+        },
+    })
+
+
+def settlements(history: Sequence[HistoryRecord]) -> dict[str, int]:
+    """Gives how many distinct settlements the scheduler sent each execution."""
+    sent: dict[str, int] = {}
+    for record in history:
+        if type(record) is Delivered and record.via == "external" and (
+                record.type == "deposit.settled"):
+            sent[record.execution] = sent.get(record.execution, 0) + 1
+    return sent
+
+
+class TestBoundedSends:
+    def test_a_one_shot_settlement_is_sent_once_and_the_correct_machine_holds(self) -> None:
+        """Unbounded, the scheduler sends a second settlement under a new id and the account
+        is blamed for crediting twice; `sends_max: 1` says the bank sends it once."""
+        plan = no_faults()
+        unbounded = fuzz(account(None), FuzzOptions(runs=40, sim=SimOptions(plan=plan)))
+        assert not unbounded.held  # what a scheduler with no bound makes of a correct machine
+        assert {f.rule for f in unbounded.failures} == {"no_duplicate_effect"}
+        once = account(1)
+        report = fuzz(once, FuzzOptions(runs=40, sim=SimOptions(plan=plan)))
+        assert report.held, [str(f.violations[0]) for f in report.failures]
+        simulator = Simulator(once, SimOptions(plan=plan))
+        counts = [settlements(simulator.run(seed).history) for seed in range(40)]
+        assert all(n == 1 for sent in counts for n in sent.values())
+        assert sum(len(sent) for sent in counts) > 20  # the settlement did come, in most runs
+
+    def test_a_repeatable_event_comes_at_most_its_bound(self) -> None:
+        """`sends_max: 3` lets the sender send it up to three times, no more."""
+        simulator = Simulator(account(3), SimOptions(plan=no_faults()))
+        most = max(n for seed in range(40)
+                   for n in settlements(simulator.run(seed).history).values())
+        assert most == 3
+
+    def test_faults_still_copy_a_one_shot_event(self) -> None:
+        """A duplicate of a one-shot event is a fault on top of the bound: it still comes."""
+        plan = load_plan({"faults": {"duplicate_event": 1.0}})
+        simulator = Simulator(account(1), SimOptions(plan=plan))
+        vias = {r.via for seed in range(20) for r in simulator.run(seed).history
+                if type(r) is Delivered and r.type == "deposit.settled"}
+        assert {"external", "duplicate"} <= vias
+
+    @pytest.mark.parametrize("bad", [0, -1, "once", 1.5])
+    def test_a_bound_that_is_no_positive_count_is_refused_with_its_location(self, bad: Any
+                                                                            ) -> None:
+        """`sends_max` is a whole number from 1; anything else names where it is."""
+        data = account(None).spec.model_dump()
+        data["events"]["deposit.settled"]["sends_max"] = bad
+        with pytest.raises(DefinitionError, match=r"events\.deposit\.settled\.sends_max"):
+            load_definition(data)
+
+    def test_a_definition_without_bounds_keeps_its_digest(self) -> None:
+        """The new key is left out of the digest while unused: old replay files still match."""
+        spec = account(None).spec
+        assert "sends_max" not in spec.model_dump()["events"]["close"]
+        assert spec.model_dump()["events"]["close"] == {"description": "", "payload": None,
+                                                         "sources": ["human"]}
+        assert account(1).spec.model_dump()["events"]["deposit.settled"]["sends_max"] == 1
