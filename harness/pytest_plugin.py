@@ -2,12 +2,13 @@
 distribution is enough, and `-p no:fsmharness` turns it off.
 
 - Options (group `fsmharness`) and the ini keys of the same names: `--fsm-seed`, `--fsm-runs`,
-  `--fsm-budget`, `--fsm-faults`, `--fsm-report`, `--fsm-depth`; ini only: `fsm_definitions`
-  (the globs of definition files to collect) and `fsm_machine`.
+  `--fsm-budget`, `--fsm-faults`, `--fsm-report`, `--fsm-depth`, `--fsm-min-coverage`; ini
+  only: `fsm_definitions` (the globs of definition files to collect) and `fsm_machine`.
 - Fixtures: `fsm_settings`, `fsm_fault_plan`, `fsm_simulator`, `fsm_tool_world`,
   `fsm_frozen_clock`, `fsm_fuzz`, and `fsm_report` for tests marked `fsm_fuzz`.
 - The marker `@pytest.mark.fsm_fuzz(definition, machine=..., runs=..., faults=...)` makes the
-  test a fuzz campaign; the test body runs after it with the campaign's report.
+  test a fuzz campaign; the test body runs after it with the campaign's report. A campaign
+  fails its test when an invariant breaks or when it is vacuous (it exercised nothing).
 - Files matching `fsm_definitions` (default `workflow_*.yaml workflow_*.json`) become three
   items each: lint, fuzz under every fault, and exhaustive search to `--fsm-depth`.
 
@@ -92,6 +93,18 @@ def _seconds(name: str) -> Callable[[str], float]:
     return parse
 
 
+def _percent(name: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(str(text).strip().removesuffix("%"))
+        except ValueError:
+            raise pytest.UsageError(f"{name}: expected a percent, got {text!r}") from None
+        if not 0 <= value <= 100:
+            raise pytest.UsageError(f"{name}: expected a percent from 0 to 100, got {text!r}")
+        return value
+    return parse
+
+
 def _faults(name: str) -> Callable[[str], tuple[FaultKind, ...] | None]:
     def parse(text: str) -> tuple[FaultKind, ...] | None:
         try:
@@ -125,6 +138,9 @@ _OPTIONS: dict[str, tuple[str, Callable[[str], Any], Any, str]] = {
     "--fsm-depth": ("fsm_depth", _whole("--fsm-depth", 1), 4,
                     "The depth of exhaustive search for collected definition files "
                     "(default 4)."),
+    "--fsm-min-coverage": ("fsm_min_coverage", _percent("--fsm-min-coverage"), None,
+                           "Fail a fuzz campaign that takes fewer than this percent of the "
+                           "declared transitions (one that takes none always fails)."),
 }
 
 
@@ -141,6 +157,7 @@ class FsmSettings:
     depth: int = 4
     globs: tuple[str, ...] = tuple(_DEFAULT_GLOBS.split())
     machine: str | None = None
+    min_coverage: float | None = None
 
     def seed_for(self, test_id: str) -> int:
         """Gives the first seed of a test's campaign: the base seed moved by the test's id,
@@ -174,9 +191,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "fsm_fuzz(definition, *, machine=None, runs=None, seed=None, faults=None, "
-                   "executions=None, invariants=None): run a fuzz campaign over a definition "
-                   "(a path relative to the test file, a WorkflowDefinition, or "
-                   "module:attribute) before the test; the test fails when an invariant breaks")
+                   "executions=None, invariants=None, min_coverage=None): run a fuzz campaign "
+                   "over a definition (a path relative to the test file, a WorkflowDefinition, "
+                   "or module:attribute) before the test; the test fails when an invariant "
+                   "breaks or the campaign exercised nothing (or less than min_coverage "
+                   "percent of the declared transitions)")
     values: dict[str, Any] = {}
     for ini, parse, default, _ in _OPTIONS.values():
         given = config.getoption(ini)
@@ -241,9 +260,11 @@ def _run_fuzz(config: pytest.Config, target: Target, test_id: str, *,
               runs: int | None = None, seed: int | None = None,
               faults: str | tuple[FaultKind, ...] | None = None,
               executions: int | None = None,
-              invariants: tuple[str, ...] | None = None) -> FuzzReport:
+              invariants: tuple[str, ...] | None = None,
+              min_coverage: float | None = None) -> FuzzReport:
     """Runs a campaign with the session's settings (each overridable), records its section for
-    the summary and the report; raises `CampaignFailed` when an invariant broke."""
+    the summary and the report; raises `CampaignFailed` when an invariant broke or the
+    campaign was vacuous."""
     settings = _settings(config)
     kinds = parse_faults(faults) if isinstance(faults, str) else (
         faults if faults is not None else settings.faults)
@@ -254,7 +275,8 @@ def _run_fuzz(config: pytest.Config, target: Target, test_id: str, *,
         runs=runs if runs is not None else settings.runs,
         seed=seed if seed is not None else settings.seed_for(test_id),
         time_budget_s=settings.budget, replay_dir=_replay_dir(config),
-        invariants=invariants, sim=sim)
+        invariants=invariants, sim=sim,
+        coverage_min=min_coverage if min_coverage is not None else settings.min_coverage)
     report, section = fuzz_target(target, options)
     _record(config, section, test_id)
     if not report.held:
@@ -314,7 +336,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, o
         try:
             target = _marked_target(pyfuncitem, marker)
             options = {key: marker.kwargs[key] for key in
-                       ("runs", "seed", "faults", "executions", "invariants")
+                       ("runs", "seed", "faults", "executions", "invariants", "min_coverage")
                        if key in marker.kwargs}
             if isinstance(options.get("invariants"), list):
                 options["invariants"] = tuple(options["invariants"])
@@ -400,8 +422,9 @@ def fsm_frozen_clock() -> Iterator[Any]:
 @pytest.fixture
 def fsm_fuzz(request: pytest.FixtureRequest) -> Callable[..., FuzzReport]:
     """Runs a fuzz campaign from inside a test: `fsm_fuzz(definition, machine=None, runs=...,
-    faults=..., executions=..., invariants=...)` gives the report, and fails the test with the
-    shrunk trace and the replay command when an invariant breaks."""
+    faults=..., executions=..., invariants=..., min_coverage=...)` gives the report, and fails
+    the test with the shrunk trace and the replay command when an invariant breaks (or says
+    what never happened when the campaign was vacuous)."""
 
     def run(definition: Any, machine: MachineFactory | None = None, **options: Any
             ) -> FuzzReport:
@@ -563,18 +586,19 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
         for kind, count in section["faults"].items():
             faults[kind] = faults.get(kind, 0) + count
     broken = [s for s in sections if not s["held"]]
-    write(f"{len(sections)} campaign(s): {len(invariants)} invariants checked, {runs} runs, "
-          f"{steps} steps, {sum(faults.values())} faults injected, {len(broken)} failing")
+    write(f"{len(sections)} campaign(s): {len(invariants)} invariants checked, {runs:,} runs, "
+          f"{steps:,} steps, {sum(faults.values()):,} faults injected, {len(broken)} failing")
     write(f"  invariants: {', '.join(invariants)}")
     for section in sections:
         coverage = ", ".join(f"{name} {part['reached']}/{part['of']}"
                              for name, part in section["coverage"].items())
-        verdict = "held" if section["held"] else "VIOLATED"
+        verdict = "held" if section["held"] else "VIOLATED" if section["failures"] else (
+            "VACUOUS")
         detail = (section["verdict"] if section["engine"] == "explore" else
-                  f"{section['runs']} runs, {section['steps']} steps; coverage {coverage}")
+                  f"{section['runs']:,} runs, {section['steps']:,} steps; coverage {coverage}")
         write(f"  {verdict:8} {section['name']} ({section['engine']}): {detail}")
     if faults:
-        write("  faults injected: " + ", ".join(f"{kind} {count}"
+        write("  faults injected: " + ", ".join(f"{kind} {count:,}"
                                                 for kind, count in sorted(faults.items())))
     if isinstance(state.files, ReportError):
         write(f"  report not written: {state.files}", red=True)

@@ -13,8 +13,14 @@ from harness.check.checkers import _legal_table, guard_outcomes, per_definition
 from harness.sim.history import Committed, Crashed, FaultInjected, HistoryRecord, Observed
 from reference_machine import WorkflowDefinition
 
-__all__ = ["UNSEEN_EVENT", "Coverage", "coverage_of", "covered_transitions",
-           "transition_label"]
+__all__ = [
+    "UNSEEN_EVENT",
+    "Coverage",
+    "coverage_of",
+    "covered_transitions",
+    "transition_label",
+    "vacuity",
+]
 
 Transition = tuple[str, str, str]  # (source, event or "forced:<reason>", target)
 GuardOutcome = tuple[str, str, int, bool]  # (state, event, transition index, held)
@@ -91,6 +97,24 @@ def covered_transitions(reached: Iterable[Transition], declared: Iterable[Transi
     reached = set(reached)
     seen = {(source, target) for source, event, target in reached if event == UNSEEN_EVENT}
     return {t for t in declared if t in reached or (t[0], t[2]) in seen}
+
+
+def vacuity(definition: WorkflowDefinition, coverage: Coverage,
+            coverage_min: float | None = None) -> str:
+    """Gives why a campaign that reached `coverage` tested nothing worth a verdict: no
+    declared transition taken, or fewer than `coverage_min` percent of them ("" when it did)."""
+    declared = _universe(definition)["transitions"]
+    if not declared:
+        return "the definition declares no transition to take: nothing can be exercised"
+    taken = len(covered_transitions(coverage.transitions, declared))
+    if taken == 0:
+        return (f"no run took any of the {len(declared)} declared transitions: the machine "
+                "never moved (every event refused, or a move it made never showed)")
+    share = 100 * taken / len(declared)
+    if coverage_min is not None and share < coverage_min:
+        return (f"{taken} of {len(declared)} declared transitions taken ({share:.0f}%), under "
+                f"the floor of {coverage_min:g}%")
+    return ""
 
 
 def transition_label(record: Committed) -> str:

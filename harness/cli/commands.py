@@ -155,17 +155,21 @@ def _engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
                                                "draws a subset of kinds per run).")
 @click.option("--all-failures", is_flag=True,
               help="Go on after the first failing run and report every rule broken.")
+@click.option("--min-coverage", type=click.FloatRange(min=0, max=100), default=None,
+              metavar="PERCENT", help="Fail a target whose runs take fewer than this percent "
+                                      "of its declared transitions (one that takes none always "
+                                      "fails: vacuous).")
 def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
                  plan_path: str | None, executions: int | None, report_dir: str,
                  no_report: bool, as_json: bool, quiet: bool, modules: Sequence[str],
                  runs: int, seed: int, budget: float | None, processes: int, steps: int,
-                 no_swarm: bool, all_failures: bool) -> None:
+                 no_swarm: bool, all_failures: bool, min_coverage: float | None) -> None:
     """Fuzz workflow definitions: many seeded simulations with faults injected, every
     invariant checked, failures shrunk to a minimal trace and saved as replay files.
 
     TARGETS are definition files, folders of them, or MODULE:ATTR naming a Python definition
-    or a machine under test. Exit 0 when every invariant held, 1 when one broke, 2 on bad
-    input.
+    or a machine under test. Exit 0 when every invariant held in campaigns that exercised
+    the machine, 1 when one broke or a campaign was vacuous, 2 on bad input.
     """
     def each(target: Target, plan: FaultPlan, replays: Path | None, progress: Progress
              ) -> dict[str, Any]:
@@ -174,7 +178,7 @@ def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
             sim = replace(sim, executions=executions)
         options = FuzzOptions(runs=runs, seed=seed, time_budget_s=budget, swarm=not no_swarm,
                               processes=processes, stop_at_first=not all_failures,
-                              replay_dir=replays, sim=sim)
+                              replay_dir=replays, sim=sim, coverage_min=min_coverage)
         task = progress.add_task(escape(target.name), total=runs, detail="")
 
         def advance(done: int, steps_done: int, failures: int) -> None:
@@ -258,7 +262,7 @@ def _print_section(out: Console, section: dict[str, Any], quiet: bool) -> None:
     else:
         faults = sum(section["faults"].values())
         what = (f"{section['runs']} runs, {section['steps']:,} steps "
-                f"({section['steps_per_second']:,.0f} steps/s), {faults} faults injected"
+                f"({section['steps_per_second']:,.0f} steps/s), {faults:,} faults injected"
                 + (f"; coverage {coverage}" if coverage else ""))
     if section["held"]:
         partial = section["engine"] == "explore" and not section["options"].get("complete")
@@ -266,9 +270,12 @@ def _print_section(out: Console, section: dict[str, Any], quiet: bool) -> None:
             label = "[yellow]partial[/yellow]" if partial else "[green]held[/green]"
             out.print(f"{label}  {name}: {what}")
         return
-    out.print(f"[red]FAIL[/red]  {name}: {what}")
+    vacuous = not section["failures"] and section.get("vacuous")
+    out.print(f"{'[yellow]VACUOUS[/yellow]' if vacuous else '[red]FAIL[/red]'}  {name}: {what}")
     for line in describe_failure(section):
         out.print(f"      {line}", markup=False)
+    if vacuous:
+        return
     if any(not failure.get("replay_command") for failure in section["failures"]):
         out.print("      (no replay file with --no-report: the same options and seed run it "
                   "again)", markup=False)
@@ -286,13 +293,20 @@ def _finish(out: Console, command: str, sections: list[dict[str, Any]], folder: 
     if as_json:
         click.echo(json.dumps(doc, indent=2, sort_keys=True))
     else:
-        broken = sum(1 for section in sections if not section["held"])
+        broken = sum(1 for section in sections if section["failures"])
+        vacuous = sum(1 for section in sections if not section["held"] and not
+                      section["failures"])
         partial = sum(1 for section in sections if section["held"] and section["engine"] ==
                       "explore" and not section["options"].get("complete"))
-        verdict = "[red]violations found[/red]" if broken else "[green]every invariant held[/green]"
+        verdict = ("[red]violations found[/red]" if broken else
+                   "[yellow]nothing exercised[/yellow]" if vacuous else
+                   "[green]every invariant held[/green]")
+        if vacuous and broken:
+            verdict += f" [yellow]({vacuous} vacuous: nothing exercised)[/yellow]"
         if partial and not broken:
             verdict += f" [yellow](as far as explored: {partial} bound(s) not covered)[/yellow]"
-        out.print(f"{len(sections)} target(s), {broken} failing: {verdict}")
+        counted = f", {vacuous} vacuous" if vacuous else ""
+        out.print(f"{len(sections)} target(s), {broken} failing{counted}: {verdict}")
         if files is not None:
             out.print(f"report: {escape(str(files.html))} (and {escape(files.json.name)}, "
                       f"{escape(files.markdown.name)})")

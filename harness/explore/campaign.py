@@ -70,14 +70,16 @@ def fuzz_target(target: Target, options: FuzzOptions,
                 ) -> tuple[FuzzReport, dict[str, Any]]:
     """Fuzzes one target; gives the engine's report and the target's report section."""
     report = fuzz(target.definition, options, machine=target.machine, progress=progress)
-    summary = report.summary()
+    summary = {**report.summary(), "verdict": f"vacuous: {report.vacuous}" if report.vacuous
+               else ""}
     section = target_section(
         target.name, "fuzz", target.definition, target.machine_name, summary, report.coverage,
         [(failure.counterexample, failure.replay_file) for failure in report.failures],
         {"runs": options.runs, "seed": options.seed, "time_budget_s": options.time_budget_s,
          "swarm": options.swarm, "processes": options.processes,
          "executions": options.sim.executions, "steps_max": options.sim.steps_max,
-         "faults": sorted(str(kind) for kind in report.plan.kinds)})
+         "faults": sorted(str(kind) for kind in report.plan.kinds),
+         "coverage_min": options.coverage_min})
     return report, section
 
 
@@ -110,6 +112,8 @@ def describe_failure(section: dict[str, Any]) -> Sequence[str]:
     """Gives a failing target's lines for a terminal: the violation, the shrunk trace as
     numbered steps, and the replay command."""
     lines: list[str] = []
+    if section.get("vacuous") and not section["failures"]:
+        lines.append(f"vacuous: {section['vacuous']}")
     for failure in section["failures"]:
         lines.append(f"violated {failure.get('message') or failure.get('rule')}")
         if failure.get("trace"):

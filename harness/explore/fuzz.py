@@ -21,7 +21,7 @@ from typing import Any
 
 from fault_injection import FaultPlan
 from harness.check.checkers import Invariant, Violation, invariants
-from harness.check.coverage import Coverage, coverage_of
+from harness.check.coverage import Coverage, coverage_of, vacuity
 from harness.check.metrics import Metrics, metrics_of
 from harness.errors import HarnessError
 from harness.explore.replay import write_replay
@@ -42,7 +42,8 @@ class FuzzOptions:
     `sim` shapes each run (its `plan`, when set, replaces the default plan, and `swarm` then
     only adds swarm mode to it). With `stop_at_first` the campaign ends at the first failing
     seed; else every failure is collected (each rule shrunk once). `replay_dir` is where
-    replay files go (None: nowhere)."""
+    replay files go (None: nowhere). A campaign that took none of the declared transitions,
+    or fewer than `coverage_min` percent of them, does not hold: it is `vacuous`."""
 
     runs: int | None = 200
     seed: int = 0
@@ -56,6 +57,7 @@ class FuzzOptions:
     replay_dir: str | os.PathLike[str] | None = "reports/replays"
     invariants: tuple[str, ...] | None = None
     sim: SimOptions = field(default_factory=SimOptions)
+    coverage_min: float | None = None
 
     def __post_init__(self) -> None:
         if self.runs is None and self.time_budget_s is None:
@@ -72,6 +74,11 @@ class FuzzOptions:
             if value is not None and (not isinstance(value, int | float) or value <= 0):
                 raise HarnessError(f"options.{name}: expected a positive number of seconds, "
                                    f"got {value!r}")
+        floor = self.coverage_min
+        if floor is not None and (not isinstance(floor, int | float) or isinstance(floor, bool)
+                                  or not 0 <= floor <= 100):
+            raise HarnessError(f"options.coverage_min: expected a percent from 0 to 100, got "
+                               f"{floor!r}")
         if not isinstance(self.sim, SimOptions):
             raise HarnessError(f"options.sim: expected SimOptions, got "
                                f"{type(self.sim).__name__}")
@@ -108,11 +115,18 @@ class FuzzReport:
     invariants: tuple[str, ...]
     crash_points: tuple[str, ...] = ()
     metrics: Metrics = field(default_factory=Metrics)
+    vacuous: str = ""  # why the campaign tested nothing worth a verdict ("" when it did)
 
     @property
     def held(self) -> bool:
-        """Tells whether every invariant held in every run."""
-        return not self.failures
+        """Tells whether every invariant held in every run of a campaign that exercised the
+        machine (a vacuous campaign does not hold)."""
+        return not self.failures and not self.vacuous
+
+    @property
+    def verdict(self) -> str:
+        """Gives the campaign's verdict: `violated`, `vacuous` or `held`."""
+        return "violated" if self.failures else "vacuous" if self.vacuous else "held"
 
     @property
     def steps_per_second(self) -> float:
@@ -123,7 +137,8 @@ class FuzzReport:
         """Gives the report as plain JSON data."""
         return {
             "definition": self.definition.name, "version": self.definition.version,
-            "machine": self.machine, "held": self.held, "runs": self.runs,
+            "machine": self.machine, "held": self.held, "verdict": self.verdict,
+            "vacuous": self.vacuous, "runs": self.runs,
             "steps": self.steps, "elapsed_s": round(self.elapsed_s, 3),
             "steps_per_second": round(self.steps_per_second),
             "invariants": list(self.invariants),
@@ -249,7 +264,8 @@ def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any]
     return FuzzReport(definition, getattr(machine, "__qualname__", type(machine).__name__),
                       campaign.plan, len(outcomes), steps, elapsed,
                       tuple(failures), covered, dict(faults),
-                      tuple(rule.name for rule in campaign.invariants), points, metrics)
+                      tuple(rule.name for rule in campaign.invariants), points, metrics,
+                      vacuity(definition, covered, options.coverage_min))
 
 
 def _outcomes(campaign: _Campaign, options: FuzzOptions, deadline: float | None

@@ -166,6 +166,7 @@ def target_section(name: str, engine: str, definition: WorkflowDefinition, machi
         "elapsed_s": float(summary.get("elapsed_s", 0.0)),
         "steps_per_second": float(summary.get("steps_per_second", 0.0)),
         "verdict": str(summary.get("verdict", "")),
+        "vacuous": str(summary.get("vacuous", "")),
         "invariants": list(summary.get("invariants", [])),
         "faults": dict(summary.get("faults", {})),
         "coverage": dict(summary.get("coverage", {})),

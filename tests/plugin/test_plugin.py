@@ -325,3 +325,42 @@ def test_an_adapter_target_is_a_campaign_by_the_marker_and_the_fixture(
     result = pytester.runpytest()
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*test_naive*violated no_duplicate_effect*"])
+
+
+def test_a_vacuous_campaign_fails_its_test_and_says_what_never_happened(
+        pytester: pytest.Pytester) -> None:
+    """A machine that never moves fails its marker campaign (no `held` for nothing), as does a
+    campaign under the coverage floor; the floor comes from the marker or `fsm_min_coverage`."""
+    pytester.syspathinsert(Path(__file__).resolve().parents[1] / "support")
+    pytester.makeini("[pytest]\nfsm_min_coverage = 100\n")
+    pytester.makepyfile(test_vacuous="""
+        import peers
+        import pytest
+        import vacuous
+
+        @pytest.mark.fsm_fuzz(vacuous.stuck_orders, runs=10)
+        def test_stuck():
+            pass
+
+        @pytest.mark.fsm_fuzz(peers.orders, runs=1, executions=1, min_coverage=0)
+        def test_floor_lowered_by_the_marker(fsm_report):
+            assert fsm_report.held
+
+        def test_floor_of_the_ini(fsm_fuzz):  # one execution takes 2 of the 4 moves at most
+            fsm_fuzz(peers.orders, runs=1, executions=1)
+    """)
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines([
+        "*_ test_stuck _*", "vacuous: no run took any of the 2 declared transitions: the "
+        "machine never moved*",
+        "*_ test_floor_of_the_ini _*", "vacuous: * of 4 declared transitions taken (*%), under "
+        "the floor of 100%",
+        "  VACUOUS  test_vacuous.py::test_stuck*"])
+
+
+def test_a_bad_coverage_floor_is_a_usage_error(project: pytest.Pytester) -> None:
+    result = project.runpytest("--fsm-min-coverage", "150")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--fsm-min-coverage: expected a percent from 0 to 100, "
+                                 "got '150'*"])

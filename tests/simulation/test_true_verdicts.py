@@ -4,9 +4,12 @@ case that used to give a false verdict, and checks the true one."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
+from running import cli, one_error_line
 
 from fault_injection import FaultKind, FaultPlan, FaultRate, load_plan, no_faults
 from harness import (
@@ -20,9 +23,13 @@ from harness import (
     ToolWorld,
     fuzz,
 )
+from harness.errors import HarnessError
 from harness.sim.choices import Choices
 from harness.sim.world import Clock
 from reference_machine import DefinitionError, Failure, load_definition
+from scenarios import bundled
+
+SUPPORT = str(Path(__file__).resolve().parents[1] / "support")
 
 # -- 1. a service that honours keys never takes back an effect it applied -----------------------
 
@@ -177,3 +184,60 @@ class TestBoundedSends:
         assert spec.model_dump()["events"]["close"] == {"description": "", "payload": None,
                                                          "sources": ["human"]}
         assert account(1).spec.model_dump()["events"]["deposit.settled"]["sends_max"] == 1
+
+
+# -- 4. a campaign that moved nothing is not `held` -------------------------------------------
+
+class TestVacuous:
+    def test_a_machine_that_never_moves_is_vacuous_not_held(self) -> None:
+        """Every event refused by a condition: no declared transition taken, so no verdict of
+        `held`, and the report says what never happened."""
+        from vacuous import stuck_orders
+
+        report = fuzz(stuck_orders.definition, FuzzOptions(runs=10, replay_dir=None),
+                      machine=stuck_orders)
+        assert not report.failures and not report.held
+        assert report.verdict == "vacuous"
+        assert report.vacuous.startswith("no run took any of the 2 declared transitions")
+        assert report.summary()["verdict"] == "vacuous"
+
+    def test_a_campaign_under_its_floor_is_vacuous(self) -> None:
+        """Fault-free, the refund never fails: 1 of 2 moves taken, under a floor of 60%."""
+        options = FuzzOptions(runs=20, replay_dir=None, sim=SimOptions(plan=no_faults()))
+        assert fuzz(REFUND, options).held
+        floored = fuzz(REFUND, replace(options, coverage_min=60))
+        assert floored.verdict == "vacuous" and floored.vacuous == (
+            "1 of 2 declared transitions taken (50%), under the floor of 60%")
+        assert fuzz(REFUND, replace(options, coverage_min=50)).held
+
+    def test_a_violation_is_told_over_vacuity(self) -> None:
+        """What broke is the verdict, whatever the coverage."""
+        report = fuzz(account(None), FuzzOptions(runs=40, replay_dir=None, coverage_min=100,
+                                                 sim=SimOptions(plan=no_faults())))
+        assert report.verdict == "violated"
+
+    @pytest.mark.parametrize("bad", [-1, 101, "80", True])
+    def test_a_floor_that_is_no_percent_is_refused(self, bad: Any) -> None:
+        with pytest.raises(HarnessError, match=r"options\.coverage_min: expected a percent"):
+            FuzzOptions(coverage_min=bad)
+
+    def test_every_bundled_scenario_is_exercised(self) -> None:
+        """No bundled scenario is vacuous: each takes most of its declared transitions."""
+        for path in bundled():
+            report = fuzz(path, FuzzOptions(runs=60, replay_dir=None, coverage_min=75))
+            assert report.verdict == "held", (path.name, report.vacuous)
+
+
+class TestVacuousAtTheCommandLine:
+    def test_fuzz_says_vacuous_and_exits_1(self) -> None:
+        result = cli("fuzz", "vacuous:stuck_orders", "--runs", "5", "--no-report",
+                     path=SUPPORT)
+        assert result.returncode == 1, result.stdout + result.stderr
+        lines = result.stdout.splitlines()
+        assert lines[0].startswith("VACUOUS  vacuous:stuck_orders: 5 runs")
+        assert lines[1].strip().startswith("vacuous: no run took any of the 2 declared")
+        assert lines[-1] == "1 target(s), 0 failing, 1 vacuous: nothing exercised"
+
+    def test_a_floor_over_100_is_one_usage_line(self) -> None:
+        one_error_line(cli("fuzz", "scenarios/refund_escalation.yaml", "--min-coverage", "101"),
+                       "--min-coverage", "101")
