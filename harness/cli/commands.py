@@ -26,6 +26,7 @@ from rich.table import Table
 from fault_injection import FaultKind, FaultPlan, FaultPlanError, load_plan
 from harness.adapters.targets import Target, resolve_targets
 from harness.bench import suite as bench
+from harness.check.determinism import RULE as DETERMINISTIC
 from harness.cli.common import EXIT_FOUND, EXIT_OK, UsageProblem, import_modules
 from harness.errors import HarnessError
 from harness.explore.campaign import (
@@ -276,7 +277,8 @@ def _print_section(out: Console, section: dict[str, Any], quiet: bool) -> None:
         out.print(f"      {line}", markup=False)
     if vacuous:
         return
-    if any(not failure.get("replay_command") for failure in section["failures"]):
+    if any(not failure.get("replay_command") and failure.get("rule") != DETERMINISTIC
+           for failure in section["failures"]):
         out.print("      (no replay file with --no-report: the same options and seed run it "
                   "again)", markup=False)
 

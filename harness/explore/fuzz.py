@@ -22,10 +22,12 @@ from typing import Any
 from fault_injection import FaultPlan
 from harness.check.checkers import Invariant, Violation, invariants
 from harness.check.coverage import Coverage, coverage_of, vacuity
+from harness.check.determinism import CAUSES, difference
+from harness.check.determinism import RULE as DETERMINISTIC
 from harness.check.metrics import Metrics, metrics_of
 from harness.errors import HarnessError
 from harness.explore.replay import write_replay
-from harness.explore.shrink import Counterexample, shrink
+from harness.explore.shrink import Counterexample, NotReproduced, shrink
 from harness.sim.history import FaultInjected
 from harness.sim.machine import MachineFactory, ReferenceMachine
 from harness.sim.simulator import SimOptions, Simulator, plan_for
@@ -125,7 +127,10 @@ class FuzzReport:
 
     @property
     def verdict(self) -> str:
-        """Gives the campaign's verdict: `violated`, `vacuous` or `held`."""
+        """Gives the campaign's verdict: `nondeterministic` (a seed gave two histories),
+        `violated`, `vacuous` or `held`."""
+        if any(failure.rule == DETERMINISTIC for failure in self.failures):
+            return "nondeterministic"
         return "violated" if self.failures else "vacuous" if self.vacuous else "held"
 
     @property
@@ -233,6 +238,7 @@ def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any]
         Path(target) if isinstance(target, os.PathLike) else target)
     campaign = _Campaign(definition, machine, options)
     started = time.monotonic()
+    unsteady = _unsteady(campaign, options.seed)  # before any run could leave state behind
     deadline = None if options.time_budget_s is None else started + options.time_budget_s
     outcomes: list[_Outcome] = []
     failing: list[_Outcome] = []
@@ -252,7 +258,7 @@ def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any]
             break
     batches.close()  # stops the worker processes, if any
     elapsed = time.monotonic() - started
-    failures = _failures(campaign, options, failing)
+    failures = _failures(campaign, options, failing, unsteady)
     covered = Coverage()
     faults: Counter[str] = Counter()
     metrics = Metrics()
@@ -286,22 +292,44 @@ def _outcomes(campaign: _Campaign, options: FuzzOptions, deadline: float | None
         _WORKER = None
 
 
-def _failures(campaign: _Campaign, options: FuzzOptions, failing: Iterable[_Outcome]
-              ) -> list[FuzzFailure]:
-    """Shrinks the first failure of each rule and saves its replay file."""
+def _failures(campaign: _Campaign, options: FuzzOptions, failing: Iterable[_Outcome],
+              unsteady: Violation | None) -> list[FuzzFailure]:
+    """Shrinks the first failure of each rule and saves its replay file, after running its
+    seed twice more: a history that differs, or a failure that does not come back, is a
+    `deterministic` failure, and nothing is shrunk after it (a schedule that does not come
+    back cannot be made smaller). `unsteady` is what the first seed's two runs showed."""
     failures = []
+    if unsteady is not None:
+        failures.append(FuzzFailure(options.seed, (unsteady,)))
     shrunk_rules: set[str] = set()
     for outcome in failing:
         rule = outcome.violations[0].rule
         counterexample = None
         path = None
-        if options.shrink and rule not in shrunk_rules:
+        if unsteady is None and options.shrink and rule not in shrunk_rules:
+            unsteady = _unsteady(campaign, outcome.seed)
+            if unsteady is None:
+                try:
+                    counterexample = shrink(campaign.definition, outcome.seed,
+                                            campaign.sim_options, rule,
+                                            machine=campaign.machine,
+                                            runs_max=options.shrink_runs_max,
+                                            time_budget_s=options.shrink_time_s)
+                except NotReproduced as exc:
+                    unsteady = Violation(DETERMINISTIC, f"{exc.args[0]}; {CAUSES}",
+                                         outcome.violations[0].execution,
+                                         outcome.violations[0].step)
+            if unsteady is not None:
+                failures.append(FuzzFailure(outcome.seed, (unsteady, *outcome.violations)))
+                continue
             shrunk_rules.add(rule)
-            counterexample = shrink(campaign.definition, outcome.seed, campaign.sim_options,
-                                    rule, machine=campaign.machine,
-                                    runs_max=options.shrink_runs_max,
-                                    time_budget_s=options.shrink_time_s)
-            if options.replay_dir is not None:
+            if options.replay_dir is not None and counterexample is not None:
                 path = write_replay(counterexample, Path(options.replay_dir))
         failures.append(FuzzFailure(outcome.seed, outcome.violations, counterexample, path))
     return failures
+
+
+def _unsteady(campaign: _Campaign, seed: int) -> Violation | None:
+    """Gives how two runs of `seed` differ (None: the same history, byte for byte)."""
+    return difference(campaign.simulator.run(seed).history,
+                      campaign.simulator.run(seed).history)

@@ -44,10 +44,20 @@ from harness.sim.machine import MachineFactory, ReferenceMachine
 from harness.sim.simulator import SimOptions, SimulationResult, Simulator
 from reference_machine import WorkflowDefinition
 
-__all__ = ["Counterexample", "shrink"]
+__all__ = ["Counterexample", "NotReproduced", "shrink"]
 
 Key = tuple[int, str, int]
 Script = dict[Key, float]
+
+
+class NotReproduced(HarnessError):
+    """A seed broke a rule once and not when run again: the machine is not deterministic."""
+
+    def __init__(self, seed: int, rule: str) -> None:
+        self.seed, self.rule = seed, rule
+        super().__init__(f"seed {seed} broke {rule!r} once but not when run again: the machine "
+                         "under test is not deterministic (does it read the wall clock, global "
+                         "random, or keep state between runs?)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,10 +160,7 @@ class _Shrinker:
         found = self._judge(options, result, choices)
         self.safety = found is not None and found.violation.step <= options.steps_max
         if found is None:
-            msg = (f"seed {self.seed} broke {self.rule.name!r} once but not when run again: "
-                   "the machine under test is not deterministic (does it read the wall clock, "
-                   "global random, or keep state between runs?)")
-            raise HarnessError(msg)
+            raise NotReproduced(self.seed, self.rule.name)
         return found
 
     def shrink(self, best: _Candidate) -> _Candidate:

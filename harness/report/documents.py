@@ -139,8 +139,10 @@ def target_section(name: str, engine: str, definition: WorkflowDefinition, machi
     failures = []
     for index, (counterexample, replay_file) in enumerate(counterexamples):
         given = summary.get("failures", [{}])[index] if summary.get("failures") else {}
-        if counterexample is None:
-            failures.append({**given, "replay_command": ""})
+        if counterexample is None:  # not shrunk: told by its first violation
+            first_found = (given.get("violations") or [None])[0]
+            message = str(Violation(**first_found)) if first_found else given.get("rule", "")
+            failures.append({**given, "message": message, "replay_command": ""})
             continue
         violation = counterexample.violation
         failures.append({

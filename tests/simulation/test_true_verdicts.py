@@ -23,13 +23,16 @@ from harness import (
     ToolWorld,
     fuzz,
 )
+from harness.check.determinism import difference
 from harness.errors import HarnessError
 from harness.sim.choices import Choices
+from harness.sim.simulator import plan_for
 from harness.sim.world import Clock
 from reference_machine import DefinitionError, Failure, load_definition
 from scenarios import bundled
 
-SUPPORT = str(Path(__file__).resolve().parents[1] / "support")
+ROOT = Path(__file__).resolve().parents[2]
+SUPPORT = str(ROOT / "tests" / "support")
 
 # -- 1. a service that honours keys never takes back an effect it applied -----------------------
 
@@ -241,3 +244,51 @@ class TestVacuousAtTheCommandLine:
     def test_a_floor_over_100_is_one_usage_line(self) -> None:
         one_error_line(cli("fuzz", "scenarios/refund_escalation.yaml", "--min-coverage", "101"),
                        "--min-coverage", "101")
+
+
+# -- 5. a machine that is not deterministic is caught ------------------------------------------
+
+class TestNondeterminism:
+    @pytest.mark.parametrize("name", ["coin_orders", "cached_orders"])
+    def test_a_machine_whose_seed_does_not_fix_its_history_fails_deterministic(
+            self, name: str) -> None:
+        """The first seed is run twice; the first record that differs is named, with what
+        usually causes it; nothing is shrunk (it would not come back)."""
+        import unsteady
+
+        target = getattr(unsteady, name)
+        report = fuzz(target.definition, FuzzOptions(runs=30, replay_dir=None), machine=target)
+        assert report.verdict == "nondeterministic" and not report.held
+        failure = report.failures[0]
+        assert failure.rule == "deterministic" and failure.counterexample is None
+        message = failure.violations[0].message
+        assert message.startswith("the same seed gave two histories: record ")
+        assert "random.random()" in message and "state kept from one run" in message
+
+    def test_the_command_line_tells_it_and_exits_1(self) -> None:
+        result = cli("fuzz", "unsteady:coin_orders", "--runs", "5", "--no-report", path=SUPPORT)
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "violated deterministic (" in result.stdout
+        assert "the same seed gave two histories: record " in result.stdout
+        assert "no replay file" not in result.stdout  # no schedule replays it
+
+    @pytest.mark.parametrize("path", [*bundled(), *sorted((ROOT / "scenarios" / "naive").glob(
+        "*.yaml"))], ids=lambda p: p.stem)
+    def test_the_simulator_is_deterministic_on_every_scenario_under_every_fault(
+            self, path: Path) -> None:
+        """The reference machine under the whole plan (no swarm), and under swarm plans."""
+        definition = load_definition(path)
+        for swarm in (False, True):
+            simulator = Simulator(definition, SimOptions(plan=plan_for(definition, swarm=swarm)))
+            for seed in range(8):
+                assert difference(simulator.run(seed).history,
+                                  simulator.run(seed).history) is None, (seed, swarm)
+
+    def test_two_histories_that_differ_are_told_apart(self) -> None:
+        """The rule itself: a changed record, and a history cut short."""
+        history = Simulator(REFUND, SimOptions(executions=1)).run(3).history
+        changed = (*history[:2], history[2]._replace(at=history[2].at + 1), *history[3:])
+        found = difference(history, changed)
+        assert found is not None and found.records == (2,)
+        cut = difference(history, history[:-1])
+        assert cut is not None and "ended after" in cut.message

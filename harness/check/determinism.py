@@ -1,0 +1,50 @@
+"""The `deterministic` rule: a seed run twice gives the same history, byte for byte.
+
+Every other verdict rests on it: a failure that does not come back from its seed cannot be
+shrunk or replayed, and a run that held once may not hold again. Unlike the invariants, it
+compares two histories of one seed, so the engines run it (the first seed of a campaign, and
+each failing seed before it is shrunk); the violation names the first record that differs and
+what usually makes a machine differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from harness.check.checkers import Violation
+from harness.sim.history import HistoryRecord, dump_line
+
+__all__ = ["CAUSES", "RULE", "difference"]
+
+RULE = "deterministic"
+
+#: What usually makes a machine's history differ from one run of a seed to the next.
+CAUSES = ("the machine reads something the simulation does not control: random numbers not "
+          "drawn from the run (random.random(), uuid4()), a clock freezegun does not freeze "
+          "(time.monotonic(), time.perf_counter()), the order of a set or of hash(), or state "
+          "kept from one run to the next (a module-level cache, a class attribute)")
+
+_SHOWN = 160  # characters of each record shown
+
+
+def difference(first: Sequence[HistoryRecord], second: Sequence[HistoryRecord]
+               ) -> Violation | None:
+    """Gives the `deterministic` violation of two histories of one seed (None: the same)."""
+    for index, (one, other) in enumerate(zip(first, second, strict=False)):
+        line, again = dump_line(one), dump_line(other)
+        if line != again:
+            return Violation(
+                RULE, f"the same seed gave two histories: record {index} (step {one.step}) was "
+                      f"{_short(line)} the first time and {_short(again)} the second; {CAUSES}",
+                getattr(one, "execution", ""), one.step, (index,))
+    if len(first) != len(second):
+        common = min(len(first), len(second))
+        return Violation(
+            RULE, f"the same seed gave two histories: one ended after {len(first)} records, "
+                  f"the other after {len(second)}; {CAUSES}",
+            "", first[common - 1].step if common else 0, (common,))
+    return None
+
+
+def _short(line: str) -> str:
+    return line if len(line) <= _SHOWN else f"{line[:_SHOWN]}..."
