@@ -613,31 +613,57 @@ def _first_holding(candidates: Sequence[CompiledTransition], context: Mapping[st
 
 def guard_outcomes(definition: WorkflowDefinition, history: History
                    ) -> Iterator[tuple[str, str, int, bool]]:
-    """Gives (state, event, transition index, held) for each guard evaluated by an accepted
-    transition of the history (for coverage): the guards before the one taken did not hold."""
+    """Gives (state, event, transition index, held) for each guard the history shows evaluated
+    (for coverage): by an accepted transition (the guards before the one taken did not hold),
+    and by an event the machine refused because no guard held (`rejected:guard_false`)."""
     contexts: dict[str, Mapping[str, Any]] = {}
+    states: dict[str, str] = {}
+    delivered: dict[tuple[str, str], Delivered] = {}
     for record in history:
+        if type(record) is Delivered:
+            delivered[(record.execution, record.event_id)] = record
+            continue
+        if type(record) is Decided:
+            sent = delivered.get((record.execution, record.event_id))
+            source = states.get(record.execution, "")
+            before = contexts.get(record.execution)
+            if (record.decision == _GUARD_FALSE and sent is not None and before is not None
+                    and source in definition.states):
+                yield from _guards_tried(definition, source, before, Event(
+                    sent.event_id, sent.type, sent.source, sent.payload or {}, sent.answers))
+            continue
         if type(record) is not Committed or record.decision != "accepted":
             continue
         before = contexts.get(record.execution)
         if record.context is not None:
             contexts[record.execution] = record.context
+        states[record.execution] = record.state
         moved, source = record.moved, record.from_state
         if (not moved or record.forced or moved != record.event_type or before is None
                 or source not in definition.states):
             continue
-        event = Event(record.event_id, record.event_type, record.event_source,
-                      record.payload or {}, record.answers)
-        for position, transition in enumerate(definition.states[source].on.get(moved, ())):
-            if transition.guard is None:
-                break
-            try:
-                held = bool(transition.guard(before, event))
-            except Exception:  # guards_held tells of it
-                break
-            yield source, moved, position, held
-            if held:
-                break
+        yield from _guards_tried(definition, source, before, Event(
+            record.event_id, record.event_type, record.event_source, record.payload or {},
+            record.answers))
+
+
+_GUARD_FALSE = "rejected:guard_false"
+
+
+def _guards_tried(definition: WorkflowDefinition, state: str, context: Mapping[str, Any],
+                  event: Event) -> Iterator[tuple[str, str, int, bool]]:
+    """Gives the outcome of each guard of `state`'s transitions on `event`, in order, up to
+    the first that holds (the one an interpreter takes)."""
+    for position, transition in enumerate(definition.states[state].on.get(event.type, ())):
+        if transition.guard is None:
+            break
+        try:
+            held = bool(transition.guard(context, event))
+        except Exception:  # guards_held tells of it
+            break
+        yield state, event.type, position, held
+        if held:
+            break
 
 
 # -- approvals -----------------------------------------------------------------------------

@@ -132,7 +132,7 @@ def coverage_of(definition: WorkflowDefinition, history: Sequence[HistoryRecord]
     faults: set[str] = set()
     points: set[str] = set()
     committed = False
-    last: dict[str, str] = {}
+    last: dict[str, tuple[str, int]] = {}
     for record in history:
         if type(record) is Committed:
             if record.decision != "accepted":
@@ -144,9 +144,12 @@ def coverage_of(definition: WorkflowDefinition, history: Sequence[HistoryRecord]
         elif type(record) is Observed:
             states.add(record.state)
             before = last.get(record.execution)
-            last[record.execution] = record.state
-            if not committed and before is not None and before != record.state:
-                transitions.add((before, UNSEEN_EVENT, record.state))
+            last[record.execution] = (record.state, record.version)
+            # a move seen from outside: the state changed, or it stayed and the version went
+            # up (a self-transition)
+            if not committed and before is not None and (
+                    before[0] != record.state or record.version > before[1]):
+                transitions.add((before[0], UNSEEN_EVENT, record.state))
         elif type(record) is FaultInjected:
             faults.add(str(record.fault))
         elif type(record) is Crashed:

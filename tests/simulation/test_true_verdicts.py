@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from running import cli, one_error_line
+from transitions import Machine
 
 from fault_injection import FaultKind, FaultPlan, FaultRate, load_plan, no_faults
 from harness import (
@@ -23,6 +24,7 @@ from harness import (
     ToolWorld,
     fuzz,
 )
+from harness.adapters import transitions_target
 from harness.check.determinism import difference
 from harness.errors import HarnessError
 from harness.sim.choices import Choices
@@ -292,3 +294,55 @@ class TestNondeterminism:
         assert found is not None and found.records == (2,)
         cut = difference(history, history[:-1])
         assert cut is not None and "ended after" in cut.message
+
+
+# -- 6. guard coverage counts what happened; 7. self-transitions of adapters count -------------
+
+GATE = load_definition({
+    "name": "gate", "version": "1",
+    "events": {"pay": {"sources": ["human"], "payload": {
+        "type": "object", "required": ["amount"],
+        "properties": {"amount": {"type": "integer", "minimum": 0, "maximum": 200}}}}},
+    "states": {
+        "waiting": {"initial": True, "type": "wait", "after": {"delay": "1h", "target": "expired"},
+                    "on": {"pay": [{"target": "big", "guard": "event.payload.amount > 100"}]}},
+        "big": {"type": "final", "outcome": "success"},
+        "expired": {"type": "final", "outcome": "failure"},
+    },
+})
+
+
+class TestGuardCoverage:
+    def test_a_guard_that_refused_an_event_counts_its_false_outcome(self) -> None:
+        """No other move takes `pay`: a small amount is refused (`rejected:guard_false`), and
+        that is the guard's false outcome, reached."""
+        report = fuzz(GATE, FuzzOptions(runs=30, replay_dir=None,
+                                        sim=SimOptions(plan=no_faults())))
+        assert report.held
+        assert report.coverage.guards == {("waiting", "pay", 0, False),
+                                          ("waiting", "pay", 0, True)}
+        assert report.summary()["coverage"]["guards"] == {"reached": 2, "of": 2, "missing": []}
+
+
+class Counter:
+    """A `transitions` machine whose `tick` stays where it is (a self-transition)."""
+
+    def __init__(self, box: Any) -> None:
+        self.machine = Machine(model=self, initial="counting",
+                               states=["counting", {"name": "done", "final": True}],
+                               transitions=[["tick", "counting", "counting"],
+                                            ["stop", "counting", "done"]])
+
+
+COUNTER = transitions_target(Counter, name="counter", events={
+    "tick": {"sources": ["system"]}, "stop": {"sources": ["human"]}})
+
+
+class TestSelfTransitionsOfAdapters:
+    def test_a_self_transition_taken_is_covered(self) -> None:
+        report = fuzz(COUNTER.definition, FuzzOptions(runs=20, replay_dir=None,
+                                                      sim=SimOptions(plan=no_faults())),
+                      machine=COUNTER)
+        assert report.held
+        assert report.summary()["coverage"]["transitions"] == {
+            "reached": 2, "of": 2, "missing": []}
