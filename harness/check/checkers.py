@@ -109,20 +109,52 @@ class Invariant:
     description: str = ""
     final_only: bool = False
     builtin: bool = False
+    module: str = ""  # where a user's invariant is defined: what a replay imports to find it
 
     def run(self, definition: WorkflowDefinition, history: History) -> list[Violation]:
-        """Gives this invariant's violations of `history`."""
-        found = []
+        """Gives this invariant's violations of `history`; a sentence it yields is placed at
+        the first step where the invariant breaks (see `_placed`)."""
+        found: list[Violation] = []
+        sentences = self._collect(definition, history, found)
+        if sentences:
+            found += self._placed(definition, history, sentences)
+        return found
+
+    def _collect(self, definition: WorkflowDefinition, history: History,
+                 found: list[Violation]) -> list[str]:
+        """Adds the violations the check yields over `history` to `found`; gives its
+        sentences."""
+        sentences = []
         for item in self.check(definition, history):
             if isinstance(item, Violation):
                 found.append(item)
             elif isinstance(item, str):
-                found.append(Violation(self.name, item))
+                sentences.append(item)
             else:
                 msg = (f"invariant {self.name!r} gave {type(item).__name__}; an invariant "
                        "yields Violation objects or sentences (str)")
                 raise HarnessError(msg)
-        return found
+        return sentences
+
+    def _placed(self, definition: WorkflowDefinition, history: History,
+                sentences: list[str]) -> list[Violation]:
+        """Gives sentences as violations at the step where the invariant breaks: the end of
+        the shortest prefix of whole steps over which it yields one (found by bisection), so
+        the failure shrinks and replays to that step; a final-only invariant, which reads the
+        end of a run, breaks at its last step."""
+        if not history:
+            return [Violation(self.name, sentence) for sentence in sentences]
+        ends = [index + 1 for index in range(len(history))
+                if index + 1 == len(history) or history[index + 1].step != history[index].step]
+        low, high = (len(ends) - 1, len(ends) - 1) if self.final_only else (0, len(ends) - 1)
+        while low < high:  # the whole history breaks it: find the first prefix that does
+            middle = (low + high) // 2
+            if self._collect(definition, history[:ends[middle]], []):
+                high = middle
+            else:
+                low = middle + 1
+        step = history[ends[low] - 1].step
+        return [Violation(self.name, sentence, step=step) for sentence in sentences]
 
 
 INVARIANTS: dict[str, Invariant] = {}
@@ -146,7 +178,8 @@ def invariant(name: str | None = None, *, per_step: bool = False, final_only: bo
             raise HarnessError(msg)
         check = _per_step(rule, function) if per_step else function
         INVARIANTS[rule] = Invariant(rule, check, description or (function.__doc__ or "")
-                                     .strip().split("\n")[0], final_only)
+                                     .strip().split("\n")[0], final_only,
+                                     module=getattr(function, "__module__", "") or "")
         return function
 
     if per_step and final_only:

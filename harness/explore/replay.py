@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.check.checkers import Violation, invariants
+from harness.check.checkers import INVARIANTS, Violation, invariants
 from harness.errors import HarnessError
 from harness.explore.shrink import Counterexample
 from harness.report.redact import redact, secret_values
@@ -27,7 +27,12 @@ from harness.sim.choices import Choice, ScriptedChoices, default
 from harness.sim.identity import definition_digest, machine_path
 from harness.sim.machine import MachineFactory
 from harness.sim.simulator import SimOptions, SimulationResult, Simulator
-from reference_machine import DefinitionError, WorkflowDefinition, load_definition
+from reference_machine import (
+    DefinitionError,
+    WorkflowDefinition,
+    load_definition,
+    registered_functions,
+)
 
 __all__ = ["REPLAY_FORMAT", "ReplayError", "ReplayOutcome", "replay", "replay_file_name",
            "write_replay"]
@@ -71,6 +76,37 @@ def replay_file_name(counterexample: Counterexample, content: str = "") -> str:
             f"{counterexample.seed}{'-' + digest if digest else ''}.json")
 
 
+def imports_needed(definition: WorkflowDefinition, rule: str) -> list[str]:
+    """Gives the modules a replay imports before it loads anything: the one that registers
+    a user's invariant `rule`, and those that register the functions the definition names
+    (`function:` guards and actions), so that `fsmharness replay FILE` runs as printed. A
+    script run as `__main__` cannot be imported again, and is left out."""
+    modules = set()
+    registered = INVARIANTS.get(rule)
+    if registered is not None and not registered.builtin:
+        modules.add(registered.module)
+    functions = registered_functions()
+    for name in _function_names(definition.spec.model_dump(mode="python")):
+        if name in functions:
+            modules.add(getattr(functions[name], "__module__", "") or "")
+    return sorted(module for module in modules if module and module != "__main__")
+
+
+def _function_names(data: Any) -> set[str]:
+    """Gives the names a spec's `{function: name}` references hold, anywhere in it."""
+    names: set[str] = set()
+    stack = [data]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            if isinstance(node.get("function"), str) and len(node) == 1:
+                names.add(node["function"])
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+    return names
+
+
 def write_replay(counterexample: Counterexample, folder: str | os.PathLike[str]) -> Path:
     """Writes the counterexample's replay file into `folder` (made if missing), all or nothing;
     gives its path."""
@@ -87,6 +123,7 @@ def write_replay(counterexample: Counterexample, folder: str | os.PathLike[str])
         "definition": {"name": definition.name, "version": definition.version,
                        "digest": definition_digest(definition), "source": definition.source},
         "machine": machine_path(counterexample.machine),
+        "imports": imports_needed(definition, counterexample.violation.rule),
         "seed": counterexample.seed,
         "options": counterexample.options.to_dict(),
         "rule": counterexample.violation.rule,
@@ -124,6 +161,7 @@ def replay(path: str | os.PathLike[str], *, definition: WorkflowDefinition | Non
     `ReplayError` when the file cannot be replayed."""
     name = str(path)
     data = _read(name)
+    _import_all(name, data.get("imports", []))
     recorded = data["definition"]
     if machine is None:
         machine = _import_machine(name, data.get("machine", ""))
@@ -199,6 +237,19 @@ def _read(name: str) -> dict[str, Any]:
             raise ReplayError(name, f"choices[{index}]: expected [step, tag, n, u] with tag "
                                     f"b, v or f:<kind>, got {json.dumps(entry)[:60]}")
     return dict(data)
+
+
+def _import_all(name: str, modules: object) -> None:
+    """Imports the modules a replay file names (what registers its invariant and functions)."""
+    if not isinstance(modules, list) or not all(isinstance(m, str) for m in modules):
+        raise ReplayError(name, "'imports' must be a list of module names")
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # the user's module failed to import, not the harness
+            raise ReplayError(name, f"cannot import {module!r}, which the failure needs (it "
+                                    f"registers its invariant or functions): "
+                                    f"{type(exc).__name__}: {exc}") from exc
 
 
 def _import_machine(name: str, path: object) -> MachineFactory:

@@ -3,17 +3,25 @@ case that used to give a false verdict, and checks the true one."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from planted import PLANTED
+from planted import WORKFLOW as PLANTED_WORKFLOW
 from running import cli, one_error_line
 from transitions import Machine
 
 from fault_injection import FaultKind, FaultPlan, FaultRate, load_plan, no_faults
 from harness import (
+    INVARIANTS,
     Applied,
     Delivered,
     Finished,
@@ -22,11 +30,15 @@ from harness import (
     SimOptions,
     Simulator,
     ToolWorld,
+    check,
     fuzz,
+    invariant,
+    replay,
 )
 from harness.adapters import transitions_target
 from harness.check.determinism import difference
 from harness.errors import HarnessError
+from harness.explore.fuzz import _sim_options
 from harness.sim.choices import Choices
 from harness.sim.simulator import plan_for
 from harness.sim.world import Clock
@@ -346,3 +358,88 @@ class TestSelfTransitionsOfAdapters:
         assert report.held
         assert report.summary()["coverage"]["transitions"] == {
             "reached": 2, "of": 2, "missing": []}
+
+
+# -- 9. a user invariant written as the README shows shrinks and replays -----------------------
+
+@pytest.fixture
+def one_charge_per_order() -> Iterator[str]:
+    """Registers the user invariant of the README's shape (it yields sentences), for one
+    test."""
+    name = "one_charge_per_order"
+
+    @invariant(name=name)
+    def check_charges(definition: Any, history: Sequence[HistoryRecord]) -> Iterator[str]:
+        """No order is charged twice."""
+        seen: dict[str, str] = {}
+        for record in history:
+            if type(record) is Applied and record.tool == "pay.charge":
+                if record.input in seen:
+                    yield f"{record.input} charged by {seen[record.input]} and {record.execution}"
+                seen[record.input] = record.execution
+
+    yield name
+    del INVARIANTS[name]
+
+
+class TestSentencesAreShrunkAndReplayed:
+    def test_a_sentence_is_placed_at_the_step_it_broke(self, one_charge_per_order: str,
+                                                       tmp_path: Path) -> None:
+        """Fuzzing a planted bug under the user's invariant alone: the violation has its
+        step, the trace is shrunk to it, and the replay file breaks the rule again."""
+        machine, _ = PLANTED["key_per_attempt"]
+        report = fuzz(PLANTED_WORKFLOW, FuzzOptions(runs=300, replay_dir=tmp_path,
+                                                    invariants=(one_charge_per_order,)),
+                      machine=machine)
+        (failure,) = report.failures
+        example = failure.counterexample
+        assert example is not None and failure.replay_file is not None
+        assert failure.violations[0].step > 0
+        assert 1 <= example.steps <= example.original_steps and example.trace()
+        outcome = replay(failure.replay_file)
+        assert outcome.reproduced and outcome.violation is not None
+        assert outcome.violation.step == example.steps
+
+    def test_the_step_is_the_first_that_breaks_it(self, one_charge_per_order: str) -> None:
+        """Over a history, the sentence sits at the step of the second charge."""
+        machine, _ = PLANTED["key_per_attempt"]
+        options = FuzzOptions(runs=300, replay_dir=None, shrink=False,
+                              invariants=(one_charge_per_order,))
+        seed = fuzz(PLANTED_WORKFLOW, options, machine=machine).failures[0].seed
+        history = Simulator(PLANTED_WORKFLOW, _sim_options(PLANTED_WORKFLOW, options),
+                            machine).run(seed).history
+        (violation,) = check(PLANTED_WORKFLOW, history, only=[one_charge_per_order])
+        charges = [r for r in history if type(r) is Applied and r.tool == "pay.charge"]
+        assert violation.step == charges[1].step
+
+
+# -- 10. the printed replay command runs as printed --------------------------------------------
+
+class TestReplayAsPrinted:
+    def test_a_user_invariant_replays_without_being_told_where_it_lives(self, tmp_path: Path
+                                                                         ) -> None:
+        """Found with `--import charge_rules`, the failure's printed command replays it as
+        printed: the replay file names the module that registers the rule."""
+        found = cli("fuzz", str(ROOT / "tests/simulation/workflows/planted.yaml"), "--machine",
+                    "planted:KeyPerAttempt", "--import", "charge_rules", "--all-failures",
+                    "--runs", "300", "--report", str(tmp_path), cwd=tmp_path, path=SUPPORT)
+        assert found.returncode == 1, found.stdout + found.stderr
+        (printed,) = [line.strip().removeprefix("replay: ") for line in found.stdout.splitlines()
+                      if line.strip().startswith("replay: ") and "one_charge_per_order" in line]
+        saved = json.loads(Path(shlex.split(printed)[-1]).read_text())
+        assert saved["imports"] == ["charge_rules"]
+        again = subprocess.run(shlex.split(printed.replace("fsmharness", f"{sys.executable} -m "
+                                                                         "harness.cli", 1)),
+                               cwd=tmp_path, env={**os.environ, "PYTHONPATH": SUPPORT},
+                               capture_output=True, text=True, timeout=300, check=False)
+        assert again.returncode == 1, again.stdout + again.stderr
+        assert again.stdout.splitlines()[-1].startswith("reproduced one_charge_per_order ")
+
+    def test_a_module_that_no_longer_imports_is_one_clear_error(self, tmp_path: Path) -> None:
+        kept = sorted((ROOT / "tests" / "data" / "replays").glob("planted-*.json"))[0]
+        data = json.loads(kept.read_text())
+        data["imports"] = ["no_such_rules_module"]
+        broken = tmp_path / "broken.json"
+        broken.write_text(json.dumps(data))
+        one_error_line(cli("replay", str(broken), path=SUPPORT), "cannot import "
+                       "'no_such_rules_module', which the failure needs")

@@ -434,7 +434,8 @@ def registered() -> Iterator[list[str]]:
 class TestUserInvariants:
     def test_an_invariant_over_the_history_joins_the_checks(self,
                                                            registered: list[str]) -> None:
-        """A registered function's sentences become violations of its rule."""
+        """A registered function's sentences become violations of its rule, at the step where
+        it first breaks (the second charge's), not at step 0."""
         @invariant(name="at_most_one_charge")
         def at_most_one_charge(definition: Any, history: Any) -> Iterator[str]:
             charges = [r for r in history if r.kind == "applied" and r.tool == "pay.charge"]
@@ -444,7 +445,7 @@ class TestUserInvariants:
         history = [applied(1, "pay.charge", "a"), applied(2, "pay.charge", "b",
                                                            CHARGE.replace("40", "1"))]
         (found,) = check(PLANTED, history, only=["at_most_one_charge"])
-        assert found == Violation("at_most_one_charge", "2 charges")
+        assert found == Violation("at_most_one_charge", "2 charges", step=2)
         assert "at_most_one_charge" in rules(check(PLANTED, history))
 
     def test_a_per_step_invariant_sees_each_step(self, registered: list[str]) -> None:
