@@ -258,8 +258,9 @@ def _print_section(out: Console, section: dict[str, Any], quiet: bool) -> None:
     name = escape(section["name"])
     coverage = ", ".join(f"{dimension} {part['reached']}/{part['of']}"
                          for dimension, part in section["coverage"].items())
-    if section["engine"] == "explore":
-        what = escape(section["verdict"])
+    if section["engine"] == "explore":  # a violation is told once, below
+        what = escape(section["verdict"]) if section["held"] else (
+            f"{section['states_explored']:,} distinct states explored")
     else:
         faults = sum(section["faults"].values())
         what = (f"{section['runs']} runs, {section['steps']:,} steps "

@@ -17,7 +17,7 @@ from harness.errors import HarnessError
 from harness.explore.exhaustive import ExploreOptions, ExploreReport, explore
 from harness.explore.fuzz import FuzzOptions, FuzzReport, fuzz
 from harness.explore.replay import write_replay
-from harness.report.documents import target_section
+from harness.report.documents import target_section, trace_heading
 from harness.sim.simulator import plan_for
 
 __all__ = ["FAULT_NAMES", "explore_target", "fuzz_target", "parse_faults", "plan_of",
@@ -117,8 +117,7 @@ def describe_failure(section: dict[str, Any]) -> Sequence[str]:
     for failure in section["failures"]:
         lines.append(f"violated {failure.get('message') or failure.get('rule')}")
         if failure.get("trace"):
-            lines.append(f"shrunk to {failure.get('shrunk_steps')} steps (seed "
-                         f"{failure.get('seed')}):")
+            lines.append(f"{trace_heading(section, failure)}:")
             lines += [f"  {line}" for line in failure["trace"]]
         if failure.get("replay_command"):
             lines.append(f"replay: {failure['replay_command']}")

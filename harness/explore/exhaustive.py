@@ -93,8 +93,8 @@ class ExploreReport:
                     f"states explored)")
         if self.complete:
             return f"held within bound {self.depth} ({self.states} distinct states)"
-        return (f"held as far as explored: depth {self.depth} not covered, stopped at "
-                f"{self.states} distinct states")
+        return (f"held as far as explored: every schedule to depth {self.depth} covered, depth "
+                f"{self.depth + 1} not covered, stopped at {self.states} distinct states")
 
 
 class _Exploring(RecordingChoices):

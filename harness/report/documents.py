@@ -42,7 +42,7 @@ from reference_machine import WorkflowDefinition
 __all__ = ["REPORT_FORMAT", "ReportError", "ReportFiles", "diagram_of", "ensure_writable",
            "load_report",
            "mermaid", "render_html", "render_markdown", "report_schema", "svg",
-           "target_section", "write_reports"]
+           "target_section", "trace_heading", "write_reports"]
 
 REPORT_KIND, REPORT_FORMAT = "fsmharness.report", 1
 
@@ -117,6 +117,16 @@ class Counterexample(Protocol):
     @property
     def faults(self) -> int: ...
     def trace(self) -> list[str]: ...
+
+
+def trace_heading(section: Mapping[str, Any], failure: Mapping[str, Any]) -> str:
+    """Says where a failure's trace comes from: shrunk from a seeded run (fuzz), or the
+    shortest failing schedule breadth-first search met (explore: no seed, nothing shrunk)."""
+    if section.get("engine") == "explore":
+        return (f"the shortest failing schedule, {failure.get('shrunk_steps')} steps "
+                "(breadth-first)")
+    return (f"shrunk to {failure.get('shrunk_steps')} steps (from "
+            f"{failure.get('original_steps')}), seed {failure.get('seed')}")
 
 
 def counterexample_path(counterexample: Counterexample) -> list[tuple[str, str, str]]:
@@ -378,6 +388,13 @@ def _md(text: Any) -> str:
     return html.escape(escaped, quote=False)
 
 
+def _amount(section: Mapping[str, Any]) -> str:
+    """Gives how much a target's engine did: steps (fuzz) or distinct states (explore)."""
+    if section["engine"] == "explore":
+        return f"{section['states_explored']:,} states"
+    return f"{section['steps']:,}"
+
+
 def _coverage_line(coverage: Mapping[str, Any]) -> str:
     return ", ".join(f"{name} {part['reached']}/{part['of']}"
                      for name, part in coverage.items()) or "-"
@@ -392,10 +409,10 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
     for section in doc["targets"]:
         out.append(f"| {_md(section['name'])} | {section['engine']} | "
                    f"{'yes' if section['held'] else '**no**'} | {section['runs']} | "
-                   f"{section['steps']} | {_md(_coverage_line(section['coverage']))} |")
+                   f"{_amount(section)} | {_md(_coverage_line(section['coverage']))} |")
     for section in doc["targets"]:
         out += ["", f"## {_md(section['name'])}", ""]
-        if section["verdict"]:
+        if section["verdict"] and not section["failures"]:  # a violation is told below
             out += [_md(section["verdict"]), ""]
         out += ["```mermaid", mermaid(section["diagram"]).rstrip(), "```", ""]
         for failure in section["failures"]:
@@ -576,15 +593,15 @@ def _html_section(index: int, section: Mapping[str, Any]) -> str:
     definition = section["definition"]
     facts = [("test", section["test"])] if section.get("test") else []
     facts += [("definition", f"{definition['name']} {definition['version']}"),
-             ("machine", section["machine"]), ("runs", section["runs"]),
-             ("steps", section["steps"])]
+              ("machine", section["machine"]), ("runs", f"{section['runs']:,}")]
     if section["engine"] == "explore":
-        facts.append(("distinct states", section["states_explored"]))
+        facts.append(("distinct states", f"{section['states_explored']:,}"))
     else:
-        facts.append(("steps/s", f"{section['steps_per_second']:,.0f}"))
+        facts += [("steps", f"{section['steps']:,}"),
+                  ("steps/s", f"{section['steps_per_second']:,.0f}")]
     facts += [("time", f"{section['elapsed_s']:.2f} s"),
               ("invariants checked", len(section["invariants"]))]
-    if section["verdict"]:
+    if section["verdict"] and not section["failures"]:  # a violation is told below
         facts.append(("verdict", section["verdict"]))
     parts.append(_table([], facts))
     try:
@@ -604,9 +621,9 @@ def _html_section(index: int, section: Mapping[str, Any]) -> str:
                      f'<p>{_e(failure.get("message", ""))}</p>')
         if failure.get("trace"):
             steps = "".join(f"<li>{_e(line)}</li>" for line in failure["trace"])
-            parts.append(f'<p>Shrunk to {_e(failure.get("shrunk_steps"))} steps '
-                         f'(from {_e(failure.get("original_steps"))}), seed '
-                         f'{_e(failure.get("seed"))}:</p><ul class="trace">{steps}</ul>')
+            heading = trace_heading(section, failure)
+            parts.append(f'<p>{_e(heading[0].upper() + heading[1:])}:</p>'
+                         f'<ul class="trace">{steps}</ul>')
         if failure.get("replay_command"):
             parts.append(f'<p>Replay: <code>{_e(failure["replay_command"])}</code></p>')
     coverage = section["coverage"]

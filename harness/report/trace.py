@@ -65,6 +65,10 @@ def _part(record: HistoryRecord) -> str:
     if type(record) is Decided:
         return "" if record.decision == "accepted" else f"{record.decision}"
     if type(record) is Committed:
+        if record.decision != "accepted" and record.answers and record.event_type.startswith(
+                "step."):  # a tool's answer the machine would not take: say so
+            return (f"{record.execution} {record.decision} the answer ({record.event_type}) to "
+                    f"call {record.answers}: stale or already answered")
         if record.decision != "accepted" or not record.moved:
             return ""
         forced = f", forced by {record.forced}" if record.forced else ""

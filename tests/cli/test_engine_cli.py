@@ -160,7 +160,11 @@ class TestExplore:
         result = cli("explore", "workflow_pay.yaml", "--depth", "6", "--machine",
                      "naive_machine:KeyPerAttempt", cwd=user)
         assert result.returncode == 1, result.stdout + result.stderr
-        assert "violated at depth 5: no_duplicate_effect" in result.stdout
+        assert "violated no_duplicate_effect (x1, step 5)" in result.stdout
+        # told once, with no seed and no shrinking: explore found the shortest schedule
+        assert result.stdout.count("took effect twice") == 1
+        assert "the shortest failing schedule, 5 steps (breadth-first):" in result.stdout
+        assert ", seed " not in result.stdout and "shrunk" not in result.stdout
         assert list((user / "reports" / "replays").glob("*.json"))
 
 

@@ -56,7 +56,7 @@ def test_a_buggy_machine_fails_with_the_invariant_the_trace_and_the_replay_comma
         "*_ fuzz _*",
         "workflow_pay.yaml (fuzz):",
         "violated no_duplicate_effect (x*, step *): pay.charge took effect twice*",
-        "shrunk to * steps (seed *):",
+        "shrunk to * steps (from *), seed *:",
         "  step 1 (t=0s): start x1*",
         "replay: fsmharness replay reports/replays/planted-no_duplicate_effect-seed*.json",
     ])

@@ -23,7 +23,9 @@ from fault_injection import FaultKind, FaultPlan, FaultRate, load_plan, no_fault
 from harness import (
     INVARIANTS,
     Applied,
+    Committed,
     Delivered,
+    ExploreOptions,
     Finished,
     FuzzOptions,
     HistoryRecord,
@@ -31,6 +33,8 @@ from harness import (
     Simulator,
     ToolWorld,
     check,
+    describe_steps,
+    explore,
     fuzz,
     invariant,
     replay,
@@ -443,3 +447,32 @@ class TestReplayAsPrinted:
         broken.write_text(json.dumps(data))
         one_error_line(cli("replay", str(broken), path=SUPPORT), "cannot import "
                        "'no_such_rules_module', which the failure needs")
+
+
+# -- small truths in the output ----------------------------------------------------------------
+
+class TestExploreSaysWhatItCovered:
+    def test_a_search_stopped_short_names_the_depth_it_did_cover(self) -> None:
+        """Stopped by `states_max`, the summary names the last depth covered in full (and a
+        search to that depth alone proves it) and the first one not covered."""
+        stopped = explore(PLANTED_WORKFLOW, ExploreOptions(depth=12, states_max=60))
+        assert not stopped.complete
+        covered = stopped.depth
+        assert stopped.summary().startswith(
+            f"held as far as explored: every schedule to depth {covered} covered, depth "
+            f"{covered + 1} not covered")
+        assert explore(PLANTED_WORKFLOW, ExploreOptions(depth=covered)).complete
+
+
+class TestTraceTellsAStaleAnswer:
+    def test_a_tool_answer_the_machine_ignored_says_so(self) -> None:
+        """A slow call answered after its step gave up: the trace says the answer was not
+        taken, instead of reading as a call that moved the execution."""
+        definition = load_definition(ROOT / "scenarios" / "document_processing.yaml")
+        history = Simulator(definition, SimOptions(plan=plan_for(definition))).run(0).history
+        late = [r for r in history if type(r) is Committed and r.decision == "ignored"
+                and r.event_type.startswith("step.")]
+        assert late, "the case did not arise"
+        line = describe_steps(history)[late[0].step - 1]
+        assert (f"{late[0].execution} ignored the answer ({late[0].event_type}) to call "
+                f"{late[0].answers}: stale or already answered") in line
