@@ -489,7 +489,8 @@ class _Builder:
                 self.error("wait-step", f"{location}.step",
                            f"wait state {name!r} suspends the run and may not run a step; "
                            "put the step in a normal state", name)
-            if state.after is None and state.approval is None:
+            if state.after is None and state.approval is None and not (
+                    self.spec.reactive and state.on):  # a reactive wait may wait for events
                 self.error("wait-timeout", f"{location}.after",
                            f"wait state {name!r} has no timeout; expected "
                            "`after: {delay: ..., target: ...}`", name)
@@ -861,9 +862,12 @@ class _Builder:
                            f"state {name!r} cannot be reached from the initial state "
                            f"{initial!r}", name)
         finals = {leaf for leaf in leaves if states[leaf].final}
+        if self.spec.reactive:
+            return  # it ends by design in no final state: nothing to reach
         if not finals & reachable:
             self.error("no-final", "states",
-                       f"no final state can be reached from the initial state {initial!r}",
+                       f"no final state can be reached from the initial state {initial!r} "
+                       "(a workflow that runs until it is stopped says `reactive: true`)",
                        initial)
             return
         reverse: dict[str, list[str]] = {}

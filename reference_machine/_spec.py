@@ -276,6 +276,15 @@ class WorkflowSpec(_Spec):
         description="Context keys whose values are secret: stored as references, resolved only "
                     "in the input handed to a tool.",
     )
+    reactive: bool = Field(
+        False,
+        description="The workflow runs for as long as it is asked to and ends by design in no "
+                    "final state (a traffic light, a queue consumer): no final state need be "
+                    "reachable, a wait state may wait for its events with no timeout, and "
+                    "liveness asks only that something can still move each execution.",
+    )
+
+    _added = ("reactive",)
 
     @field_validator("version", mode="before")
     @classmethod

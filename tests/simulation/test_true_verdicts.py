@@ -476,3 +476,45 @@ class TestTraceTellsAStaleAnswer:
         line = describe_steps(history)[late[0].step - 1]
         assert (f"{late[0].execution} ignored the answer ({late[0].event_type}) to call "
                 f"{late[0].answers}: stale or already answered") in line
+
+
+# -- 12. reactive machines ---------------------------------------------------------------------
+
+def microwave(**changes: Any) -> dict[str, Any]:
+    """A microwave: no final state by design; idle waits for `start` with no timeout."""
+    data: dict[str, Any] = {
+        "name": "microwave", "version": "1", "reactive": True,
+        "tools": {"magnetron.heat": {"idempotency_keys": True, "repeatable": True}},
+        "events": {"start": {"sources": ["human"]}, "open": {"sources": ["human"]}},
+        "states": {
+            "idle": {"initial": True, "type": "wait", "on": {"start": "heating"}},
+            "heating": {"step": {"tool": "magnetron.heat", "input": {"seconds": 60}},
+                        "on": {"step.succeeded": "cooking", "step.failed": "idle"}},
+            "cooking": {"type": "wait", "after": {"delay": "60s", "target": "idle"},
+                        "on": {"open": "idle"}},
+        },
+    }
+    data.update(changes)
+    return data
+
+
+class TestReactive:
+    def test_a_reactive_machine_is_fuzzed_and_holds(self) -> None:
+        """No final state, a wait with no timeout: it loads, every move is taken, nothing is
+        stuck (each execution can still be moved by an event or a timer)."""
+        report = fuzz(load_definition(microwave()), FuzzOptions(runs=30, replay_dir=None))
+        assert report.verdict == "held", [str(f.violations[0]) for f in report.failures]
+        assert report.summary()["coverage"]["transitions"]["missing"] == []
+
+    def test_without_the_flag_no_final_is_an_error_that_names_the_flag(self) -> None:
+        with pytest.raises(DefinitionError, match=r"no final state can be reached .* says "
+                                                  r"`reactive: true`"):
+            load_definition(microwave(reactive=False))
+
+    def test_a_wait_that_nothing_can_end_still_needs_a_timeout(self) -> None:
+        """Reactive or not, a wait state that takes no event and has no timeout is stuck."""
+        data = microwave()
+        data["states"]["idle"]["on"] = {}
+        data["states"]["cooking"]["on"]["start"] = "heating"
+        with pytest.raises(DefinitionError, match=r"states\.idle\.after"):
+            load_definition(data)

@@ -477,7 +477,8 @@ def test_no_final_state_reachable() -> None:
     data["states"]["work"] = {"on": {"go": "start"}}
     with pytest.raises(DefinitionError,
                        match=r"\n  states: no final state can be reached from the initial state "
-                             r"'start' \[no-final\]") as info:
+                             r"'start' \(a workflow that runs until it is stopped says "
+                             r"`reactive: true`\) \[no-final\]") as info:
         load_definition(data)
     assert _with_code(info.value, "no-final").ids == ("start",)
     unreachable = {f.ids for f in info.value.findings if f.code == "unreachable-state"}
