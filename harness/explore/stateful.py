@@ -237,12 +237,20 @@ def workflow_machine(definition: WorkflowDefinition, *,
                 self._arm(point)
                 self._act(_ANY, pick)
 
-        if menu.other:
+        if menu.other or menu.tool:
             @precondition(lambda self: self.run is not None and self.run.failure is None)
-            @rule(kind=st.sampled_from(menu.other))
+            @rule(kind=st.sampled_from((*menu.other, *menu.tool)))
             def inject_fault(self, kind: str) -> None:
-                """Arms a fault for its next opportunity inside the machine."""
+                """Arms a fault for its next opportunity inside the machine: a tool fault
+                strikes its next tool call too, so a machine that calls its tools while it
+                takes an event (no call left in flight to complete) meets them."""
                 self._arm(kind)
+
+        @precondition(lambda self: not self._can(_ANY))
+        @rule()
+        def rest(self) -> None:
+            """Nothing can happen (every execution has ended, or the machine failed): the run
+            rests until Hypothesis ends it, rather than leaving no rule to run."""
 
         def _arm(self, fault: str | None) -> None:
             if fault is not None:

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
 from planted import PLANTED
 from planted import WORKFLOW as PLANTED_WORKFLOW
 from running import cli, one_error_line
@@ -46,6 +48,7 @@ from harness.explore.fuzz import _sim_options
 from harness.sim.choices import Choices
 from harness.sim.simulator import plan_for
 from harness.sim.world import Clock
+from harness.stateful import InvariantViolated, workflow_machine
 from reference_machine import DefinitionError, Failure, load_definition
 from scenarios import bundled
 
@@ -518,3 +521,33 @@ class TestReactive:
         data["states"]["cooking"]["on"]["start"] = "heating"
         with pytest.raises(DefinitionError, match=r"states\.idle\.after"):
             load_definition(data)
+
+
+# -- 8. the Hypothesis machine meets synchronous machines' tools, and always has a rule --------
+
+HYPOTHESIS = settings(max_examples=300, stateful_step_count=20, database=None, deadline=None,
+                      derandomize=True, phases=[Phase.generate],
+                      suppress_health_check=list(HealthCheck), print_blob=False)
+
+
+class TestHypothesisMachine:
+    def test_tool_faults_reach_a_machine_that_calls_its_tools_synchronously(self) -> None:
+        """The per-attempt key of a machine that retries inside its callback: native fuzzing
+        finds it, and so must the Hypothesis machine, though no call is ever in flight."""
+        from peers import retrying_orders
+
+        native = fuzz(retrying_orders.definition, FuzzOptions(runs=200, replay_dir=None),
+                      machine=retrying_orders)
+        assert native.failures and native.failures[0].rule == "no_duplicate_effect"
+        found = workflow_machine(retrying_orders.definition, machine=retrying_orders,
+                                 options=SimOptions(executions=1))
+        with pytest.raises(InvariantViolated) as caught:
+            run_state_machine_as_test(found, settings=HYPOTHESIS)
+        assert caught.value.violations[0].rule == "no_duplicate_effect"
+
+    def test_a_run_whose_executions_all_ended_still_has_a_rule(self) -> None:
+        """A plan of crashes only, on the reference machine: once every execution is final no
+        action is enabled, and the machine rests instead of Hypothesis refusing it."""
+        found = workflow_machine(REFUND, options=SimOptions(executions=1),
+                                 plan=load_plan({"faults": {"crash": 0.5}}))
+        run_state_machine_as_test(found, settings=HYPOTHESIS)

@@ -16,6 +16,7 @@ from statemachine import State, StateMachine
 from transitions import Machine
 
 from harness.adapters import ToolBox, statemachine_target, transitions_target
+from reference_machine import Success
 
 TOOLS = {"pay.charge": {"idempotency_keys": True}}
 KEYLESS = {"pay.charge": {"idempotency_keys": False}}
@@ -72,3 +73,27 @@ resurrecting_orders = transitions_target(lambda box: Order(box, cancel_anywhere=
                                          **_options("resurrecting_orders"))
 chart_orders = statemachine_target(OrderChart, **_options("chart_orders"))
 naive_chart_orders = statemachine_target(OrderChart, **_options("naive_chart_orders", KEYLESS))
+
+
+class RetryingOrder:
+    """Charges on entering `paid`, retrying a failed charge there and then, under a new key
+    each attempt: a charge that timed out after it applied is made again (the per-attempt key
+    bug). Its tools are called while it takes the event, so no call is left in flight."""
+
+    def __init__(self, box: ToolBox) -> None:
+        self.box = box
+        self.machine = Machine(model=self, initial="new",
+                               states=["new", "paid", {"name": "shipped", "final": True}],
+                               transitions=[["pay", "new", "paid"], ["ship", "paid", "shipped"]])
+
+    def on_enter_paid(self) -> None:
+        for attempt in range(1, 4):
+            outcome = self.box.call("pay.charge", {"order": self.box.execution_id},
+                                    key=f"{self.box.execution_id}/charge/{attempt}")
+            if isinstance(outcome, Success):
+                return
+
+
+retrying_orders = transitions_target(RetryingOrder, name="retrying_orders", tools=TOOLS,
+                                     events={"pay": {"sources": ["human"]},
+                                             "ship": {"sources": ["system"]}})
