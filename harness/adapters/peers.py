@@ -32,8 +32,9 @@ Neither library is a dependency of fsmharness: install `fsmharness[transitions]`
 from __future__ import annotations
 
 import importlib
+import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from harness.errors import HarnessError
@@ -137,8 +138,9 @@ class _Peer:
     def set_state(self, machine: Any, state: str) -> None:
         raise NotImplementedError
 
-    def fire(self, machine: Any, event: str) -> str:
-        """Fires `event`; gives "accepted" or "rejected:<why>"."""
+    def fire(self, machine: Any, event: str, arguments: Mapping[str, Any]) -> str:
+        """Fires `event` with `arguments` as keyword arguments; gives "accepted" or
+        "rejected:<why>"."""
         raise NotImplementedError
 
 
@@ -186,9 +188,9 @@ class _Transitions(_Peer):
     def set_state(self, machine: Any, state: str) -> None:
         machine.set_state(state, machine.models[0])
 
-    def fire(self, machine: Any, event: str) -> str:
+    def fire(self, machine: Any, event: str, arguments: Mapping[str, Any]) -> str:
         try:
-            done = machine.models[0].trigger(event)
+            done = machine.models[0].trigger(event, **arguments)
         except self.not_allowed as error:
             return f"rejected:{error}"
         return "accepted" if done else "rejected:condition"
@@ -231,16 +233,22 @@ class _StateMachine(_Peer):
         return initial, states, moves
 
     def state(self, machine: Any) -> str:
-        return str(machine.current_state_value)
+        # the state's id: its value may be anything (an Enum member, with States.from_enum)
+        value = machine.current_state_value
+        for known in machine.states:
+            if known.value == value:
+                return str(known.id)
+        return str(value)  # no state holds it: observe() then tells of the nonsense
 
     def set_state(self, machine: Any, state: str) -> None:
-        machine.current_state_value = state
+        values = {str(known.id): known.value for known in machine.states}
+        machine.current_state_value = values[state]
 
-    def fire(self, machine: Any, event: str) -> str:
+    def fire(self, machine: Any, event: str, arguments: Mapping[str, Any]) -> str:
         fired = getattr(machine, _FIRED)
         before = fired.count
         try:
-            machine.send(event)
+            machine.send(event, **arguments)
         except self.not_allowed as error:
             return f"rejected:{error}"
         return "accepted" if fired.count > before else "rejected:no transition taken"
@@ -302,8 +310,11 @@ class PeerMachine:
         machine, box = self._machine(execution_id, stored)
         box.event, box.now = event, now
         seen = stored.version
+        native = self.target.native_events.get(event.type, event.type)
+        arguments = (dict(event.payload) if native in self.target.with_payload
+                     and isinstance(event.payload, Mapping) else {})
         try:
-            said = peer.fire(machine, event.type)
+            said = peer.fire(machine, native, arguments)
         except BaseException:
             self._live.pop(execution_id, None)  # a callback raised: memory may be half moved
             raise
@@ -365,8 +376,9 @@ class PeerMachine:
     def observe(self, execution_id: str) -> Observation:
         stored = self.disk[execution_id]
         outcome = self.target.outcomes.get(stored.state)
-        return Observation(stored.state, "final" if outcome is not None else "waiting",
-                           stored.version, outcome)
+        return Observation(self.target.state_ids[stored.state],
+                           "final" if outcome is not None else "waiting", stored.version,
+                           outcome)
 
 
 class PeerTarget:
@@ -385,6 +397,12 @@ class PeerTarget:
         probe_box.muted = True
         machine = self.build_machine(probe_box)
         self.initial, states, moves = peer.describe(machine)
+        # the library's names, as the definition format takes them (kept where they are)
+        self.state_ids = safe_ids(state for state, _ in states)
+        event_ids = safe_ids(dict.fromkeys(event for _, event, _ in moves))
+        self.native_events = {ident: native for native, ident in event_ids.items()}
+        self.with_payload = frozenset(event for event, spec in (events or {}).items()
+                                      if spec.get("payload") is not None)
         finals = [state for state, final in states if final]
         unknown = sorted(set(outcomes or {}) - {state for state, _ in states})
         if unknown:
@@ -403,27 +421,31 @@ class PeerTarget:
                     tools: Mapping[str, Mapping[str, Any]],
                     events: Mapping[str, Mapping[str, Any]]) -> WorkflowDefinition:
         """Gives the definition the simulator and the checkers hold the machine to."""
+        ids = self.state_ids
+        event_ids = {native: ident for ident, native in self.native_events.items()}
         declared: dict[str, dict[str, Any]] = {}
         for state, _ in states:
             outcome = self.outcomes.get(state)
-            declared[state] = ({"type": "final", "outcome": outcome} if outcome is not None
-                               else {"on": {}})
-        declared[self.initial]["initial"] = True
+            declared[ids[state]] = ({"type": "final", "outcome": outcome}
+                                    if outcome is not None else {"on": {}})
+            if ids[state] != state:  # the library's own name, as its label
+                declared[ids[state]]["description"] = state
+        declared[ids[self.initial]]["initial"] = True
         names: dict[str, None] = {}
         for source, event, target in moves:
             names[event] = None
             if source in self.outcomes:
                 continue  # a final state ends the run: moves out of it are not declared
-            targets = declared[source]["on"].setdefault(event, [])
-            if {"target": target} not in targets:
-                targets.append({"target": target})
+            targets = declared[ids[source]]["on"].setdefault(event_ids[event], [])
+            if {"target": ids[target]} not in targets:
+                targets.append({"target": ids[target]})
         unknown = sorted(set(events) - set(names))
         if unknown:
             raise AdapterError(f"events names events the machine lacks: {', '.join(unknown)}")
         return load_definition({
             "name": self.name, "version": 1,
             "tools": {tool: dict(spec) for tool, spec in tools.items()},
-            "events": {event: dict(events.get(event, {})) for event in names},
+            "events": {event_ids[event]: dict(events.get(event, {})) for event in names},
             "states": declared,
         })
 
@@ -437,6 +459,29 @@ class PeerTarget:
 
 def _no_probe(point: str) -> None:
     pass
+
+
+_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+
+
+def safe_ids(names: Iterable[str]) -> dict[str, str]:
+    """Gives each name the id a definition takes: itself when it is one, else its characters
+    the format refuses (a space, a colon) made `_`, with a `_` in front of a leading digit and
+    a number after one that another name took (`new order` -> `new_order`)."""
+    names = list(names)
+    ids = {name: name for name in names if _ID.fullmatch(name)}
+    taken = set(ids)
+    for name in names:
+        if name in ids:
+            continue
+        base = re.sub(r"[^A-Za-z0-9_.\-]", "_", name)
+        base = base if _ID.fullmatch(base) else f"_{base}"
+        ident, number = base, 2
+        while ident in taken:
+            ident, number = f"{base}_{number}", number + 1
+        ids[name] = ident
+        taken.add(ident)
+    return ids
 
 
 def transitions_target(build: Callable[[ToolBox], Any], *, name: str | None = None,

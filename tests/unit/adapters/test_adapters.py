@@ -4,6 +4,7 @@ The machines are the order workflow of `tests/support/peers.py`, in both librari
 
 from __future__ import annotations
 
+import enum
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,11 +13,14 @@ import peers
 import pytest
 from running import cli, one_error_line
 from statemachine import State, StateChart, StateMachine
+from statemachine.states import States
 from transitions import Machine
 from transitions.extensions import HierarchicalMachine
 
-from harness import FuzzOptions, SimOptions, Simulator, fuzz, replay
+from fault_injection import no_faults
+from harness import Decided, FuzzOptions, SimOptions, Simulator, fuzz, replay
 from harness.adapters import AdapterError, ToolBox, statemachine_target, transitions_target
+from harness.adapters.peers import safe_ids
 
 ROOT = Path(__file__).resolve().parents[3]
 TARGETS = [peers.orders, peers.chart_orders]
@@ -324,3 +328,96 @@ def test_the_cli_tells_a_wrapping_error_in_one_line(tmp_path: Path) -> None:
         "target = transitions_target(lambda box: {})\n")
     one_error_line(cli("fuzz", "broken:target", path=str(tmp_path), cwd=tmp_path),
                    "broken:target", "not a transitions Machine")
+
+
+# -- issue 15, items 3 and 11: names the format refuses, Enum states, event arguments ----------
+
+class Status(enum.Enum):
+    DRAFT = 1
+    LIVE = 2
+    DONE = 3
+
+
+class CampaignChart(StateMachine):
+    """python-statemachine states from an Enum: a state's value is the Enum member."""
+
+    _ = States.from_enum(Status, initial=Status.DRAFT, final=Status.DONE)
+    launch = _.DRAFT.to(_.LIVE)
+    finish = _.LIVE.to(_.DONE)
+
+    def __init__(self, box: ToolBox) -> None:
+        super().__init__()
+
+
+class SpacedOrder:
+    """A `transitions` machine whose states and events have spaces in their names."""
+
+    def __init__(self, box: ToolBox) -> None:
+        self.machine = Machine(
+            model=self, initial="new order",
+            states=["new order", "in progress", {"name": "all done", "final": True}],
+            transitions=[["start work", "new order", "in progress"],
+                         ["finish", "in progress", "all done"]])
+
+
+class Tipping:
+    """A `transitions` machine whose condition reads the event's argument."""
+
+    def __init__(self, box: ToolBox) -> None:
+        self.machine = Machine(
+            model=self, initial="open", states=["open", {"name": "tipped", "final": True}],
+            transitions=[{"trigger": "pay", "source": "open", "dest": "tipped",
+                          "conditions": "generous"}])
+
+    def generous(self, amount: int) -> bool:
+        return amount > 10
+
+
+AMOUNT = {"type": "object", "required": ["amount"],
+          "properties": {"amount": {"type": "integer", "minimum": 0, "maximum": 20}}}
+
+
+class TestNamesAndArguments:
+    def test_enum_states_are_read_by_their_id_not_their_value(self) -> None:
+        """The state a psm machine is in is its id (`LIVE`), never the Enum's text
+        (`Status.LIVE`, which no definition holds: once a false `machine_ok`)."""
+        target = statemachine_target(CampaignChart, name="campaign")
+        assert sorted(target.definition.states) == ["DONE", "DRAFT", "LIVE"]
+        report = fuzz(target.definition, FuzzOptions(runs=10, replay_dir=None), machine=target)
+        assert report.verdict == "held", [str(f.violations[0]) for f in report.failures]
+        assert report.summary()["coverage"]["transitions"]["missing"] == []
+
+    def test_names_the_format_refuses_become_ids_with_their_labels(self) -> None:
+        """`new order` is `new_order` in the definition, labelled with its name; the machine
+        still gets its own names, and every move is covered."""
+        target = transitions_target(SpacedOrder, name="spaced",
+                                    outcomes={"all done": "success"})
+        definition = target.definition
+        assert sorted(definition.states) == ["all_done", "in_progress", "new_order"]
+        assert definition.spec.states["new_order"].description == "new order"
+        assert sorted(definition.events) == ["finish", "start_work"]
+        report = fuzz(definition, FuzzOptions(runs=10, replay_dir=None), machine=target)
+        assert report.verdict == "held"
+        assert report.summary()["coverage"]["transitions"]["missing"] == []
+
+    def test_ids_stay_apart(self) -> None:
+        assert safe_ids(["a b", "a_b", "1st", "ok"]) == {"a_b": "a_b", "ok": "ok",
+                                                         "a b": "a_b_2", "1st": "_1st"}
+
+    def test_an_event_payload_declared_with_events_is_passed_as_arguments(self) -> None:
+        """`pay(amount=...)`: the condition reads it; both outcomes happen."""
+        target = transitions_target(Tipping, name="tipping",
+                                    events={"pay": {"sources": ["human"], "payload": AMOUNT}})
+        simulator = Simulator(target.definition, SimOptions(plan=no_faults()), target)
+        said = {r.decision for seed in range(20) for r in simulator.run(seed).history
+                if type(r) is Decided}
+        assert {"accepted", "rejected:condition"} <= said
+
+    def test_without_a_declared_payload_no_argument_is_passed(self) -> None:
+        """A condition that needs the argument, with no payload declared: the machine's own
+        failure (it is called without it), told as such."""
+        target = transitions_target(Tipping, name="tipping_bare",
+                                    events={"pay": {"sources": ["human"]}})
+        report = fuzz(target.definition, FuzzOptions(runs=3, replay_dir=None), machine=target)
+        assert report.failures and report.failures[0].rule == "machine_ok"
+        assert "amount" in report.failures[0].violations[0].message
