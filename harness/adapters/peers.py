@@ -31,10 +31,14 @@ Neither library is a dependency of fsmharness: install `fsmharness[transitions]`
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import inspect
 import re
 import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from harness.errors import HarnessError
@@ -189,8 +193,8 @@ class _Transitions(_Peer):
         machine.set_state(state, machine.models[0])
 
     def fire(self, machine: Any, event: str, arguments: Mapping[str, Any]) -> str:
-        try:
-            done = machine.models[0].trigger(event, **arguments)
+        try:  # an AsyncMachine's trigger is a coroutine: run to its end
+            done = _settled(machine.models[0].trigger(event, **arguments))
         except self.not_allowed as error:
             return f"rejected:{error}"
         return "accepted" if done else "rejected:condition"
@@ -207,6 +211,10 @@ class _StateMachine(_Peer):
         if not hasattr(built, "send") or not hasattr(built, "states"):
             raise AdapterError(f"build gave {type(built).__name__}, not a python-statemachine "
                                f"StateMachine")
+        if getattr(built, "current_state_value", None) is None:
+            # an async engine enters its initial state at the first event unless told now: a
+            # machine restored before that would be put back in its initial state by it
+            _settled(built.activate_initial_state())
         if getattr(built, _FIRED, None) is None:
             # a StateChart takes an event it has no move for, or whose condition fails,
             # without a word: only a listener tells whether a transition happened
@@ -248,13 +256,42 @@ class _StateMachine(_Peer):
         fired = getattr(machine, _FIRED)
         before = fired.count
         try:
-            machine.send(event, **arguments)
+            _settled(machine.send(event, **arguments))
         except self.not_allowed as error:
             return f"rejected:{error}"
         return "accepted" if fired.count > before else "rejected:no transition taken"
 
 
 _FIRED = "_fsmharness_fired"
+_LOOP = threading.local()
+
+
+def _settled(result: Any) -> Any:
+    """Gives what a library call gave, run to its end when it is awaitable (an async
+    machine's), on this thread's event loop: one call at a time, so in a fixed order."""
+    if not inspect.isawaitable(result):
+        return result
+    loop = getattr(_LOOP, "loop", None)
+    if loop is None:
+        loop = _LOOP.loop = asyncio.new_event_loop()
+    return loop.run_until_complete(_awaited(result))
+
+
+async def _awaited(result: Any) -> Any:
+    return await result
+
+
+def _outside_any_loop(call: Callable[[], Any]) -> Any:
+    """Gives `call()`, made where no event loop runs: here, or, when an async machine is
+    entered again from inside one of its own callbacks (a second worker injected mid-step),
+    on a helper thread this one waits for, so the inner call ends before the callback goes
+    on, as another process's would."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return call()
+    with ThreadPoolExecutor(1, thread_name_prefix="fsmharness-peer") as pool:
+        return pool.submit(call).result()
 
 
 class _Fired:
@@ -287,6 +324,12 @@ class PeerMachine:
         self._live: dict[str, tuple[int, Any, ToolBox]] = {}  # memory: lost in a crash
 
     def start(self, execution_id: str, context: Mapping[str, Any], now: int) -> str | None:
+        return _outside_any_loop(lambda: self._start(execution_id, context, now))
+
+    def deliver(self, execution_id: str, event: Event, now: int) -> str | None:
+        return _outside_any_loop(lambda: self._deliver(execution_id, event, now))
+
+    def _start(self, execution_id: str, context: Mapping[str, Any], now: int) -> str | None:
         if execution_id in self.disk:
             return "ignored:duplicate"
         box = ToolBox(execution_id, context, self._tools, self._probe)
@@ -300,7 +343,7 @@ class PeerMachine:
         self._live[execution_id] = (stored.version, machine, box)
         return "accepted"
 
-    def deliver(self, execution_id: str, event: Event, now: int) -> str | None:
+    def _deliver(self, execution_id: str, event: Event, now: int) -> str | None:
         stored = self.disk.get(execution_id)
         if stored is None:
             return "rejected:unknown execution"

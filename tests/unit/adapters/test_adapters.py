@@ -4,6 +4,7 @@ The machines are the order workflow of `tests/support/peers.py`, in both librari
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from statemachine import State, StateChart, StateMachine
 from statemachine.states import States
 from transitions import Machine
 from transitions.extensions import HierarchicalMachine
+from transitions.extensions.asyncio import AsyncMachine
 
 from fault_injection import no_faults
 from harness import Decided, FuzzOptions, SimOptions, Simulator, fuzz, replay
@@ -421,3 +423,60 @@ class TestNamesAndArguments:
         report = fuzz(target.definition, FuzzOptions(runs=3, replay_dir=None), machine=target)
         assert report.failures and report.failures[0].rule == "machine_ok"
         assert "amount" in report.failures[0].violations[0].message
+
+
+class AsyncChart(StateMachine):
+    """python-statemachine with an async callback: its engine is async."""
+
+    new = State(initial=True)
+    paid = State()
+    shipped = State(final=True)
+    pay = new.to(paid)
+    ship = paid.to(shipped)
+
+    def __init__(self, box: ToolBox) -> None:
+        self.box = box
+        super().__init__()
+
+    async def on_enter_paid(self) -> None:
+        await asyncio.sleep(0)
+        self.box.call("pay.charge", {"order": self.box.execution_id})
+
+
+class AsyncOrder:
+    """A `transitions` AsyncMachine: its triggers are coroutines."""
+
+    def __init__(self, box: ToolBox) -> None:
+        self.box = box
+        self.machine = AsyncMachine(
+            model=self, initial="new", states=["new", "paid", {"name": "shipped", "final": True}],
+            transitions=[["pay", "new", "paid"], ["ship", "paid", "shipped"]])
+
+    async def on_enter_paid(self) -> None:
+        await asyncio.sleep(0)
+        self.box.call("pay.charge", {"order": self.box.execution_id})
+
+
+ASYNC_EVENTS = {"pay": {"sources": ["human"]}, "ship": {"sources": ["system"]}}
+
+
+class TestAsyncMachines:
+    @pytest.mark.parametrize("make", [
+        lambda tools: statemachine_target(AsyncChart, name="async_chart", tools=tools,
+                                          events=ASYNC_EVENTS),
+        lambda tools: transitions_target(AsyncOrder, name="async_orders", tools=tools,
+                                         events=ASYNC_EVENTS)], ids=["psm", "transitions"])
+    def test_an_async_machine_is_driven_to_the_end_of_each_call(self, make: Any) -> None:
+        """Every coroutine is run to its end on the adapter's loop: the correct machine holds
+        under every fault (a restore after a crash is not reset by the next event, and a
+        second worker mid-callback runs beside it), every move taken; its keyless twin's
+        second charge is caught."""
+        correct = make(peers.TOOLS)
+        report = fuzz(correct.definition, FuzzOptions(runs=300, replay_dir=None),
+                      machine=correct)
+        assert report.verdict == "held", [str(f.violations[0]) for f in report.failures]
+        assert report.summary()["coverage"]["transitions"]["missing"] == []
+        assert report.faults.get("second_worker") and report.faults.get("crash")
+        naive = make(peers.KEYLESS)
+        caught = fuzz(naive.definition, FuzzOptions(runs=300, replay_dir=None), machine=naive)
+        assert caught.failures and caught.failures[0].rule == "no_duplicate_effect"
