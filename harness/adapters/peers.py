@@ -211,6 +211,11 @@ class _StateMachine(_Peer):
         if not hasattr(built, "send") or not hasattr(built, "states"):
             raise AdapterError(f"build gave {type(built).__name__}, not a python-statemachine "
                                f"StateMachine")
+        if getattr(built, "catch_errors_as_events", False) and not any(
+                str(event.id).startswith("error") for event in built.events):
+            # a StateChart turns a callback's exception into an `error.execution` event; with
+            # no move that takes one, the exception would vanish: let it be seen instead
+            built.catch_errors_as_events = False
         if getattr(built, "current_state_value", None) is None:
             # an async engine enters its initial state at the first event unless told now: a
             # machine restored before that would be put back in its initial state by it

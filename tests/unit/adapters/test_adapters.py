@@ -480,3 +480,30 @@ class TestAsyncMachines:
         naive = make(peers.KEYLESS)
         caught = fuzz(naive.definition, FuzzOptions(runs=300, replay_dir=None), machine=naive)
         assert caught.failures and caught.failures[0].rule == "no_duplicate_effect"
+
+
+class FailingChart(StateChart):
+    """A StateChart whose callback raises, with no move for `error.execution`: the library
+    would swallow the exception and move on as if the charge were made."""
+
+    new = State(initial=True)
+    paid = State()
+    shipped = State(final=True)
+    pay = new.to(paid)
+    ship = paid.to(shipped)
+
+    def __init__(self, box: ToolBox) -> None:
+        self.box = box
+        super().__init__()
+
+    def on_enter_paid(self) -> None:
+        raise ValueError("card service down")
+
+
+class TestSwallowedExceptions:
+    def test_an_exception_the_library_would_swallow_is_the_machine_failing(self) -> None:
+        target = statemachine_target(FailingChart, name="failing_chart", events=ASYNC_EVENTS)
+        report = fuzz(target.definition, FuzzOptions(runs=5, replay_dir=None), machine=target)
+        assert report.failures and report.failures[0].rule == "machine_ok"
+        assert report.failures[0].violations[0].message == (
+            "the machine raised (ValueError): while external: card service down")
