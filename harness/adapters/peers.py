@@ -451,7 +451,15 @@ class PeerTarget:
         self.native_events = {ident: native for native, ident in event_ids.items()}
         self.with_payload = frozenset(event for event, spec in (events or {}).items()
                                       if spec.get("payload") is not None)
-        finals = [state for state, final in states if final]
+        # a state no move leaves ends a run as surely as one marked final (transitions' own
+        # examples mark none); a machine with no end at all runs until stopped: reactive
+        leaving = {source for source, _, target in moves if target != source}
+        finals = [state for state, final in states if final or state not in leaving]
+        # what the initial state cannot reach, the machine never shows: left out, and said
+        reached = _reached(self.initial, moves)
+        self.left_out = tuple(state for state, _ in states if state not in reached)
+        states = [(state, final) for state, final in states if state in reached]
+        moves = [move for move in moves if move[0] in reached]
         unknown = sorted(set(outcomes or {}) - {state for state, _ in states})
         if unknown:
             raise AdapterError(f"outcomes names states the machine lacks: {', '.join(unknown)}")
@@ -491,7 +499,7 @@ class PeerTarget:
         if unknown:
             raise AdapterError(f"events names events the machine lacks: {', '.join(unknown)}")
         return load_definition({
-            "name": self.name, "version": 1,
+            "name": self.name, "version": 1, "reactive": not self.outcomes,
             "tools": {tool: dict(spec) for tool, spec in tools.items()},
             "events": {event_ids[event]: dict(events.get(event, {})) for event in names},
             "states": declared,
@@ -507,6 +515,20 @@ class PeerTarget:
 
 def _no_probe(point: str) -> None:
     pass
+
+
+def _reached(initial: str, moves: Iterable[tuple[str, str, str]]) -> set[str]:
+    """Gives the states `moves` reach from `initial`, itself included."""
+    targets: dict[str, set[str]] = {}
+    for source, _, target in moves:
+        targets.setdefault(source, set()).add(target)
+    reached, pending = {initial}, [initial]
+    while pending:
+        for target in targets.get(pending.pop(), ()):
+            if target not in reached:
+                reached.add(target)
+                pending.append(target)
+    return reached
 
 
 _ID = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")

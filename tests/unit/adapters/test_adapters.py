@@ -507,3 +507,20 @@ class TestSwallowedExceptions:
         assert report.failures and report.failures[0].rule == "machine_ok"
         assert report.failures[0].violations[0].message == (
             "the machine raised (ValueError): while external: card service down")
+
+
+class TestTheLibrariesOwnExamples:
+    @pytest.mark.parametrize("name", ["traffic_light", "matter"])
+    def test_the_first_example_of_each_library_is_fuzzed_as_it_is(self, name: str) -> None:
+        """No final state (a cycle) makes a reactive definition; a state no move leaves ends
+        a run; a state the initial one cannot reach is left out and said so. Each holds, with
+        every move taken (both were refused as definitions with errors before)."""
+        import library_examples
+
+        target = getattr(library_examples, name)
+        report = fuzz(target.definition, FuzzOptions(runs=50, replay_dir=None),
+                      machine=target)
+        assert report.verdict == "held", [str(f.violations[0]) for f in report.failures]
+        assert report.summary()["coverage"]["transitions"]["missing"] == []
+        expected = {"traffic_light": ((), True), "matter": (("solid",), False)}[name]
+        assert (target.left_out, target.definition.spec.reactive) == expected
