@@ -51,6 +51,7 @@ from reference_machine import (
     WorkflowDefinition,
     load_definition,
 )
+from reference_machine._definition import _reach as reach
 
 __all__ = [
     "CRASH_POINTS",
@@ -519,16 +520,10 @@ def _no_probe(point: str) -> None:
 
 def _reached(initial: str, moves: Iterable[tuple[str, str, str]]) -> set[str]:
     """Gives the states `moves` reach from `initial`, itself included."""
-    targets: dict[str, set[str]] = {}
+    targets: dict[str, list[str]] = {}
     for source, _, target in moves:
-        targets.setdefault(source, set()).add(target)
-    reached, pending = {initial}, [initial]
-    while pending:
-        for target in targets.get(pending.pop(), ()):
-            if target not in reached:
-                reached.add(target)
-                pending.append(target)
-    return reached
+        targets.setdefault(source, []).append(target)
+    return reach(initial, targets)
 
 
 _ID = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")

@@ -17,6 +17,7 @@ Users add their own with `@invariant`: over the whole history, or per step.
 from __future__ import annotations
 
 import json
+import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -177,9 +178,11 @@ def invariant(name: str | None = None, *, per_step: bool = False, final_only: bo
                    "@invariant(name=...) another name")
             raise HarnessError(msg)
         check = _per_step(rule, function) if per_step else function
+        # the module whose import registers it (where `@invariant` or the call stands, which
+        # may not be where the function is defined): what a replay imports to find it
+        module = sys._getframe(1).f_globals.get("__name__", "")
         INVARIANTS[rule] = Invariant(rule, check, description or (function.__doc__ or "")
-                                     .strip().split("\n")[0], final_only,
-                                     module=getattr(function, "__module__", "") or "")
+                                     .strip().split("\n")[0], final_only, module=module)
         return function
 
     if per_step and final_only:

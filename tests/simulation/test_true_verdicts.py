@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from charge_checks import charged_twice
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 from planted import PLANTED
@@ -374,17 +375,7 @@ def one_charge_per_order() -> Iterator[str]:
     """Registers the user invariant of the README's shape (it yields sentences), for one
     test."""
     name = "one_charge_per_order"
-
-    @invariant(name=name)
-    def check_charges(definition: Any, history: Sequence[HistoryRecord]) -> Iterator[str]:
-        """No order is charged twice."""
-        seen: dict[str, str] = {}
-        for record in history:
-            if type(record) is Applied and record.tool == "pay.charge":
-                if record.input in seen:
-                    yield f"{record.input} charged by {seen[record.input]} and {record.execution}"
-                seen[record.input] = record.execution
-
+    invariant(name=name)(charged_twice)
     yield name
     del INVARIANTS[name]
 
