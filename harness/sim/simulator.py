@@ -558,6 +558,7 @@ class _Run:
         now, offset = self.clock.now, self.offset
         soonest: int | None = None
         what = ""  # what the clock would move to: a timer, a queued delivery, a landing
+        external, bounded = self.sim._external, self.sim._sends_max
         for eid, obs in self.obs.items():
             if obs.status == "final":
                 continue
@@ -565,7 +566,7 @@ class _Run:
                 actions.append((_COMPLETE, eid, call))
             if obs.approval is not None:
                 actions.append((_APPROVE, eid, obs.approval))
-            if self._sendable(eid, obs.state):
+            if (self._sendable(eid, obs.state) if bounded else external.get(obs.state)):
                 actions.append((_EXTERNAL, eid, obs.state))
             for timer, fire_at in obs.timers:  # the machine's time; the clock's is behind
                 if soonest is None or fire_at - offset < soonest:
