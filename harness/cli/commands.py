@@ -263,7 +263,7 @@ def _print_section(out: Console, section: dict[str, Any], quiet: bool) -> None:
             f"{section['states_explored']:,} distinct states explored")
     else:
         faults = sum(section["faults"].values())
-        what = (f"{section['runs']} runs, {section['steps']:,} steps "
+        what = (f"{section['runs']:,} runs, {section['steps']:,} steps "
                 f"({section['steps_per_second']:,.0f} steps/s), {faults:,} faults injected"
                 + (f"; coverage {coverage}" if coverage else ""))
     if section["held"]:

@@ -89,12 +89,12 @@ class ExploreReport:
         """Gives the verdict in one sentence."""
         if self.counterexample is not None:
             violation = self.counterexample.violation
-            return (f"violated at depth {violation.step}: {violation} ({self.states} distinct "
+            return (f"violated at depth {violation.step}: {violation} ({self.states:,} distinct "
                     f"states explored)")
         if self.complete:
-            return f"held within bound {self.depth} ({self.states} distinct states)"
+            return f"held within bound {self.depth} ({self.states:,} distinct states)"
         return (f"held as far as explored: every schedule to depth {self.depth} covered, depth "
-                f"{self.depth + 1} not covered, stopped at {self.states} distinct states")
+                f"{self.depth + 1} not covered, stopped at {self.states:,} distinct states")
 
 
 class _Exploring(RecordingChoices):
