@@ -51,6 +51,7 @@ from reference_machine import (
     WorkflowDefinition,
     load_definition,
 )
+from reference_machine._definition import _RESERVED_PREFIXES as RESERVED_PREFIXES
 from reference_machine._definition import _reach as reach
 
 __all__ = [
@@ -213,7 +214,7 @@ class _StateMachine(_Peer):
             raise AdapterError(f"build gave {type(built).__name__}, not a python-statemachine "
                                f"StateMachine")
         if getattr(built, "catch_errors_as_events", False) and not any(
-                str(event.id).startswith("error") for event in built.events):
+                str(event.id) in _ERROR_EVENTS for event in built.events):
             # a StateChart turns a callback's exception into an `error.execution` event; with
             # no move that takes one, the exception would vanish: let it be seen instead
             built.catch_errors_as_events = False
@@ -269,6 +270,7 @@ class _StateMachine(_Peer):
 
 
 _FIRED = "_fsmharness_fired"
+_ERROR_EVENTS = frozenset({"error.execution", "error_execution"})  # python-statemachine's
 _LOOP = threading.local()
 
 
@@ -277,6 +279,8 @@ def _settled(result: Any) -> Any:
     machine's), on this thread's event loop: one call at a time, so in a fixed order."""
     if not inspect.isawaitable(result):
         return result
+    if _loop_running():  # a loop of the caller's runs here (a notebook's): use a thread's own
+        return _on_helper_thread(lambda: _settled(result))
     loop = getattr(_LOOP, "loop", None)
     if loop is None:
         loop = _LOOP.loop = asyncio.new_event_loop()
@@ -288,14 +292,29 @@ async def _awaited(result: Any) -> Any:
 
 
 def _outside_any_loop(call: Callable[[], Any]) -> Any:
-    """Gives `call()`, made where no event loop runs: here, or, when an async machine is
-    entered again from inside one of its own callbacks (a second worker injected mid-step),
-    on a helper thread this one waits for, so the inner call ends before the callback goes
-    on, as another process's would."""
+    """Gives `call()`. Made again from inside one of an async machine's callbacks (a second
+    worker injected mid-step, while that machine's event loop runs), it goes to a helper
+    thread this one waits for, so the inner call ends before the callback goes on, as another
+    process's would; any other call runs here."""
+    depth = getattr(_LOOP, "depth", 0)
+    if depth and _loop_running():
+        return _on_helper_thread(call)
+    _LOOP.depth = depth + 1
+    try:
+        return call()
+    finally:
+        _LOOP.depth = depth
+
+
+def _loop_running() -> bool:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return call()
+        return False
+    return True
+
+
+def _on_helper_thread(call: Callable[[], Any]) -> Any:
     with ThreadPoolExecutor(1, thread_name_prefix="fsmharness-peer") as pool:
         return pool.submit(call).result()
 
@@ -360,8 +379,12 @@ class PeerMachine:
         box.event, box.now = event, now
         seen = stored.version
         native = self.target.native_events.get(event.type, event.type)
-        arguments = (dict(event.payload) if native in self.target.with_payload
-                     and isinstance(event.payload, Mapping) else {})
+        arguments: dict[str, Any] = {}
+        if native in self.target.with_payload:  # checked at the boundary, as the reference is
+            problem = self.target.payload_problem(event)
+            if problem:
+                return f"rejected:invalid_payload: {problem}"
+            arguments = dict(event.payload)
         try:
             said = peer.fire(machine, native, arguments)
         except BaseException:
@@ -448,19 +471,20 @@ class PeerTarget:
         self.initial, states, moves = peer.describe(machine)
         # the library's names, as the definition format takes them (kept where they are)
         self.state_ids = safe_ids(state for state, _ in states)
-        event_ids = safe_ids(dict.fromkeys(event for _, event, _ in moves))
+        event_ids = safe_ids(dict.fromkeys(event for _, event, _ in moves),
+                             reserved=RESERVED_PREFIXES)
         self.native_events = {ident: native for native, ident in event_ids.items()}
         self.with_payload = frozenset(event for event, spec in (events or {}).items()
                                       if spec.get("payload") is not None)
         # a state no move leaves ends a run as surely as one marked final (transitions' own
         # examples mark none); a machine with no end at all runs until stopped: reactive
-        leaving = {source for source, _, target in moves if target != source}
-        finals = [state for state, final in states if final or state not in leaving]
         # what the initial state cannot reach, the machine never shows: left out, and said
         reached = _reached(self.initial, moves)
         self.left_out = tuple(state for state, _ in states if state not in reached)
         states = [(state, final) for state, final in states if state in reached]
         moves = [move for move in moves if move[0] in reached]
+        leaving = {source for source, _, target in moves if target != source}
+        finals = [state for state, final in states if final or state not in leaving]
         unknown = sorted(set(outcomes or {}) - {state for state, _ in states})
         if unknown:
             raise AdapterError(f"outcomes names states the machine lacks: {', '.join(unknown)}")
@@ -470,6 +494,16 @@ class PeerTarget:
         # the module that made this target, so a replay file can import it back by name
         self.__module__ = module or getattr(build, "__module__", None) or __name__
         self.definition = self._definition(states, moves, tools or {}, events or {})
+
+    def payload_problem(self, event: Event) -> str | None:
+        """Says what is wrong with an event's payload against the schema `events=` declared
+        for it (None: nothing)."""
+        spec = self.definition.events.get(event.type)
+        if not isinstance(event.payload, Mapping):
+            return f"expected an object, got {type(event.payload).__name__}"
+        if spec is None or spec.check_payload is None:
+            return None
+        return spec.check_payload(event.payload)
 
     def build_machine(self, box: ToolBox) -> Any:
         return self.peer.machine_of(self.build(box))
@@ -529,18 +563,21 @@ def _reached(initial: str, moves: Iterable[tuple[str, str, str]]) -> set[str]:
 _ID = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 
 
-def safe_ids(names: Iterable[str]) -> dict[str, str]:
+def safe_ids(names: Iterable[str], reserved: Sequence[str] = ()) -> dict[str, str]:
     """Gives each name the id a definition takes: itself when it is one, else its characters
-    the format refuses (a space, a colon) made `_`, with a `_` in front of a leading digit and
-    a number after one that another name took (`new order` -> `new_order`)."""
+    the format refuses (a space, a colon) made `_`, with a `_` in front of a leading digit or
+    a `reserved` prefix (the definition's own events: `step.next` -> `_step.next`), and a
+    number after one that another name took (`new order` -> `new_order`)."""
     names = list(names)
-    ids = {name: name for name in names if _ID.fullmatch(name)}
+    ids = {name: name for name in names
+           if _ID.fullmatch(name) and not name.startswith(tuple(reserved))}
     taken = set(ids)
     for name in names:
         if name in ids:
             continue
         base = re.sub(r"[^A-Za-z0-9_.\-]", "_", name)
-        base = base if _ID.fullmatch(base) else f"_{base}"
+        base = (base if _ID.fullmatch(base) and not base.startswith(tuple(reserved))
+                else f"_{base}")
         ident, number = base, 2
         while ident in taken:
             ident, number = f"{base}_{number}", number + 1

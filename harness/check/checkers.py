@@ -137,6 +137,14 @@ class Invariant:
                 raise HarnessError(msg)
         return sentences
 
+    def _breaks_prefix(self, definition: WorkflowDefinition, prefix: History) -> bool:
+        """Tells whether the invariant yields a sentence over a prefix of a run; one that
+        cannot read a prefix (it raised: it expects the end of a run) does not break there."""
+        try:
+            return bool(self._collect(definition, prefix, []))
+        except Exception:
+            return False
+
     def _placed(self, definition: WorkflowDefinition, history: History,
                 sentences: list[str]) -> list[Violation]:
         """Gives sentences as violations at the step where the invariant breaks: the end of
@@ -150,7 +158,7 @@ class Invariant:
         low, high = (len(ends) - 1, len(ends) - 1) if self.final_only else (0, len(ends) - 1)
         while low < high:  # the whole history breaks it: find the first prefix that does
             middle = (low + high) // 2
-            if self._collect(definition, history[:ends[middle]], []):
+            if self._breaks_prefix(definition, history[:ends[middle]]):
                 high = middle
             else:
                 low = middle + 1

@@ -70,8 +70,9 @@ def fuzz_target(target: Target, options: FuzzOptions,
                 ) -> tuple[FuzzReport, dict[str, Any]]:
     """Fuzzes one target; gives the engine's report and the target's report section."""
     report = fuzz(target.definition, options, machine=target.machine, progress=progress)
-    summary = {**report.summary(), "verdict": f"vacuous: {report.vacuous}" if report.vacuous
-               else ""}
+    told = {"vacuous": f"vacuous: {report.vacuous}",
+            "nondeterministic": "nondeterministic: the same seed gave two histories"}
+    summary = {**report.summary(), "verdict": told.get(report.verdict, "")}
     section = target_section(
         target.name, "fuzz", target.definition, target.machine_name, summary, report.coverage,
         [(failure.counterexample, failure.replay_file) for failure in report.failures],

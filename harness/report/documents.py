@@ -400,15 +400,33 @@ def _coverage_line(coverage: Mapping[str, Any]) -> str:
                      for name, part in coverage.items()) or "-"
 
 
+def target_verdict(section: Mapping[str, Any]) -> str:
+    """Gives a target's verdict in a word: held, violated or vacuous."""
+    if section["held"]:
+        return "held"
+    return "violated" if section["failures"] else "vacuous"
+
+
+def doc_verdict(doc: Mapping[str, Any]) -> str:
+    """Gives the report's verdict in words: every invariant held, violations found, or
+    nothing exercised (no violation, and a target that exercised nothing)."""
+    if doc["held"]:
+        return "every invariant held"
+    if any(section["failures"] for section in doc["targets"]):
+        return "violations found"
+    return "nothing exercised"
+
+
 def render_markdown(doc: Mapping[str, Any]) -> str:
     """Gives the report as Markdown fit for a CI job summary."""
-    verdict = "every invariant held" if doc["held"] else "violations found"
+    verdict = doc_verdict(doc)
     out = [f"# fsmharness {doc['command']}: {verdict}", "",
            "| target | engine | held | runs | steps | coverage |",
            "|---|---|---|---|---|---|"]
     for section in doc["targets"]:
         out.append(f"| {_md(section['name'])} | {section['engine']} | "
-                   f"{'yes' if section['held'] else '**no**'} | {section['runs']} | "
+                   f"{'yes' if section['held'] else f'**no** ({target_verdict(section)})'} | "
+                   f"{section['runs']} | "
                    f"{_amount(section)} | {_md(_coverage_line(section['coverage']))} |")
     for section in doc["targets"]:
         out += ["", f"## {_md(section['name'])}", ""]
@@ -585,7 +603,7 @@ def _duration(ms: float) -> str:
 
 
 def _html_section(index: int, section: Mapping[str, Any]) -> str:
-    verdict = "held" if section["held"] else "violated"
+    verdict = target_verdict(section)
     parts = [f'<section class="target" id="target-{index}">',
              f'<h2>{_e(section["name"])} <small>({_e(section["engine"])}, '
              f'<span class="{"held" if section["held"] else "broken"}-t">{verdict}</span>)'
@@ -673,8 +691,8 @@ def _metrics_html(metrics: Mapping[str, Any]) -> str:
 def render_html(doc: Mapping[str, Any]) -> str:
     """Gives the report as one self-contained HTML page (inline SVG and CSS, no script)."""
     held = doc["held"]
-    title = f"fsmharness {doc['command']}: {'held' if held else 'violations found'}"
-    rows = [(s["name"], s["engine"], "held" if s["held"] else "violated", s["runs"], s["steps"],
+    title = f"fsmharness {doc['command']}: {doc_verdict(doc)}"
+    rows = [(s["name"], s["engine"], target_verdict(s), s["runs"], s["steps"],
              _coverage_line(s["coverage"])) for s in doc["targets"]]
     body = "".join(_html_section(index, section) for index, section in enumerate(doc["targets"]))
     return (
@@ -685,7 +703,7 @@ def render_html(doc: Mapping[str, Any]) -> str:
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
         f"<header><h1>fsmharness {_e(doc['command'])}: "
         f"<span class=\"{'held' if held else 'broken'}\">"
-        f"{'every invariant held' if held else 'violations found'}</span></h1>"
+        f"{doc_verdict(doc)}</span></h1>"
         f"<div>fsmharness {_e(doc['tool']['version'])} · {_e(' '.join(doc['arguments']))}"
         "</div></header><main>"
         + _table(["target", "engine", "verdict", "runs", "steps", "coverage"], rows, (3, 4))

@@ -628,15 +628,17 @@ class _Run:
         rng = self.rng
         names = self._sendable(eid, state)
         name = names[rng.branch(len(names))]
-        if name in self.sim._sends_max:
-            self.sent[(eid, name)] = self.sent.get((eid, name), 0) + 1
         spec = self.definition.spec.events[name]
         generator = self.sim._payloads.get(name)
         payload: Any = {}
+        broken = None
         if generator is not None:
             broken = (generator.invalid(rng, mapping_only=True)
                       if rng.chance("invalid_payload", self.options.invalid_rate) else None)
             payload = broken[0] if broken is not None else generator.valid(rng)
+        if name in self.sim._sends_max and broken is None:
+            # a payload made invalid is a fault of the run, not one of the sender's sends
+            self.sent[(eid, name)] = self.sent.get((eid, name), 0) + 1
         sources = sorted(str(s) for s in spec.sources) if spec.sources else ["system"]
         source = sources[rng.below(len(sources))]
         self._send(eid, Event(self._new_id(), name, source, payload, ""), "external")

@@ -542,3 +542,54 @@ class TestHypothesisMachine:
         found = workflow_machine(REFUND, options=SimOptions(executions=1),
                                  plan=load_plan({"faults": {"crash": 0.5}}))
         run_state_machine_as_test(found, settings=HYPOTHESIS)
+
+
+# -- found in review -------------------------------------------------------------------------
+
+class TestReviewFindings:
+    def test_an_invalid_payload_does_not_use_up_a_one_shot_send(self) -> None:
+        """A reactive wait with no timeout for a one-shot settlement: a payload the run made
+        invalid is a fault, not the bank's one send, so the valid one still comes."""
+        definition = load_definition({
+            "name": "settle", "version": "1", "reactive": True,
+            "events": {"settled": {"sources": ["system"], "sends_max": 1, "payload": {
+                "type": "object", "required": ["amount"],
+                "properties": {"amount": {"type": "integer", "minimum": 1}}}}},
+            "states": {
+                "waiting": {"initial": True, "type": "wait", "on": {"settled": "settled"}},
+                "settled": {"type": "wait", "after": {"delay": "1d", "target": "settled"}},
+            },
+        })
+        report = fuzz(definition, FuzzOptions(runs=40, replay_dir=None,
+                                               sim=SimOptions(invalid_rate=0.6)))
+        assert report.verdict == "held", [str(f.violations[0]) for f in report.failures]
+
+    def test_an_invariant_that_cannot_read_a_prefix_is_placed_at_the_end(self) -> None:
+        """Placing a sentence reads prefixes of the run; one that raises on a prefix (it
+        expects the end) breaks at the last step, instead of crashing the campaign."""
+        name = "ends_refunded"
+
+        def ends_refunded(definition: Any, history: Sequence[HistoryRecord]) -> Iterator[str]:
+            finished = [r for r in history if type(r) is Finished]
+            if finished[-1].state == "refunded":  # IndexError on a prefix: no Finished yet
+                yield "ended refunded"
+
+        invariant(name=name)(ends_refunded)
+        try:
+            history = Simulator(REFUND, SimOptions(plan=no_faults(), executions=1)).run(
+                0).history
+            (violation,) = check(REFUND, history, only=[name])
+            assert violation.step == history[-1].step
+        finally:
+            del INVARIANTS[name]
+
+    def test_a_nondeterministic_campaign_says_so_in_its_report(self) -> None:
+        import unsteady
+
+        from harness.adapters.targets import Target
+        from harness.explore.campaign import fuzz_target
+
+        target = Target("unsteady:coin_orders", unsteady.coin_orders.definition,
+                        unsteady.coin_orders)
+        _, section = fuzz_target(target, FuzzOptions(runs=5, replay_dir=None))
+        assert section["verdict"] == "nondeterministic: the same seed gave two histories"

@@ -22,6 +22,7 @@ from transitions.extensions.asyncio import AsyncMachine
 from fault_injection import no_faults
 from harness import Decided, FuzzOptions, SimOptions, Simulator, fuzz, replay
 from harness.adapters import AdapterError, ToolBox, statemachine_target, transitions_target
+from harness.adapters import peers as peers_module
 from harness.adapters.peers import safe_ids
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -524,3 +525,98 @@ class TestTheLibrariesOwnExamples:
         assert report.summary()["coverage"]["transitions"]["missing"] == []
         expected = {"traffic_light": ((), True), "matter": (("solid",), False)}[name]
         assert (target.left_out, target.definition.spec.reactive) == expected
+
+
+# -- found in review: each a false verdict or a crash on the way ------------------------------
+
+class Lights:
+    """green <-> red, and a `broken` state nothing reaches."""
+
+    def __init__(self, box: ToolBox) -> None:
+        self.machine = Machine(model=self, initial="green", states=["green", "red", "broken"],
+                               transitions=[["turn", "green", "red"], ["turn", "red", "green"],
+                                            ["fail", "broken", "green"]])
+
+
+class Raising:
+    """Its callback raises with an object's default repr in the message."""
+
+    def __init__(self, box: ToolBox) -> None:
+        self.machine = Machine(model=self, initial="new", states=["new", {"name": "done",
+                                                                          "final": True}],
+                               transitions=[["go", "new", "done"]])
+
+    def on_enter_done(self) -> None:
+        raise ValueError(f"cannot finish {object()}")
+
+
+class Stepping:
+    """An event whose name the definition reserves for its own (`step.next`)."""
+
+    def __init__(self, box: ToolBox) -> None:
+        self.machine = Machine(model=self, initial="a", states=["a", {"name": "b",
+                                                                      "final": True}],
+                               transitions=[["step.next", "a", "b"]])
+
+
+class TestReviewFindings:
+    def test_an_invalid_payload_is_refused_at_the_boundary_not_fired(self) -> None:
+        """The simulator sends schema-invalid payloads too; the correct machine is not blamed
+        for a callback that cannot take them: the adapter refuses them, as the reference does."""
+        target = transitions_target(Tipping, name="tipping_checked",
+                                    events={"pay": {"sources": ["human"], "payload": AMOUNT}})
+        report = fuzz(target.definition, FuzzOptions(runs=60, replay_dir=None,
+                                                     sim=SimOptions(invalid_rate=0.5)),
+                      machine=target)
+        assert report.verdict == "held", [str(f.violations[0]) for f in report.failures]
+        simulator = Simulator(target.definition, SimOptions(invalid_rate=0.5, plan=no_faults()),
+                              target)
+        said = {r.decision for seed in range(10) for r in simulator.run(seed).history
+                if type(r) is Decided}
+        assert any(d.startswith("rejected:invalid_payload") for d in said)
+
+    def test_an_unrelated_error_named_event_does_not_hide_an_exception(self) -> None:
+        class Reporting(FailingChart):
+            error_reported = FailingChart.paid.to(FailingChart.paid)
+
+        target = statemachine_target(Reporting, name="reporting", events=ASYNC_EVENTS)
+        report = fuzz(target.definition, FuzzOptions(runs=5, replay_dir=None), machine=target)
+        assert report.failures and report.failures[0].rule == "machine_ok"
+
+    def test_an_unreachable_state_leaves_a_cycle_reactive(self) -> None:
+        target = transitions_target(Lights, name="lights")
+        assert target.left_out == ("broken",) and target.definition.spec.reactive
+        report = fuzz(target.definition, FuzzOptions(runs=10, replay_dir=None), machine=target)
+        assert report.verdict == "held"
+
+    def test_an_address_in_an_error_is_no_nondeterminism(self) -> None:
+        """Two runs of one seed quote two addresses: the machine failed, deterministically."""
+        target = transitions_target(Raising, name="raising")
+        report = fuzz(target.definition, FuzzOptions(runs=5, replay_dir=None), machine=target)
+        assert report.verdict == "violated" and report.failures[0].rule == "machine_ok"
+
+    def test_a_reserved_event_name_becomes_an_id(self) -> None:
+        target = transitions_target(Stepping, name="stepping")
+        assert list(target.definition.events) == ["_step.next"]
+        assert fuzz(target.definition, FuzzOptions(runs=5, replay_dir=None),
+                    machine=target).verdict == "held"
+
+    def test_inside_a_running_event_loop_no_thread_is_started_for_a_sync_machine(
+            self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A notebook's loop runs around the campaign: a synchronous machine's calls stay on
+        this thread; an async one's coroutines go to a helper thread, and it still holds."""
+        started: list[int] = []
+        helper = peers_module._on_helper_thread
+        monkeypatch.setattr(peers_module, "_on_helper_thread",
+                            lambda call: started.append(1) or helper(call))
+        chart = statemachine_target(AsyncChart, name="async_in_loop", tools=peers.TOOLS,
+                                    events=ASYNC_EVENTS)
+
+        async def campaigns() -> tuple[str, int, str]:
+            sync = fuzz(peers.orders.definition, FuzzOptions(runs=20, replay_dir=None),
+                        machine=peers.orders).verdict
+            threads = len(started)
+            return sync, threads, fuzz(chart.definition, FuzzOptions(
+                runs=20, replay_dir=None), machine=chart).verdict
+
+        assert asyncio.run(campaigns()) == ("held", 0, "held")
