@@ -5,17 +5,18 @@ Hypothesis's stateful testing (`harness.stateful`); `harness.strategies` draws d
 
 These names, `harness.adapters`, `harness.stateful` and `harness.strategies` are the public API.
 The code lives in one subpackage per concern, each importing only those before it: `sim` (the
-simulated world), `check` (invariants, coverage, metrics), `adapters`, `report`, `explore` (the
-engines), then `bench`, the plugin and `cli` on top.
+simulated world), `checks` (invariants, coverage, metrics), `adapters`, `report`, `engines`
+(fuzz, explore, the Hypothesis machine), then `bench`, the plugin and `cli` on top. (Not
+`check` and `explore`: those are the functions `harness.check` and `harness.explore`.)
 """
 
-from harness.check.checkers import INVARIANTS, Invariant, StepView, Violation, check, invariant
-from harness.check.coverage import Coverage, coverage_of
+from harness.checks.checkers import INVARIANTS, Invariant, StepView, Violation, check, invariant
+from harness.checks.coverage import Coverage, coverage_of
+from harness.engines.exhaustive import ExploreOptions, ExploreReport, explore
+from harness.engines.fuzz import FuzzFailure, FuzzOptions, FuzzReport, fuzz
+from harness.engines.replay import ReplayError, ReplayOutcome, replay, write_replay
+from harness.engines.shrink import Counterexample, shrink
 from harness.errors import HarnessError
-from harness.explore.exhaustive import ExploreOptions, ExploreReport, explore
-from harness.explore.fuzz import FuzzFailure, FuzzOptions, FuzzReport, fuzz
-from harness.explore.replay import ReplayError, ReplayOutcome, replay, write_replay
-from harness.explore.shrink import Counterexample, shrink
 from harness.report.trace import describe_steps
 from harness.sim.choices import Choice, Choices, RecordingChoices, ScriptedChoices
 from harness.sim.history import (

@@ -34,8 +34,7 @@ import pytest
 
 from fault_injection import FaultKind, FaultPlan, default_plan, no_faults
 from harness.adapters.targets import Target, resolve_machine
-from harness.errors import HarnessError
-from harness.explore.campaign import (
+from harness.engines.campaign import (
     describe_failure,
     explore_target,
     fuzz_target,
@@ -43,8 +42,9 @@ from harness.explore.campaign import (
     plan_of,
     select_faults,
 )
-from harness.explore.exhaustive import ExploreOptions
-from harness.explore.fuzz import FuzzOptions, FuzzReport
+from harness.engines.exhaustive import ExploreOptions
+from harness.engines.fuzz import FuzzOptions, FuzzReport
+from harness.errors import HarnessError
 from harness.report.documents import ReportError, document, ensure_writable, write_reports
 from harness.sim.choices import Choices
 from harness.sim.machine import MachineFactory, ReferenceMachine

@@ -1,5 +1,5 @@
 """Hypothesis stateful testing of a workflow (`workflow_machine`); the machine itself lives in
-`harness.explore.stateful`, whose docstring tells the rules.
+`harness.engines.stateful`, whose docstring tells the rules.
 
     from harness.stateful import workflow_machine
     from reference_machine import load_definition
@@ -8,6 +8,6 @@
     TestRefund = RefundMachine.TestCase            # pytest and unittest collect it
 """
 
-from harness.explore.stateful import InvariantViolated, workflow_machine
+from harness.engines.stateful import InvariantViolated, workflow_machine
 
 __all__ = ["InvariantViolated", "workflow_machine"]

@@ -42,9 +42,9 @@ from typing import Any, Literal
 
 from fault_injection import no_faults
 from harness.adapters.targets import Target
-from harness.check.checkers import check
+from harness.checks.checkers import check
+from harness.engines.fuzz import FuzzOptions, fuzz
 from harness.errors import HarnessError
-from harness.explore.fuzz import FuzzOptions, fuzz
 from harness.sim.history import HistoryRecord
 from harness.sim.machine import MachineFactory, ReferenceMachine
 from harness.sim.simulator import SimOptions, Simulator
@@ -891,7 +891,7 @@ def hypothesis_fuzz(definition: WorkflowDefinition, examples: int, steps: int = 
     from hypothesis import HealthCheck, settings
     from hypothesis.stateful import run_state_machine_as_test
 
-    from harness.explore.stateful import workflow_machine
+    from harness.engines.stateful import workflow_machine
 
     def campaign() -> int:
         taken = [0]

@@ -26,18 +26,18 @@ from rich.table import Table
 from fault_injection import FaultKind, FaultPlan, FaultPlanError, load_plan
 from harness.adapters.targets import Target, resolve_targets
 from harness.bench import suite as bench
-from harness.check.determinism import RULE as DETERMINISTIC
+from harness.checks.determinism import RULE as DETERMINISTIC
 from harness.cli.common import EXIT_FOUND, EXIT_OK, UsageProblem, import_modules
-from harness.errors import HarnessError
-from harness.explore.campaign import (
+from harness.engines.campaign import (
     describe_failure,
     explore_target,
     fuzz_target,
     parse_faults,
     plan_of,
 )
-from harness.explore.exhaustive import ExploreOptions
-from harness.explore.fuzz import FuzzOptions
+from harness.engines.exhaustive import ExploreOptions
+from harness.engines.fuzz import FuzzOptions
+from harness.errors import HarnessError
 from harness.report.documents import (
     ReportError,
     diagram_of,

@@ -21,7 +21,7 @@ from rich.markup import escape
 
 from fault_injection import FaultPlan, FaultPlanError, load_plan
 from fault_injection import no_faults as no_faults_plan
-from harness.check.checkers import Violation, check
+from harness.checks.checkers import Violation, check
 from harness.cli.commands import (
     bench_command,
     command_targets,
@@ -39,8 +39,8 @@ from harness.cli.common import (
     definition_files,
     import_modules,
 )
+from harness.engines.replay import ReplayError, replay
 from harness.errors import HarnessError
-from harness.explore.replay import ReplayError, replay
 from harness.report.documents import report_schema
 from harness.sim.simulator import SimOptions, SimulationResult, Simulator, plan_for
 from reference_machine import (

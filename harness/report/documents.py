@@ -24,8 +24,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.check.checkers import Violation
-from harness.check.coverage import (
+from harness.checks.checkers import Violation
+from harness.checks.coverage import (
     UNSEEN_EVENT,
     Coverage,
     _universe,

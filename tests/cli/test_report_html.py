@@ -15,7 +15,7 @@ from planted import PLANTED, WORKFLOW
 
 from harness import FuzzOptions, SimOptions, fuzz, replay
 from harness.adapters.targets import Target
-from harness.explore.campaign import fuzz_target
+from harness.engines.campaign import fuzz_target
 from harness.report.documents import (
     ReportError,
     document,

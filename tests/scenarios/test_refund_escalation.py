@@ -9,7 +9,7 @@ from matrix import MATRIX, assert_entry_holds, campaign, scenario
 
 from fault_injection import load_plan
 from harness import SimOptions, Simulator
-from harness.check.coverage import coverage_of
+from harness.checks.coverage import coverage_of
 
 REFUND = scenario("refund_escalation")
 

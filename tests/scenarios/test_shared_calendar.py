@@ -9,7 +9,7 @@ from matrix import APPROVALS, COMPENSATIONS, assert_entry_holds, campaign, entri
 
 from fault_injection import no_faults
 from harness import FuzzOptions, ReferenceMachine, SimOptions, fuzz
-from harness.check.coverage import coverage_of
+from harness.checks.coverage import coverage_of
 from harness.sim.simulator import Simulator
 from scenarios.calendar_world import NaiveSharedCalendar, SharedCalendar
 

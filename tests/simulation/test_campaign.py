@@ -1,7 +1,7 @@
 """A fault campaign: thousands of simulated steps of both bundled workflows under every fault
 kind (the default plan, swarm plans, and every kind at twice its default rate), with every
 invariant checked over every run's history (the checkers' own tests are in
-tests/unit/check/test_checkers.py).
+tests/unit/checks/test_checkers.py).
 
 Run with `-s` to see the campaign's size and wall time.
 """

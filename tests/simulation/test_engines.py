@@ -28,7 +28,7 @@ from harness import (
     shrink,
     write_replay,
 )
-from harness.explore.fuzz import _sim_options
+from harness.engines.fuzz import _sim_options
 from harness.sim.history import dump_line
 from harness.stateful import workflow_machine
 from reference_machine import load_definition
@@ -187,7 +187,7 @@ class TestHypothesisMachine:
 
     def test_rules_aim_each_kind_of_fault(self) -> None:
         """Every crash point and every variant of a fault can be chosen by a rule."""
-        from harness.explore.stateful import _fault_menu
+        from harness.engines.stateful import _fault_menu
         menu = _fault_menu(default_plan(), PLANTED["key_per_attempt"][0].crash_points)
         assert "crash:after_commit_before_dispatch" in menu.crash
         assert "forged_approval:wrong_source" in menu.delivery

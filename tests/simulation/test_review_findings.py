@@ -24,7 +24,7 @@ from harness import (
     replay,
     write_replay,
 )
-from harness.explore.exhaustive import _Exploring
+from harness.engines.exhaustive import _Exploring
 from harness.sim.world import fault_tables
 from reference_machine import load_definition
 

@@ -43,9 +43,9 @@ from harness import (
     replay,
 )
 from harness.adapters import transitions_target
-from harness.check.determinism import difference
+from harness.checks.determinism import difference
+from harness.engines.fuzz import _sim_options
 from harness.errors import HarnessError
-from harness.explore.fuzz import _sim_options
 from harness.sim.choices import Choices
 from harness.sim.simulator import plan_for
 from harness.sim.world import Clock
@@ -587,7 +587,7 @@ class TestReviewFindings:
         import unsteady
 
         from harness.adapters.targets import Target
-        from harness.explore.campaign import fuzz_target
+        from harness.engines.campaign import fuzz_target
 
         target = Target("unsteady:coin_orders", unsteady.coin_orders.definition,
                         unsteady.coin_orders)

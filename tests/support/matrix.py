@@ -30,7 +30,7 @@ from harness import (
     check,
     fuzz,
 )
-from harness.check.metrics import Metrics, metrics_of
+from harness.checks.metrics import Metrics, metrics_of
 from reference_machine import WorkflowDefinition, load_definition
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: The rooms of `harness`, bottom first: each imports only rooms before it in this list. The
 #: top is the public thin modules, then the benchmark suite and the plugin, then the CLI.
-LAYERS = ("sim", "check", "adapters", "report", "explore", "stateful", "strategies", "bench",
+LAYERS = ("sim", "checks", "adapters", "report", "engines", "stateful", "strategies", "bench",
           "pytest_plugin", "cli")
 TOP = LAYERS[LAYERS.index("stateful"):]
 RANK = {"stateful": 5, "strategies": 5, "bench": 6, "pytest_plugin": 6, "cli": 7}
@@ -71,7 +71,7 @@ def upward_imports(path: Path, base: Path) -> list[str]:
 
 @pytest.mark.parametrize("path", HARNESS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_a_room_imports_only_rooms_below_it(path: Path) -> None:
-    """Every module of `harness` keeps to the order sim < check < adapters < report < explore
+    """Every module of `harness` keeps to the order sim < checks < adapters < report < engines
     < stateful, strategies < bench, the plugin < cli."""
     assert upward_imports(path, ROOT / "harness") == []
 
@@ -98,14 +98,27 @@ def test_every_room_says_what_it_holds() -> None:
 
 def test_an_upward_import_is_caught(tmp_path: Path) -> None:
     """The rule is not vacuous: a `sim` module importing an engine, even inside a function, or
-    `check` importing the `harness` package, is named."""
+    `checks` importing the `harness` package, is named."""
     base = tmp_path / "harness"
     (base / "sim").mkdir(parents=True)
-    (base / "check").mkdir()
-    (base / "sim" / "bad.py").write_text("def f():\n    from harness.explore.fuzz import fuzz\n")
-    (base / "check" / "worse.py").write_text("import harness\nfrom harness.sim import x\n")
+    (base / "checks").mkdir()
+    (base / "sim" / "bad.py").write_text("def f():\n    from harness.engines.fuzz import fuzz\n")
+    (base / "checks" / "worse.py").write_text("import harness\nfrom harness.sim import x\n")
     assert upward_imports(base / "sim" / "bad.py", base) == [
-        "sim/bad.py (room 'sim') imports harness.explore.fuzz (room 'explore')",
-        "sim/bad.py (room 'sim') imports harness.explore.fuzz.fuzz (room 'explore')"]
-    assert upward_imports(base / "check" / "worse.py", base) == [
-        "check/worse.py (room 'check') imports harness (room '')"]
+        "sim/bad.py (room 'sim') imports harness.engines.fuzz (room 'engines')",
+        "sim/bad.py (room 'sim') imports harness.engines.fuzz.fuzz (room 'engines')"]
+    assert upward_imports(base / "checks" / "worse.py", base) == [
+        "checks/worse.py (room 'checks') imports harness (room '')"]
+
+
+def test_every_room_imports_by_its_dotted_name() -> None:
+    """No public name shadows a room: `import harness.checks.checkers as c` works (a room
+    named `check` or `explore` would be hidden behind the functions `harness.check` and
+    `harness.explore`)."""
+    import importlib
+
+    import harness
+
+    for room_name in ("sim", "checks", "adapters", "report", "engines", "bench", "cli"):
+        module = importlib.import_module(f"harness.{room_name}")
+        assert getattr(harness, room_name) is module, room_name

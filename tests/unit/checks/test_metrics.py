@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness import Commanded, Committed, Dispatched, Finished, SimOptions, Simulator
-from harness.check.metrics import Metrics, metrics_of
+from harness.checks.metrics import Metrics, metrics_of
 from reference_machine import load_definition
 
 ROOT = Path(__file__).resolve().parents[3]

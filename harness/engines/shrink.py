@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
-from harness.check.checkers import Invariant, Violation, invariants
+from harness.checks.checkers import Invariant, Violation, invariants
 from harness.errors import HarnessError
 from harness.report.trace import describe_steps
 from harness.sim.choices import (

@@ -36,11 +36,11 @@ from hypothesis.control import current_build_context
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from fault_injection import TOOL_FAULTS, FaultKind, FaultPlan
-from harness.check.checkers import Invariant, Violation, invariants
+from harness.checks.checkers import Invariant, Violation, invariants
+from harness.engines.exhaustive import _bands
+from harness.engines.replay import write_replay
+from harness.engines.shrink import Counterexample
 from harness.errors import HarnessError
-from harness.explore.exhaustive import _bands
-from harness.explore.replay import write_replay
-from harness.explore.shrink import Counterexample
 from harness.report.trace import describe_steps
 from harness.sim.choices import BRANCH, RecordingChoices, Table, labels_of
 from harness.sim.machine import MachineFactory, ReferenceMachine

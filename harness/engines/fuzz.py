@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from fault_injection import FaultPlan
-from harness.check.checkers import Invariant, Violation, invariants
-from harness.check.coverage import Coverage, coverage_of, vacuity
-from harness.check.determinism import CAUSES, difference
-from harness.check.determinism import RULE as DETERMINISTIC
-from harness.check.metrics import Metrics, metrics_of
+from harness.checks.checkers import Invariant, Violation, invariants
+from harness.checks.coverage import Coverage, coverage_of, vacuity
+from harness.checks.determinism import CAUSES, difference
+from harness.checks.determinism import RULE as DETERMINISTIC
+from harness.checks.metrics import Metrics, metrics_of
+from harness.engines.replay import write_replay
+from harness.engines.shrink import Counterexample, NotReproduced, shrink
 from harness.errors import HarnessError
-from harness.explore.replay import write_replay
-from harness.explore.shrink import Counterexample, NotReproduced, shrink
 from harness.sim.history import FaultInjected
 from harness.sim.machine import MachineFactory, ReferenceMachine
 from harness.sim.simulator import SimOptions, Simulator, plan_for

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.check.checkers import INVARIANTS, Violation, invariants
+from harness.checks.checkers import INVARIANTS, Violation, invariants
+from harness.engines.shrink import Counterexample
 from harness.errors import HarnessError
-from harness.explore.shrink import Counterexample
 from harness.report.redact import redact, secret_values
 from harness.report.trace import describe_steps
 from harness.sim.choices import Choice, ScriptedChoices, default

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from harness.check.checkers import Violation
+from harness.checks.checkers import Violation
 from harness.sim.history import HistoryRecord, dump_line
 
 __all__ = ["CAUSES", "RULE", "difference"]

@@ -13,10 +13,10 @@ from typing import Any
 from fault_injection import FaultKind, FaultPlan, no_faults
 from fault_injection._catalogue import TOOL_FAULTS
 from harness.adapters.targets import Target
+from harness.engines.exhaustive import ExploreOptions, ExploreReport, explore
+from harness.engines.fuzz import FuzzOptions, FuzzReport, fuzz
+from harness.engines.replay import write_replay
 from harness.errors import HarnessError
-from harness.explore.exhaustive import ExploreOptions, ExploreReport, explore
-from harness.explore.fuzz import FuzzOptions, FuzzReport, fuzz
-from harness.explore.replay import write_replay
 from harness.report.documents import target_section, trace_heading
 from harness.sim.simulator import plan_for
 

@@ -2,5 +2,5 @@
 exhaustive bounded search, the Hypothesis machine, and campaigns (a target run through an
 engine into a report section).
 
-It may import `harness.report`, `harness.adapters`, `harness.check` and `harness.sim`.
+It may import `harness.report`, `harness.adapters`, `harness.checks` and `harness.sim`.
 """

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fault_injection import FaultPlan
-from harness.check.checkers import _legal_table, guard_outcomes, per_definition
+from harness.checks.checkers import _legal_table, guard_outcomes, per_definition
 from harness.sim.history import Committed, Crashed, FaultInjected, HistoryRecord, Observed
 from reference_machine import WorkflowDefinition
 

@@ -23,9 +23,9 @@ from types import MappingProxyType
 from typing import Any
 
 from fault_injection import FaultPlan
-from harness.check.checkers import Invariant, Violation, invariants
+from harness.checks.checkers import Invariant, Violation, invariants
+from harness.engines.shrink import Counterexample
 from harness.errors import HarnessError
-from harness.explore.shrink import Counterexample
 from harness.sim.choices import BRANCH, VALUE, RecordingChoices, Table, labels_of
 from harness.sim.machine import MachineFactory, ReferenceMachine
 from harness.sim.simulator import SimOptions, Simulator, _Run, plan_for
