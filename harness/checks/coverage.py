@@ -125,8 +125,10 @@ def transition_label(record: Committed) -> str:
     return f"forced:{record.forced}" if record.forced else record.moved
 
 
-def coverage_of(definition: WorkflowDefinition, history: Sequence[HistoryRecord]) -> Coverage:
-    """Gives what one run's history reached."""
+def coverage_of(definition: WorkflowDefinition, history: Sequence[HistoryRecord], *,
+                guards: bool = True) -> Coverage:
+    """Gives what one run's history reached (`guards=False` skips evaluating guards again,
+    for a caller that needs the moves alone)."""
     states: set[str] = set()
     transitions: set[Transition] = set()
     faults: set[str] = set()
@@ -154,6 +156,6 @@ def coverage_of(definition: WorkflowDefinition, history: Sequence[HistoryRecord]
             faults.add(str(record.fault))
         elif type(record) is Crashed:
             points.add(record.point)
-    guards = frozenset(guard_outcomes(definition, history))
-    return Coverage(frozenset(states), frozenset(transitions), guards, frozenset(faults),
+    outcomes = frozenset(guard_outcomes(definition, history)) if guards else frozenset()
+    return Coverage(frozenset(states), frozenset(transitions), outcomes, frozenset(faults),
                     frozenset(points))

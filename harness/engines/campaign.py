@@ -95,7 +95,8 @@ def explore_target(target: Target, options: ExploreOptions,
     replay_file: Path | None = None
     if counterexample is not None and replay_dir is not None:
         replay_file = write_replay(counterexample, replay_dir)
-    summary = {"held": report.held, "runs": report.runs, "steps": 0, "states": report.states,
+    summary = {"held": report.held, "vacuous": report.vacuous, "runs": report.runs,
+               "steps": 0, "states": report.states,
                "elapsed_s": round(report.elapsed_s, 3),
                "steps_per_second": round(report.states_per_second),
                "verdict": report.summary()}

@@ -24,6 +24,7 @@ from typing import Any
 
 from fault_injection import FaultPlan
 from harness.checks.checkers import Invariant, Violation, invariants
+from harness.checks.coverage import Coverage, coverage_of, vacuity
 from harness.engines.shrink import Counterexample
 from harness.errors import HarnessError
 from harness.sim.choices import BRANCH, VALUE, RecordingChoices, Table, labels_of
@@ -74,11 +75,13 @@ class ExploreReport:
     elapsed_s: float
     complete: bool
     counterexample: Counterexample | None = None
+    vacuous: str = ""  # why what was explored exercised nothing ("" when it did)
 
     @property
     def held(self) -> bool:
-        """Tells whether no invariant broke in what was explored."""
-        return self.counterexample is None
+        """Tells whether no invariant broke in what was explored, and it exercised the
+        machine (no declared transition taken within the bound is `vacuous`)."""
+        return self.counterexample is None and not self.vacuous
 
     @property
     def states_per_second(self) -> float:
@@ -91,6 +94,8 @@ class ExploreReport:
             violation = self.counterexample.violation
             return (f"violated at depth {violation.step}: {violation} ({self.states:,} distinct "
                     f"states explored)")
+        if self.vacuous:
+            return f"vacuous within bound {self.depth}: {self.vacuous}"
         if self.complete:
             return f"held within bound {self.depth} ({self.states:,} distinct states)"
         return (f"held as far as explored: every schedule to depth {self.depth} covered, depth "
@@ -207,6 +212,7 @@ class _Search:
         self.options, self.checked = options, checked
         self.prefix_rules = tuple(r for r in checked if not r.final_only)
         self.seen: set[str] = set()
+        self.moved: set[tuple[str, str, str]] = set()  # the moves runs took, for vacuity
         self.runs = 0
         self.started = time.monotonic()
 
@@ -234,6 +240,7 @@ class _Search:
         if complete and run.failure is None:
             run.finish(run.stopped())
         found = [v for rule in rules for v in rule.run(self.definition, run.history)]
+        self.moved |= coverage_of(self.definition, run.history, guards=False).transitions
         return min(found, key=lambda v: v.step) if found else None
 
     def run(self, progress: Callable[[int, int], None] | None) -> ExploreReport:
@@ -292,8 +299,11 @@ class _Search:
 
     def report(self, depth: int, complete: bool,
                counterexample: Counterexample | None = None) -> ExploreReport:
+        vacuous = "" if counterexample is not None else vacuity(
+            self.definition, Coverage(transitions=frozenset(self.moved)))
         return ExploreReport(self.definition, depth, len(self.seen), self.runs,
-                             time.monotonic() - self.started, complete, counterexample)
+                             time.monotonic() - self.started, complete, counterexample,
+                             vacuous)
 
 
 def _fingerprint(run: _Run) -> str:

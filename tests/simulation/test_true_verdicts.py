@@ -593,3 +593,16 @@ class TestReviewFindings:
                         unsteady.coin_orders)
         _, section = fuzz_target(target, FuzzOptions(runs=5, replay_dir=None))
         assert section["verdict"] == "nondeterministic: the same seed gave two histories"
+
+
+class TestVacuousExplore:
+    def test_an_exhaustive_search_of_a_machine_that_never_moves_is_vacuous(self) -> None:
+        """Every schedule to the bound, and no declared transition taken: no proof of
+        anything, so no `held` (it was 'held within bound 4')."""
+        from vacuous import stuck_orders
+
+        report = explore(stuck_orders.definition, ExploreOptions(depth=4),
+                         machine=stuck_orders)
+        assert not report.held and report.counterexample is None
+        assert report.summary().startswith("vacuous within bound 4: no run took any of the 2")
+        assert explore(PLANTED_WORKFLOW, ExploreOptions(depth=4)).held
