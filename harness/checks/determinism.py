@@ -2,7 +2,7 @@
 
 Every other verdict rests on it: a failure that does not come back from its seed cannot be
 shrunk or replayed, and a run that held once may not hold again. Unlike the invariants, it
-compares two histories of one seed, so the engines run it (the first seed of a campaign, and
+compares two histories of one seed, so the engines run it (the first seeds of a campaign, and
 each failing seed before it is shrunk); the violation names the first record that differs and
 what usually makes a machine differ.
 """

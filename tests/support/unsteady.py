@@ -2,13 +2,20 @@
 the `deterministic` rule, never hold by luck or fail in a way that cannot be replayed.
 
 - `coin_orders`: `pay` is accepted when `random.random()` says so (the global random, not the
-  run's).
+  run's). Two runs of a seed agree by luck now and then, so a test cannot rest on it alone.
+- `flip_orders`: `pay` is accepted on every other call in the process (a coin a counter outside
+  the run flips): from a fresh counter, the seed that paid at once the first time is refused
+  the second time.
+
+Both keep state between runs on purpose; `forget()` clears it, so that a test sees the same
+thing whatever ran before it in the process.
 - `cached_orders`: `pay` is refused for an order a module-level cache says was paid: the
   cache outlives the run, so the same seed pays the first time and not the second.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 from typing import Any
 
@@ -26,22 +33,30 @@ class _Order:
         self.machine = Machine(
             model=self, initial="new", states=STATES,
             transitions=[{"trigger": "pay", "source": "new", "dest": "paid",
-                          "conditions": "may_pay"}, ["ship", "paid", "shipped"]])
+                          "conditions": "pay_allowed"}, ["ship", "paid", "shipped"]])
 
-    def may_pay(self) -> bool:
+    def pay_allowed(self) -> bool:
         raise NotImplementedError
 
 
 class CoinOrder(_Order):
-    def may_pay(self) -> bool:
+    def pay_allowed(self) -> bool:
         return random.random() < 0.5
+
+
+_FLIPS = itertools.count()
+
+
+class FlipOrder(_Order):
+    def pay_allowed(self) -> bool:
+        return next(_FLIPS) % 2 == 0
 
 
 _PAID: set[str] = set()
 
 
 class CachedOrder(_Order):
-    def may_pay(self) -> bool:
+    def pay_allowed(self) -> bool:
         if self.box.execution_id in _PAID:
             return False
         _PAID.add(self.box.execution_id)
@@ -49,4 +64,12 @@ class CachedOrder(_Order):
 
 
 coin_orders = transitions_target(CoinOrder, name="coin_orders", events=EVENTS)
+flip_orders = transitions_target(FlipOrder, name="flip_orders", events=EVENTS)
+def forget() -> None:
+    """Clears what the machines remember between runs."""
+    global _FLIPS
+    _FLIPS = itertools.count()
+    _PAID.clear()
+
+
 cached_orders = transitions_target(CachedOrder, name="cached_orders", events=EVENTS)
