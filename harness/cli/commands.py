@@ -38,6 +38,7 @@ from harness.engines.campaign import (
 from harness.engines.exhaustive import ExploreOptions
 from harness.engines.fuzz import FuzzOptions
 from harness.errors import HarnessError
+from harness.files import write_output
 from harness.report.documents import (
     ReportError,
     diagram_of,
@@ -339,20 +340,13 @@ def diagram_command(target: str, form: str, output: str | None,
     write_atomically(output, text)
 
 
-def write_atomically(output: str, text: str) -> None:
-    """Writes `--output` whole or not at all."""
-    target = Path(output)
-    if not output.strip() or target.name in ("", ".", "..") or target.is_dir():
-        raise UsageProblem(f"--output {output!r}: expected a file path")
-    if not target.parent.is_dir():
-        raise UsageProblem(f"{target}: folder {str(target.parent)!r} does not exist")
-    temporary = target.with_name(f".{target.name}.tmp")
+def write_atomically(output: str, text: str, what: str = "--output") -> None:
+    """Writes `--output` whole or not at all (through a device or FIFO as a stream), or
+    exits 2 saying why it cannot."""
     try:
-        temporary.write_text(text, encoding="utf-8")
-        temporary.replace(target)
-    except OSError as exc:
-        temporary.unlink(missing_ok=True)
-        raise UsageProblem(f"{target}: cannot write: {exc.strerror}") from exc
+        write_output(output, text, what)
+    except HarnessError as exc:
+        raise UsageProblem(str(exc)) from exc
 
 
 @click.command("report")
@@ -444,7 +438,7 @@ def bench_command(targets: Sequence[str], seconds: float, quick: bool, only: Seq
         except OSError as exc:
             raise UsageProblem(f"--save {saved.parent}: cannot make it: {exc.strerror}"
                                ) from exc
-        write_atomically(str(saved), json.dumps(doc, indent=1) + "\n")
+        write_atomically(str(saved), json.dumps(doc, indent=1) + "\n", "--save")
     if as_json:
         click.echo(json.dumps(doc, indent=2))
     elif markdown:

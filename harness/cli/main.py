@@ -41,6 +41,7 @@ from harness.cli.common import (
 )
 from harness.engines.replay import ReplayError, replay
 from harness.errors import HarnessError
+from harness.files import check_output
 from harness.report.documents import report_schema
 from harness.sim.simulator import SimOptions, SimulationResult, Simulator, plan_for
 from reference_machine import (
@@ -183,13 +184,12 @@ def run_command(paths: Sequence[str], seed: int, plan_path: str | None, no_fault
         raise UsageProblem("--no-faults cannot be combined with --plan or --swarm")
     targets = command_targets(paths, None, modules)
     if history_path is not None:
-        if not history_path.strip() or Path(history_path).is_dir():
-            raise UsageProblem(f"--history {history_path!r}: expected a file path")
         if len(targets) != 1:
             raise UsageProblem(f"--history takes one definition; {len(targets)} were given")
-        if not Path(history_path).parent.is_dir():
-            raise UsageProblem(f"--history {history_path}: folder "
-                               f"{str(Path(history_path).parent)!r} does not exist")
+        try:
+            check_output(history_path, "--history")
+        except HarnessError as exc:
+            raise UsageProblem(str(exc)) from exc
     loaded = [(target.name, target.definition) for target in targets]
     try:
         given = None if plan_path is None else load_plan(plan_path)
@@ -217,9 +217,8 @@ def run_command(paths: Sequence[str], seed: int, plan_path: str | None, no_fault
         if history_path is not None:
             try:
                 result.write_history(history_path)
-            except OSError as exc:
-                raise UsageProblem(f"--history {history_path}: cannot write: "
-                                   f"{exc.strerror}") from exc
+            except HarnessError as exc:
+                raise UsageProblem(str(exc)) from exc
         summaries[name] = {**result.summary(),
                            "violations": [v.to_dict() for v in violations]}
         if not as_json:

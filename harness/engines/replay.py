@@ -21,6 +21,7 @@ from typing import Any
 from harness.checks.checkers import INVARIANTS, Violation, invariants
 from harness.engines.shrink import Counterexample
 from harness.errors import HarnessError
+from harness.files import write_output
 from harness.report.redact import redact, secret_values
 from harness.report.trace import describe_steps
 from harness.sim.choices import Choice, ScriptedChoices, default
@@ -140,14 +141,7 @@ def write_replay(counterexample: Counterexample, folder: str | os.PathLike[str])
         counterexample, json.dumps(data, sort_keys=True, ensure_ascii=False, default=str))
     data["replay"] = f"fsmharness replay {path}"
     text = json.dumps(data, indent=1, sort_keys=False, ensure_ascii=False) + "\n"
-    partial = path.with_name(f".{path.name}.partial")
-    try:
-        partial.write_text(text, encoding="utf-8")
-        partial.replace(path)
-    except OSError as exc:
-        raise HarnessError(f"{path}: cannot write the replay file: {exc.strerror}") from exc
-    finally:
-        partial.unlink(missing_ok=True)
+    write_output(path, text, "replay file")
     return path
 
 

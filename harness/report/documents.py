@@ -296,8 +296,12 @@ def _all_or_nothing(folder: Path) -> Iterator[Any]:
     staged: list[tuple[Path, Path]] = []
     placed: list[tuple[Path, Path | None]] = []  # final name, and the backup of what it held
 
-    def stage(final: Path, text: str) -> None:
-        temporary = folder / f".{final.name}.{os.getpid()}.tmp"
+    def stage(given: Path, text: str) -> None:
+        final = Path(os.path.realpath(given))  # a link is written through, never replaced
+        if final.exists() and not final.is_file():
+            raise ReportError(f"{given}: not a regular file; a report is written whole beside "
+                              "its name, so it cannot go there")
+        temporary = final.parent / f".{final.name}.{os.getpid()}.tmp"
         staged.append((temporary, final))
         with open(temporary, "w", encoding="utf-8") as out:  # the umask's mode, as any file
             out.write(text)
@@ -311,7 +315,7 @@ def _all_or_nothing(folder: Path) -> Iterator[Any]:
                 os.replace(final, backup)
             placed.append((final, backup))
             os.replace(temporary, final)
-    except OSError as exc:
+    except (OSError, ReportError) as exc:
         for final, backup in reversed(placed):
             with contextlib.suppress(OSError):
                 if backup is not None:
@@ -321,6 +325,8 @@ def _all_or_nothing(folder: Path) -> Iterator[Any]:
         for temporary, _ in staged:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
+        if isinstance(exc, ReportError):
+            raise
         raise ReportError(f"{folder}: cannot write the report: {exc.strerror or exc}") from exc
     for _, backup in placed:
         if backup is not None:

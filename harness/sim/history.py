@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any, Literal, NamedTuple
 
+from harness.files import writing
+
 __all__ = [
     "Applied",
     "Commanded",
@@ -359,18 +361,14 @@ def dump_line(record: HistoryRecord) -> str:
                       ensure_ascii=False, default=_plain)
 
 
-def write_jsonl(records: Iterable[HistoryRecord], out: IO[str] | str | Path) -> None:
-    """Writes one record a line. Given a path, writes a temporary file beside it and renames
-    it into place, so a failed run never leaves half a history."""
+def write_jsonl(records: Iterable[HistoryRecord], out: IO[str] | str | Path,
+                what: str = "history") -> None:
+    """Writes one record a line. Given a path, writes it whole or not at all (a failed run
+    never leaves half a history), or through a device or FIFO as a stream; raises
+    `HarnessError` naming `what` and the path when it cannot be written."""
     if isinstance(out, str | Path):
-        path = Path(out)
-        partial = path.with_name(f".{path.name}.partial")
-        try:
-            with partial.open("w", encoding="utf-8", newline="\n") as handle:
-                write_jsonl(records, handle)
-            partial.replace(path)
-        finally:
-            partial.unlink(missing_ok=True)
+        with writing(out, what) as handle:
+            write_jsonl(records, handle)
         return
     for record in records:
         out.write(dump_line(record))

@@ -16,6 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 LAYERS = ("sim", "checks", "adapters", "report", "engines", "stateful", "strategies", "bench",
           "pytest_plugin", "cli")
 TOP = LAYERS[LAYERS.index("stateful"):]
+#: Modules every room may import: they import nothing of `harness` but each other.
+FOUNDATIONS = ("errors", "files")
 RANK = {"stateful": 5, "strategies": 5, "bench": 6, "pytest_plugin": 6, "cli": 7}
 
 
@@ -53,14 +55,15 @@ HARNESS = [path for path in sources("harness") if path.parent != ROOT / "harness
 
 def upward_imports(path: Path, base: Path) -> list[str]:
     """Gives what a module under `base` (a `harness` folder) imports against the layering: a
-    module imports its own room, rooms below it, and `harness.errors`; only the top imports
+    module imports its own room, rooms below it, and the foundations `harness.errors` and
+    `harness.files` (writing outputs, which need nothing else); only the top imports
     the `harness` package itself (whose `__init__` imports every room) and `harness.adapters`."""
     relative = path.relative_to(base)
     own = relative.parts[0] if len(relative.parts) > 1 else relative.stem
     problems = []
     for module in sorted(imported(path)):
         target = room(module)
-        if target is None or target == "errors" or target == own:
+        if target is None or target in FOUNDATIONS or target == own:
             continue
         if target in ("", "adapters") and module.count(".") <= 1 and own in TOP:
             continue
@@ -74,6 +77,12 @@ def test_a_room_imports_only_rooms_below_it(path: Path) -> None:
     """Every module of `harness` keeps to the order sim < checks < adapters < report < engines
     < stateful, strategies < bench, the plugin < cli."""
     assert upward_imports(path, ROOT / "harness") == []
+
+
+@pytest.mark.parametrize("name", FOUNDATIONS)
+def test_the_foundations_import_only_each_other(name: str) -> None:
+    rooms = {room(module) for module in imported(ROOT / "harness" / f"{name}.py")}
+    assert rooms - {None, *FOUNDATIONS} == set()
 
 
 @pytest.mark.parametrize(("package", "allowed"), [

@@ -1,0 +1,111 @@
+"""Writing what the harness outputs without damaging what is there.
+
+A regular file (or a name not yet taken) is written whole or not at all: a temporary file
+beside it, renamed into place. Anything else is never replaced: a symbolic link is written
+through to where it points; a device, a FIFO, or a name under `/dev` or `/proc` (`/dev/stdout`,
+`/dev/null`) is written as a stream, in place; a folder, a socket or a block device is refused.
+Every failure is one `HarnessError` line naming the path and why (a full disk says so).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+from harness.errors import HarnessError
+
+__all__ = ["check_output", "write_output", "writing"]
+
+_STREAMED = ("/dev/", "/proc/")
+
+
+def _resolved(path: Path) -> Path:
+    """Gives where a write to `path` lands: through its links, to the final name (a name
+    under /dev or /proc as given: `/dev/stdout` resolves to no name one can open)."""
+    if str(path.absolute()).startswith(_STREAMED) or not path.is_symlink():
+        return path
+    return Path(os.path.realpath(path))
+
+
+def _is_stream(path: Path) -> bool:
+    """True when `path` is a device or a FIFO, or a name under /dev or /proc."""
+    if str(path.absolute()).startswith(_STREAMED):
+        return not path.is_dir()
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
+def check_output(path: str | os.PathLike[str], what: str) -> Path:
+    """Checks, before any work, that `path` can take an output; gives where it will land.
+
+    Raises `HarnessError` for an empty name, a folder, a socket or block device, or a missing
+    parent folder."""
+    given = os.fspath(path)
+    target = Path(given)
+    if not given.strip() or target.name in ("", ".", ".."):
+        raise HarnessError(f"{what} {given!r}: expected a file path")
+    final = _resolved(target)
+    if _is_stream(final):
+        return final
+    try:
+        mode = final.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise HarnessError(f"{what} {given}: cannot write: {exc.strerror}") from exc
+    if mode is not None and stat.S_ISDIR(mode):
+        raise HarnessError(f"{what} {given!r}: expected a file path, not a folder")
+    if mode is not None and not stat.S_ISREG(mode):
+        raise HarnessError(f"{what} {given}: not a regular file, a device or a FIFO; "
+                           "nothing written")
+    if not final.parent.is_dir():
+        raise HarnessError(f"{what} {given}: folder {str(final.parent)!r} does not exist")
+    return final
+
+
+def _failure(what: str, given: str, exc: OSError) -> HarnessError:
+    reason = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else (
+        exc.strerror or str(exc))
+    return HarnessError(f"{what} {given}: cannot write: {reason}")
+
+
+@contextlib.contextmanager
+def writing(path: str | os.PathLike[str], what: str) -> Iterator[IO[str]]:
+    """Gives a text stream to write an output to `path`: to a regular file, whole or not at
+    all (a failure leaves what was there); to a device or FIFO, as a stream in place.
+
+    Raises `HarnessError` (`what` and the path, and why) when it cannot be written."""
+    given = os.fspath(path)
+    final = check_output(path, what)
+    if _is_stream(final):
+        try:
+            with open(final, "w", encoding="utf-8", newline="\n") as stream:
+                yield stream
+        except OSError as exc:
+            raise _failure(what, given, exc) from exc
+        return
+    partial = final.with_name(f".{final.name}.{os.getpid()}.partial")
+    try:
+        try:
+            with open(partial, "x", encoding="utf-8", newline="\n") as handle:
+                yield handle
+            os.replace(partial, final)
+        except OSError as exc:
+            raise _failure(what, given, exc) from exc
+    finally:
+        with contextlib.suppress(OSError):  # a read-only folder cannot even take the unlink
+            os.unlink(partial)
+
+
+def write_output(path: str | os.PathLike[str], text: str, what: str) -> None:
+    """Writes `text` to `path` by `writing`'s rules."""
+    with writing(path, what) as out:
+        out.write(text)
