@@ -24,6 +24,7 @@ from reference_machine._findings import Finding, Severity, did_you_mean
 from reference_machine._functions import registered_functions
 from reference_machine._records import BUILTIN_EVENTS, TRANSITION_EVENTS
 from reference_machine._schema import compile_fast_check
+from reference_machine._secrets import is_reference
 from reference_machine._spec import (
     ActionSpec,
     Category,
@@ -421,11 +422,14 @@ class _Builder:
             events[name] = CompiledEvent(name, sources, check)
         return events
 
-    def _payload_check(self, schema: Any, location: str) -> PayloadCheck | None:
+    def _payload_check(self, schema: Any, location: str,
+                       secrets: frozenset[str] = frozenset()) -> PayloadCheck | None:
+        """Gives the check of a payload against `schema`; fields under `secrets` that hold a
+        vault reference pass (the runtime checked their values in clear first)."""
         if schema is None:
             return None
         if isinstance(schema, type) and issubclass(schema, BaseModel):
-            return _model_check(schema)
+            return _model_check(schema, secrets)
         try:
             validator_class = jsonschema.validators.validator_for(schema)
             validator_class.check_schema(schema)
@@ -437,11 +441,13 @@ class _Builder:
             self.error("bad-schema", location, problem)
             return None
         # an empty registry: no reference is ever fetched, so checking a payload does no I/O
-        return _json_schema_check(validator_class(schema, registry=referencing.Registry()))
+        return _json_schema_check(validator_class(schema, registry=referencing.Registry()),
+                                  secrets)
 
     def _check_tools(self) -> None:
+        secrets = frozenset(self.spec.secrets)  # a tool output's secret fields are references
         self.output_checks = {
-            name: self._payload_check(tool.output, f"tools.{name}.output")
+            name: self._payload_check(tool.output, f"tools.{name}.output", secrets)
             for name, tool in self.spec.tools.items()
         }
 
@@ -967,7 +973,12 @@ def _unresolvable_reference(schema: Any) -> str | None:
     return None
 
 
-def _json_schema_check(validator: Any) -> PayloadCheck:
+def _references_at(payload: Mapping[str, Any], secrets: frozenset[str]) -> frozenset[str]:
+    """Gives the secret fields of `payload` that hold a vault reference."""
+    return frozenset(key for key in secrets if is_reference(payload.get(key)))
+
+
+def _json_schema_check(validator: Any, secrets: frozenset[str] = frozenset()) -> PayloadCheck:
     fast = compile_fast_check(validator.schema)
 
     def check(payload: Mapping[str, Any]) -> str | None:
@@ -975,7 +986,12 @@ def _json_schema_check(validator: Any) -> PayloadCheck:
         if fast is not None and fast(instance):
             return None  # the fast subset accepts only what jsonschema accepts
         try:
-            error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
+            errors = validator.iter_errors(instance)
+            held = _references_at(instance, secrets) if secrets else frozenset()
+            if held:  # checked in clear before they became references
+                errors = (e for e in errors if not (e.absolute_path
+                                                    and e.absolute_path[0] in held))
+            error = jsonschema.exceptions.best_match(errors)
         except Exception as exc:  # a schema the checks let through must not crash decide
             return f"the schema could not be applied: {type(exc).__name__}: {exc}"
         if error is None:
@@ -986,12 +1002,16 @@ def _json_schema_check(validator: Any) -> PayloadCheck:
     return check
 
 
-def _model_check(model: type[BaseModel]) -> PayloadCheck:
+def _model_check(model: type[BaseModel], secrets: frozenset[str] = frozenset()) -> PayloadCheck:
     def check(payload: Mapping[str, Any]) -> str | None:
         try:
             model.model_validate(dict(payload))
         except ValidationError as exc:
-            first = exc.errors()[0]
+            held = _references_at(payload, secrets) if secrets else frozenset()
+            found = [e for e in exc.errors() if not (e["loc"] and e["loc"][0] in held)]
+            if not found:  # only secret fields, checked in clear before they were references
+                return None
+            first = found[0]
             path = ".".join(str(p) for p in first["loc"]) or "payload"
             return f"{path}: {first['msg']}"
         return None

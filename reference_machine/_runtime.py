@@ -33,7 +33,15 @@ from reference_machine._records import (
     RunCompensation,
     RunEffect,
 )
-from reference_machine._secrets import MemoryVault, Vault, conceal, reveal
+from reference_machine._secrets import (
+    MemoryVault,
+    Vault,
+    as_texts,
+    conceal,
+    reveal,
+    revealed_values,
+    scrub,
+)
 from reference_machine._spec import Category, Source
 from reference_machine._store import (
     Commit,
@@ -363,16 +371,43 @@ class Runtime:
 
     def _record(self, execution_id: str, command: RunEffect | RunCompensation,
                 outcome: ToolOutcome, resent: bool = False) -> Event:
-        definition_secrets = self._secrets(execution_id)
-        result = _result_event(command, outcome, execution_id, definition_secrets, self.vault,
+        execution = self._load(execution_id).execution
+        definition = self._definition(execution)
+        if definition.secrets:
+            outcome = self._checked_in_clear(definition, execution, command, outcome)
+        result = _result_event(command, outcome, execution_id, definition.secrets, self.vault,
                                resent)
         recorded = self.store.record_result(execution_id, command.effect_id, result)
         self._crash("after_record_before_event")
         return recorded  # another worker's, when it recorded one first
 
-    def _secrets(self, execution_id: str) -> frozenset[str]:
-        stored = self._load(execution_id)
-        return self._definition(stored.execution).secrets
+    def _checked_in_clear(self, definition: WorkflowDefinition, execution: Execution,
+                          command: RunEffect | RunCompensation,
+                          outcome: ToolOutcome) -> ToolOutcome:
+        """For a definition with secrets: gives a failure whose text holds no secret the run
+        knows (a tool's error can quote what it was given), and checks a step's output
+        against its schema while its secret fields are still in clear (they are stored as
+        references, which no schema of the value itself accepts); an output that fails is
+        an invalid output, told without the secrets."""
+        if isinstance(outcome, Failure):
+            if not outcome.message:
+                return outcome
+            values = revealed_values([command.input, execution.context], self.vault)
+            return Failure(outcome.category, scrub(outcome.message, values))
+        effect, state = execution.effect, definition.states.get(execution.state)
+        step = state.step if state is not None else None
+        if (isinstance(command, RunCompensation) or step is None or step.check_output is None
+                or effect is None or effect.effect_id != command.effect_id
+                or not isinstance(outcome.output, Mapping)
+                or not definition.secrets & outcome.output.keys()):
+            return outcome  # decide checks it as it is stored
+        problem = step.check_output(outcome.output)
+        if problem is None:
+            return outcome
+        values = revealed_values([command.input, execution.context], self.vault)
+        for key in definition.secrets & outcome.output.keys():
+            values |= as_texts(outcome.output[key])
+        return Failure(Category.INVALID_OUTPUT, scrub(problem, values))
 
     # -- recovering --------------------------------------------------------------------------
 

@@ -4,16 +4,27 @@ A definition lists its secret context keys (`secrets: [card_number]`). When a ru
 runtime puts each such value into a `Vault` and keeps `{"$secret": ref}` in its place, so the
 start event, the execution record, the outbox and every error carry the reference. The value is
 resolved only in the input handed to a tool, at the moment of the call.
+
+A tool's failure text can hold what the tool was given (a payment library's "card 4111...
+declined"), so the runtime `scrub`s every revealed value out of it before it is stored; the
+harness's reports and histories use the same marker, `REDACTED`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+import re
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any, Protocol
 
 from reference_machine.errors import ReferenceMachineError
 
 SECRET_KEY = "$secret"
+#: What stands in a text where a secret value was.
+REDACTED = "[redacted]"
+#: Values at least this long are redacted wherever they appear in a text; shorter ones (a
+#: three-digit CVV) only where they stand alone, so that they do not redact ordinary words.
+SHORTEST = 4
 
 
 class SecretError(ReferenceMachineError):
@@ -64,3 +75,64 @@ def reveal(value: Any, vault: Vault) -> Any:
     if isinstance(value, list | tuple):
         return [reveal(item, vault) for item in value]
     return value
+
+
+def is_reference(value: Any) -> bool:
+    """Tells whether `value` is a vault reference (`{"$secret": ref}`)."""
+    return isinstance(value, Mapping) and len(value) == 1 and isinstance(
+        value.get(SECRET_KEY), str)
+
+
+def references(value: Any) -> Iterator[str]:
+    """Gives every vault reference `value` holds, however deep."""
+    if isinstance(value, Mapping):
+        if is_reference(value):
+            yield value[SECRET_KEY]
+            return
+        for item in value.values():
+            yield from references(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from references(item)
+
+
+def as_texts(value: Any) -> set[str]:
+    """Gives the texts a secret value shows as: itself (or each of its items), and as it
+    reads inside a JSON string (quotes and backslashes escaped)."""
+    if value is None or isinstance(value, bool):
+        return set()
+    if isinstance(value, Mapping):
+        return {text for item in value.values() for text in as_texts(item)}
+    if isinstance(value, list | tuple | set | frozenset):
+        return {text for item in value for text in as_texts(item)}
+    text = str(value)
+    if not text:
+        return set()
+    return {text, json.dumps(text, ensure_ascii=False)[1:-1]}
+
+
+def scrub(text: str, values: Collection[str]) -> str:
+    """Gives `text` with each secret value in it replaced by `REDACTED`: longest first (so a
+    value holding another goes whole), a short value only where it stands alone."""
+    if not values:
+        return text
+    for value in sorted(values, key=len, reverse=True):
+        if value not in text:
+            continue
+        if len(value) >= SHORTEST:
+            text = text.replace(value, REDACTED)
+        else:
+            text = re.sub(rf"(?<!\w){re.escape(value)}(?!\w)", REDACTED, text)
+    return text
+
+
+def revealed_values(value: Any, vault: Vault) -> set[str]:
+    """Gives the texts of the secrets `value`'s references stand for (those the vault still
+    holds)."""
+    found: set[str] = set()
+    for reference in references(value):
+        try:
+            found |= as_texts(vault.get(reference))
+        except SecretError:
+            continue
+    return found
