@@ -4,6 +4,7 @@ the report is escaped, secrets redacted."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -146,8 +147,27 @@ def test_a_report_that_cannot_be_written_whole_is_not_written_at_all(
     temporary file is left behind."""
     doc = json.loads((failing_report / "fuzz.json").read_text())
     (tmp_path / "fuzz.json").write_text("the previous report")
-    (tmp_path / "fuzz.html").mkdir()  # a folder where the page should go: replace fails
-    with pytest.raises(ReportError, match=r"cannot write the report"):
+    (tmp_path / "fuzz.html").mkdir()  # a folder where the page should go: refused
+    with pytest.raises(ReportError, match=r"fuzz.html: not a regular file"):
         write_reports(doc, tmp_path, stem="fuzz")
     assert (tmp_path / "fuzz.json").read_text() == "the previous report"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fuzz.html", "fuzz.json"]
+
+
+def test_a_report_whose_last_file_cannot_take_its_place_puts_back_the_others(
+        failing_report: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = json.loads((failing_report / "fuzz.json").read_text())
+    (tmp_path / "fuzz.json").write_text("the previous report")
+    real = os.replace
+
+    def replace(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+        if str(target).endswith("fuzz.html"):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real(source, target)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(ReportError, match=r"cannot write the report: Input/output error"):
+        write_reports(doc, tmp_path, stem="fuzz")
+    monkeypatch.undo()
+    assert (tmp_path / "fuzz.json").read_text() == "the previous report"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fuzz.json"]
