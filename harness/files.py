@@ -10,7 +10,6 @@ Every failure is one `HarnessError` line naming the path and why (a full disk sa
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import stat
 from collections.abc import Iterator
@@ -72,9 +71,7 @@ def check_output(path: str | os.PathLike[str], what: str) -> Path:
 
 
 def _failure(what: str, given: str, exc: OSError) -> HarnessError:
-    reason = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else (
-        exc.strerror or str(exc))
-    return HarnessError(f"{what} {given}: cannot write: {reason}")
+    return HarnessError(f"{what} {given}: cannot write: {exc.strerror or exc}")
 
 
 @contextlib.contextmanager
