@@ -43,6 +43,8 @@ from harness.engines.replay import ReplayError, replay
 from harness.errors import HarnessError
 from harness.files import check_output
 from harness.report.documents import report_schema
+from harness.report.redact import redact_history
+from harness.sim.history import write_jsonl
 from harness.sim.simulator import SimOptions, SimulationResult, Simulator, plan_for
 from reference_machine import (
     DefinitionError,
@@ -216,7 +218,8 @@ def run_command(paths: Sequence[str], seed: int, plan_path: str | None, no_fault
         failed = failed or result.failure is not None or bool(violations)
         if history_path is not None:
             try:
-                result.write_history(history_path)
+                write_jsonl(redact_history(definition, result.history), history_path,
+                            "--history")
             except HarnessError as exc:
                 raise UsageProblem(str(exc)) from exc
         summaries[name] = {**result.summary(),

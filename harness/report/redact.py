@@ -1,41 +1,107 @@
-"""Keeping secrets out of what fsmharness writes for people to read: reports, and the text of
-replay files (their options keep the run's context, which replaying needs).
+"""Keeping secrets out of what fsmharness writes for people to read: reports, histories, and
+the text of replay files (their options keep the run's context, which replaying needs).
 
 A secret is a value a run's context held under one of the definition's `secrets` keys, or under
-a key whose name says it is one (password, token, api_key, ...).
+a key whose name says it is one (password, token, api_key, ...), and what a tool was handed in
+an input field computed from one. The value is replaced by `REDACTED`, the marker the
+reference machine's store uses too.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from harness.sim.history import HistoryRecord, Started
+from harness.sim.history import Applied, HistoryRecord, RunStarted, Started
 from reference_machine import WorkflowDefinition
+from reference_machine._secrets import REDACTED, SHORTEST, as_texts, is_reference, scrub
 
-__all__ = ["REDACTED", "redact", "secret_values"]
+__all__ = ["REDACTED", "redact", "redact_history", "secret_values"]
 
-REDACTED = "[redacted]"
 _SECRET_NAMES = re.compile(r"(password|passwd|secret|token|api_?key|card_number|ssn)", re.I)
-_SHORTEST = 4  # shorter values would redact ordinary words and numbers
+
+
+def _is_secret_key(definition: WorkflowDefinition, key: object) -> bool:
+    return isinstance(key, str) and (key in definition.secrets or bool(_SECRET_NAMES.search(key)))
 
 
 def secret_values(definition: WorkflowDefinition,
                   history: Sequence[HistoryRecord] = ()) -> frozenset[str]:
     """Gives the values held under secret keys, as text (those long enough to be told apart
-    from ordinary words): in the definition's own context and in every run's start context."""
+    from ordinary words; also as they read inside JSON): in the definition's own context, in
+    every run's start context, and in each tool input field the definition computes from a
+    secret (a tool's own input names may say nothing of it)."""
     contexts: list[Mapping[str, Any]] = [definition.initial_context]
     contexts += [record.context for record in history if type(record) is Started]
     found: set[str] = set()
     for context in contexts:
         for key, value in context.items():
-            if (key in definition.secrets or _SECRET_NAMES.search(key)) and value is not None \
-                    and not isinstance(value, Mapping | list | bool):
-                text = str(value)
-                if len(text) >= _SHORTEST:
-                    found.add(text)
-    return frozenset(found)
+            if _is_secret_key(definition, key) and not is_reference(value):
+                found |= as_texts(value)
+    fields = _secret_inputs(definition)
+    for record in history:
+        if type(record) is Applied:
+            found |= _input_secrets(definition, fields.get(record.tool, frozenset()),
+                                    record.input)
+    return frozenset(text for text in found if len(text) >= SHORTEST)
+
+
+def _secret_inputs(definition: WorkflowDefinition) -> dict[str, frozenset[str]]:
+    """Gives, per tool, the input fields whose expressions read a secret context key."""
+    if not definition.secrets:
+        return {}
+    keys = "|".join(re.escape(key) for key in sorted(definition.secrets))
+    reads = re.compile(rf"\bcontext\.(?:{keys})\b")
+    fields: dict[str, set[str]] = {}
+    for state in definition.spec.states.values():
+        step = state.step
+        if step is None:
+            continue
+        calls = [(step.tool, step.input)]
+        if step.compensation is not None:
+            calls.append((step.compensation.tool, step.compensation.input))
+        for tool, template in calls:
+            for name, expression in template.items():
+                if any(reads.search(text) for text in _strings(expression)):
+                    fields.setdefault(tool, set()).add(name)
+    return {tool: frozenset(names) for tool, names in fields.items()}
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _strings(item)
+
+
+def _input_secrets(definition: WorkflowDefinition, fields: frozenset[str], text: str) -> set[str]:
+    """Gives the secret values in one tool input (its JSON text): those of `fields`, and of
+    any key named like a secret."""
+    if not fields and not _SECRET_NAMES.search(text):
+        return set()  # no need to read the JSON
+    try:
+        given = json.loads(text)
+    except ValueError:
+        return set()
+    found: set[str] = set()
+    stack = [given]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                if (value is given and key in fields) or _is_secret_key(definition, key):
+                    found |= as_texts(item)
+                else:
+                    stack.append(item)
+        elif isinstance(value, list):
+            stack.extend(value)
+    return found
 
 
 def redact(data: Any, values: frozenset[str]) -> Any:
@@ -44,12 +110,54 @@ def redact(data: Any, values: frozenset[str]) -> Any:
     if not values:
         return data
     if isinstance(data, str):
-        for value in values:
-            if value in data:
-                data = data.replace(value, REDACTED)
-        return data
+        return scrub(data, values)
     if isinstance(data, Mapping):
         return {key: redact(value, values) for key, value in data.items()}
     if isinstance(data, list | tuple):
         return [redact(item, values) for item in data]
+    return data
+
+
+def redact_history(definition: WorkflowDefinition,
+                   history: Sequence[HistoryRecord]) -> Sequence[HistoryRecord]:
+    """Gives the history as it may be written: every secret value replaced by `REDACTED` in
+    every record (a tool's input as the world saw it, a start context, a fault's detail), and
+    the value under a secret key of a context replaced whole, whatever its type. A history
+    with no secret to hide is given back as it is."""
+    values = secret_values(definition, history)
+    if not values and not definition.secrets:
+        return history
+    return [_redact_record(definition, record, values) for record in history]
+
+
+def _redact_record(definition: WorkflowDefinition, record: HistoryRecord,
+                   values: frozenset[str]) -> HistoryRecord:
+    if type(record) is Started:
+        return record._replace(context=_hide(definition, record.context, values))
+    if type(record) is RunStarted:
+        return record._replace(options=_hide(definition, record.options, values))
+    changed = {}
+    for name, value in record._asdict().items():
+        if isinstance(value, str | Mapping | tuple):
+            hidden = _hide(definition, value, values)
+            if hidden != value:
+                changed[name] = hidden
+    return record._replace(**changed) if changed else record
+
+
+def _hide(definition: WorkflowDefinition, data: Any, values: frozenset[str]) -> Any:
+    """Gives `data` with secret values scrubbed from its strings and the value under each
+    secret key of its mappings replaced (a vault reference stays: it tells nothing)."""
+    if isinstance(data, str):
+        return scrub(data, values)
+    if isinstance(data, Mapping):
+        return {key: (REDACTED if _is_secret_key(definition, key) and item is not None
+                      and not is_reference(item) and not isinstance(item, Mapping)
+                      else _hide(definition, item, values))
+                for key, item in data.items()}
+    if isinstance(data, list):
+        return [_hide(definition, item, values) for item in data]
+    if isinstance(data, tuple):
+        items = [_hide(definition, item, values) for item in data]
+        return type(data)(*items) if hasattr(data, "_fields") else tuple(items)
     return data

@@ -4,14 +4,24 @@ error, a tool's output)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import Case
 
-from harness.report.redact import REDACTED
-from reference_machine import EventStore, MemoryStore, SQLiteStore, load_definition
+from fault_injection import no_faults as no_faults_plan
+from harness.report.redact import REDACTED, redact_history
+from harness.sim.history import Applied, dump_line
+from harness.sim.simulator import SimOptions, Simulator
+from reference_machine import (
+    EventStore,
+    MemoryStore,
+    SQLiteStore,
+    load_definition,
+)
 from reference_machine._runtime import Failure, Runtime, Success, ToolOutcome
 
 CARD = "4111-1111-1111-1111"
@@ -143,3 +153,71 @@ class TestSecretOutputField:
         assert failed.payload["error"].startswith("token: ")
         assert runtime.replay("x1") == execution
         assert "tok_9" not in _everything_stored(store, tmp_path, "x1")
+
+
+TWO_STEPS = """\
+name: two
+context: {card: "CARD", token: null, amount: 12}
+secrets: [card, token]
+tools:
+  payments.authorize:
+    idempotency_keys: true
+    output: {type: object, properties: {token: {type: string, minLength: 6}}, required: [token]}
+  payments.capture: {idempotency_keys: true}
+states:
+  authorizing:
+    initial: true
+    step: {tool: payments.authorize, input: {pan: "=context.card", amount: "=context.amount"}}
+    on:
+      step.succeeded: {target: capturing, actions: [{assign: {token: event.payload.token}}]}
+      step.failed: failed
+  capturing:
+    step: {tool: payments.capture, input: {auth: "=context.token"}}
+    on: {step.succeeded: done, step.failed: failed}
+  done: {type: final, outcome: success}
+  failed: {type: final, outcome: failure}
+""".replace("CARD", CARD)
+
+
+class TestHistory:
+    """`run --history` writes the history with every secret redacted, as reports do."""
+
+    @pytest.mark.parametrize("case", [
+        Case("secret default", ("run", "charge.yaml", "--seed", "3", "--history", "h.jsonl"),
+             0, "every invariant held", {"charge.yaml": CHARGE_YAML}, ("h.jsonl",)),
+        Case("secret under another input name, and one a tool returned",
+             ("run", "two.yaml", "--no-faults", "--history", "h.jsonl"), 0,
+             "x1: done [final] (success)", {"two.yaml": TWO_STEPS}, ("h.jsonl",)),
+    ], ids=lambda case: case.id)
+    def test_no_applied_record_holds_a_secret(self, hostile: Callable[[Case], Any],
+                                              tmp_path: Path, case: Case) -> None:
+        """Each tool input field computed from a secret reads as the marker."""
+        hostile(case)
+        text = (tmp_path / "h.jsonl").read_text()
+        assert CARD not in text
+        records = [json.loads(line) for line in text.splitlines()]
+        inputs = [json.loads(r["input"]) for r in records if r["kind"] == "applied"]
+        assert inputs
+        for given in inputs:
+            for name in ("card", "pan", "auth"):
+                assert given.get(name, REDACTED) == REDACTED, given
+
+    def test_a_tool_returned_secret_is_in_no_record(self, tmp_path: Path) -> None:
+        """The token a simulated tool made up (a secret output field) is in the history in
+        memory, where the checkers need it, and in no line written."""
+        (tmp_path / "two.yaml").write_text(TWO_STEPS)
+        definition = load_definition(tmp_path / "two.yaml")
+        result = Simulator(definition, SimOptions(seed=1, plan=no_faults_plan())).run()
+        tokens = {json.loads(r.input)["auth"] for r in result.history
+                  if type(r) is Applied and r.tool == "payments.capture"}
+        assert tokens and all(len(token) >= 6 for token in tokens)
+        written = "".join(dump_line(r) for r in redact_history(definition, result.history))
+        assert not [token for token in tokens if token in written]
+        assert CARD not in written
+
+    def test_a_history_without_secrets_is_written_as_it_is(self) -> None:
+        """No secret, no copy: the records are the simulator's own."""
+        definition = load_definition({k: v for k, v in CHARGE.items() if k != "secrets"}
+                                     | {"context": {"card": None, "amount": 0, "n": None}})
+        result = Simulator(definition, SimOptions(seed=0, plan=no_faults_plan())).run()
+        assert redact_history(definition, result.history) is result.history
