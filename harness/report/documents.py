@@ -17,6 +17,7 @@ import html
 import json
 import os
 import re
+import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -162,7 +163,9 @@ def target_section(name: str, engine: str, definition: WorkflowDefinition, machi
             "faults": counterexample.faults, "trace": counterexample.trace(),
             "path": [list(step) for step in counterexample_path(counterexample)],
             "replay_file": str(replay_file) if replay_file else None,
-            "replay_command": f"fsmharness replay {replay_file}" if replay_file else "",
+            # quoted as a shell reads it: a path with a space or a quote pastes as it is
+            "replay_command": shlex.join(["fsmharness", "replay", str(replay_file)])
+            if replay_file else "",
         })
     first = next((c for c, _ in counterexamples if c is not None), None)
     path = counterexample_path(first) if first is not None else []
@@ -390,8 +393,23 @@ _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+!|~])")
 def _md(text: Any) -> str:
     """Escapes text for Markdown: no HTML, no links or images, no emphasis, no column
     breaks; it reads as the same characters."""
-    escaped = _MARKDOWN.sub(r"\\\1", str(text).replace("\n", " "))
+    escaped = _MARKDOWN.sub(r"\\\1", _one_line(text))
     return html.escape(escaped, quote=False)
+
+
+def _md_code(text: Any) -> str:
+    """Gives text as a Markdown code span that nothing in it can close (a path or command
+    with a backtick in it): fenced by one backtick more than its longest run of them, and
+    padded so that a backtick at either end stays inside. A code span shows its characters
+    as they are, so nothing else needs escaping."""
+    line = _one_line(text)
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", line)), default=0) + 1)
+    return f"{fence} {line} {fence}"
+
+
+def _one_line(text: Any) -> str:
+    """Gives text on one line: a line break in it could end a Markdown block or table row."""
+    return re.sub(r"[\r\n\u2028\u2029\x0b\x0c\x85]", " ", str(text))
 
 
 def _amount(section: Mapping[str, Any]) -> str:
@@ -426,11 +444,11 @@ def doc_verdict(doc: Mapping[str, Any]) -> str:
 def render_markdown(doc: Mapping[str, Any]) -> str:
     """Gives the report as Markdown fit for a CI job summary."""
     verdict = doc_verdict(doc)
-    out = [f"# fsmharness {doc['command']}: {verdict}", "",
+    out = [f"# fsmharness {_md(doc['command'])}: {verdict}", "",
            "| target | engine | held | runs | steps | coverage |",
            "|---|---|---|---|---|---|"]
     for section in doc["targets"]:
-        out.append(f"| {_md(section['name'])} | {section['engine']} | "
+        out.append(f"| {_md(section['name'])} | {_md(section['engine'])} | "
                    f"{'yes' if section['held'] else f'**no** ({target_verdict(section)})'} | "
                    f"{section['runs']} | "
                    f"{_amount(section)} | {_md(_coverage_line(section['coverage']))} |")
@@ -443,10 +461,10 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
             out += [f"### violated: {_md(failure.get('rule', '?'))}", "",
                     _md(failure.get("message", "")), ""]
             if failure.get("trace"):
-                out += ["```text", *[line.replace("```", "'''") for line in failure["trace"]],
-                        "```", ""]
+                out += ["```text", *[_one_line(line).replace("```", "'''")
+                                     for line in failure["trace"]], "```", ""]
             if failure.get("replay_command"):
-                out += [f"replay: `{failure['replay_command']}`", ""]
+                out += [f"replay: {_md_code(failure['replay_command'])}", ""]
         if section["faults"]:
             out += ["| fault | injected |", "|---|---|"]
             out += [f"| {_md(kind)} | {count} |" for kind, count in section["faults"].items()]
@@ -457,7 +475,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
                                     for m in part["missing"][:20])
                 more = f" and {len(part['missing']) - 20} more" if len(part["missing"]) > 20 \
                     else ""
-                out.append(f"- {name} never reached: {missing}{more}")
+                out.append(f"- {_md(name)} never reached: {missing}{more}")
     return "\n".join(out).rstrip() + "\n"
 
 

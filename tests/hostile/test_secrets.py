@@ -4,7 +4,9 @@ error, a tool's output)."""
 
 from __future__ import annotations
 
+import html
 import json
+import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -221,3 +223,38 @@ class TestHistory:
                                      | {"context": {"card": None, "amount": 0, "n": None}})
         result = Simulator(definition, SimOptions(seed=0, plan=no_faults_plan())).run()
         assert redact_history(definition, result.history) is result.history
+
+
+class TestReportPaths:
+    """Every path and option a report prints reads as the characters it holds: a report
+    folder's name cannot break out of its code span into Markdown or HTML."""
+
+    HOSTILE = "r`<b>x</b> [a](http:e) `` |"
+
+    def test_a_backtick_in_the_report_folder_stays_in_the_replay_code_span(
+            self, tmp_path: Path) -> None:
+        """The Markdown's replay command is one code span holding the whole command, which a
+        shell splits back into the replay file's path; no HTML or link comes out of it."""
+        from markdown_it import MarkdownIt
+        from planted import PLANTED, WORKFLOW
+
+        from harness import FuzzOptions
+        from harness.adapters.targets import Target
+        from harness.engines.campaign import fuzz_target
+        from harness.report.documents import document, render_html, render_markdown
+
+        machine, _ = PLANTED["key_per_attempt"]
+        folder = tmp_path / self.HOSTILE
+        report, section = fuzz_target(Target("pay.yaml", load_definition(WORKFLOW), machine),
+                                      FuzzOptions(runs=50, replay_dir=folder / "replays"))
+        (failure,) = report.failures
+        doc = document("fuzz", [section])
+        command = doc["targets"][0]["failures"][0]["replay_command"]
+        assert shlex.split(command) == ["fsmharness", "replay", str(failure.replay_file)]
+        tokens = [token for block in MarkdownIt("commonmark").parse(render_markdown(doc))
+                  for token in [block, *(block.children or [])]]
+        assert not [t for t in tokens if t.type in ("html_inline", "html_block", "link_open")]
+        spans = [t.content for t in tokens if t.type == "code_inline"]
+        assert command in spans, spans
+        page = render_html(doc)
+        assert "<b>x" not in page and html.escape(command, quote=True) in page
