@@ -258,3 +258,36 @@ class TestReportPaths:
         assert command in spans, spans
         page = render_html(doc)
         assert "<b>x" not in page and html.escape(command, quote=True) in page
+
+
+class TestReportsAndReplays:
+    """A secret a tool made up, handed to the next tool, is redacted in the report and the
+    replay file's texts, as a secret of the start context already was."""
+
+    def test_a_tool_returned_token_is_in_no_report_or_replay_text(self, tmp_path: Path) -> None:
+        """The violation quotes the ledger's input, which holds the token in clear; no
+        report file and no text of the replay file does."""
+        from planted import PLANTED
+
+        from harness import FuzzOptions
+        from harness.adapters.targets import Target
+        from harness.engines.campaign import fuzz_target
+        from harness.report.documents import document, write_reports
+
+        machine, _ = PLANTED["key_per_attempt"]
+        definition = load_definition(TWO_STEPS)
+        report, section = fuzz_target(Target("two.yaml", definition, machine),
+                                      FuzzOptions(runs=300, replay_dir=tmp_path / "replays"))
+        failure = report.failures[0]
+        shrunk = failure.counterexample
+        tokens = {json.loads(r.input)["auth"] for r in shrunk.result.history
+                  if type(r) is Applied and r.tool == "payments.capture"}
+        assert any(token in shrunk.violation.message for token in tokens)
+        tokens.add(CARD)
+        files = write_reports(document("fuzz", [section]), tmp_path / "out")
+        saved = json.loads(failure.replay_file.read_text())
+        texts = {written.name: written.read_text()
+                 for written in (files.json, files.markdown, files.html)}
+        texts["replay"] = json.dumps({k: v for k, v in saved.items() if k != "options"})
+        for name, text in texts.items():
+            assert not [token for token in tokens if token in text], name
