@@ -50,6 +50,7 @@ from harness.sim.machine import MachineFactory, ReferenceMachine
 from harness.sim.simulator import SimOptions, Simulator
 from reference_machine import (
     Accepted,
+    DefinitionSyntaxError,
     Event,
     Execution,
     MemoryStore,
@@ -61,6 +62,7 @@ from reference_machine import (
     new_execution,
     start_event,
 )
+from reference_machine._load import document_problem, read_document
 from reference_machine._sqlite import Synchronous
 
 __all__ = [
@@ -1154,16 +1156,22 @@ def aims(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return found
 
 
+#: A bench document is a few hundred rows: 16 MB is far past any.
+BASELINE_BYTES_MAX = 16_000_000
+
+
 def load_baseline(path: str | Path) -> dict[str, Any]:
     """Reads a saved bench document; a file that is not one raises `HarnessError`."""
-    import json
-
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data, _ = read_document(path, what="a bench document", bytes_max=BASELINE_BYTES_MAX,
+                                yaml_ok=False)
     except FileNotFoundError as exc:
         raise HarnessError(f"{path}: no such file") from exc
-    except (OSError, ValueError) as exc:
-        raise HarnessError(f"{path}: cannot read a bench document: {exc}") from exc
+    except OSError as exc:
+        raise HarnessError(f"{path}: cannot read a bench document: {exc.strerror}") from exc
+    except DefinitionSyntaxError as exc:
+        problem = document_problem(exc, "cannot read a bench document")
+        raise HarnessError(f"{path}: {problem}") from exc
     if not isinstance(data, dict) or data.get("kind") != BENCH_KIND:
         raise HarnessError(f'{path}: not an fsmharness bench document (expected "kind": '
                            f'"{BENCH_KIND}")')

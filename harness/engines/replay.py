@@ -30,16 +30,20 @@ from harness.sim.machine import MachineFactory
 from harness.sim.simulator import SimOptions, SimulationResult, Simulator
 from reference_machine import (
     DefinitionError,
+    DefinitionSyntaxError,
     WorkflowDefinition,
     load_definition,
     registered_functions,
 )
+from reference_machine._load import document_problem, read_document
 
 __all__ = ["REPLAY_FORMAT", "ReplayError", "ReplayOutcome", "replay", "replay_file_name",
            "write_replay"]
 
 REPLAY_FORMAT = 1
 _KIND = "fsmharness.replay"
+#: A replay file's schedule is a few entries a step: 16 MB holds runs of hundreds of thousands.
+REPLAY_BYTES_MAX = 16_000_000
 
 
 class ReplayError(HarnessError):
@@ -196,15 +200,14 @@ def replay(path: str | os.PathLike[str], *, definition: WorkflowDefinition | Non
 
 def _read(name: str) -> dict[str, Any]:
     try:
-        text = Path(name).read_text(encoding="utf-8")
+        data, _ = read_document(name, what="a replay file", bytes_max=REPLAY_BYTES_MAX,
+                                yaml_ok=False)
     except FileNotFoundError as exc:
         raise ReplayError(name, "no such file") from exc
     except OSError as exc:
         raise ReplayError(name, f"cannot read: {exc.strerror}") from exc
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ReplayError(name, f"not JSON: {exc}") from exc
+    except DefinitionSyntaxError as exc:
+        raise ReplayError(name, document_problem(exc, "not JSON")) from exc
     if not isinstance(data, Mapping) or data.get("kind") != _KIND:
         raise ReplayError(name, f"not an fsmharness replay file (expected \"kind\": "
                                 f"\"{_KIND}\")")

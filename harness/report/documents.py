@@ -38,7 +38,8 @@ from harness.report.redact import redact, secret_values
 from harness.sim.history import Committed
 from harness.sim.identity import definition_digest
 from harness.sim.simulator import SimulationResult
-from reference_machine import WorkflowDefinition
+from reference_machine import DefinitionSyntaxError, WorkflowDefinition
+from reference_machine._load import document_problem, read_document
 
 __all__ = ["REPORT_FORMAT", "ReportError", "ReportFiles", "diagram_of", "ensure_writable",
            "load_report",
@@ -213,6 +214,10 @@ def report_schema() -> dict[str, Any]:
     return json.loads(text)
 
 
+#: A report holds a target's counterexamples and coverage: 100 MB is far past any campaign's.
+REPORT_BYTES_MAX = 100_000_000
+
+
 def load_report(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Reads a report document, checked against its schema; raises `ReportError` naming the
     file and the first problem."""
@@ -220,11 +225,12 @@ def load_report(path: str | os.PathLike[str]) -> dict[str, Any]:
 
     name = str(path)
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data, _ = read_document(path, what="a report", bytes_max=REPORT_BYTES_MAX,
+                                yaml_ok=False)
     except OSError as exc:
         raise ReportError(f"{name}: cannot read: {exc.strerror}") from exc
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ReportError(f"{name}: not a JSON report: {exc}") from exc
+    except DefinitionSyntaxError as exc:
+        raise ReportError(f"{name}: {document_problem(exc, 'not a JSON report')}") from exc
     if not isinstance(data, dict) or data.get("kind") != REPORT_KIND:
         raise ReportError(f"{name}: not an fsmharness report (expected kind {REPORT_KIND!r})")
     if data.get("format") != REPORT_FORMAT:
