@@ -2,8 +2,41 @@
 
 from __future__ import annotations
 
-__all__ = ["HarnessError"]
+import traceback
+
+__all__ = ["HarnessError", "clip", "trace_of", "words_of"]
 
 
 class HarnessError(Exception):
     """Root of every error raised by `harness`: bad options, a plan that cannot run."""
+
+
+WORDS_MAX = 2_000
+"""The most characters of an exception's message the harness keeps (a machine's exception
+may carry megabytes, and its words are copied into every report and replay file)."""
+
+
+def clip(text: str, limit: int = WORDS_MAX) -> str:
+    """Gives `text`, cut to `limit` characters with a note of how much was cut."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit:,} more characters cut)"
+
+
+def words_of(exc: BaseException, limit: int = WORDS_MAX) -> str:
+    """Gives what `exc` says, in at most about `limit` characters; an exception whose
+    `__str__` raises is named by its type."""
+    try:
+        text = str(exc)
+    except Exception:
+        return f"<{type(exc).__name__} whose str() raised>"
+    return clip(text, limit)
+
+
+def trace_of(exc: BaseException, limit: int = 20_000) -> str:
+    """Gives `exc`'s traceback as text, in at most about `limit` characters."""
+    try:
+        text = "".join(traceback.format_exception(exc))
+    except Exception:
+        return f"<the traceback of a {type(exc).__name__} could not be formatted>"
+    return clip(text, limit)

@@ -27,7 +27,7 @@ from fault_injection import FaultKind, FaultPlan, FaultPlanError, load_plan
 from harness.adapters.targets import Target, resolve_targets
 from harness.bench import suite as bench
 from harness.checks.determinism import RULE as DETERMINISTIC
-from harness.cli.common import EXIT_FOUND, EXIT_OK, UsageProblem, import_modules
+from harness.cli.common import EXIT_FOUND, EXIT_OK, Finite, UsageProblem, import_modules
 from harness.engines.campaign import (
     describe_failure,
     explore_target,
@@ -133,7 +133,10 @@ def _engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Print the report document as JSON."),
         click.option("--quiet", "-q", is_flag=True,
                      help="No progress bar; print only failures and the summary."),
-        click.option("--import", "modules", multiple=True, metavar="MODULE",
+click.option("--step-timeout", type=Finite(min=0), default=10.0, show_default=True,
+                     metavar="SECONDS", help="Wall time one step of the machine may take "
+                                             "before the run is failed as hung (0: no bound)."),
+                click.option("--import", "modules", multiple=True, metavar="MODULE",
                      help="Import a Python module first (for the functions it registers)."),
     ]):
         command = option(command)
@@ -146,7 +149,7 @@ def _engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
               help="Seeded runs per target.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="The first seed; run i uses seed + i.")
-@click.option("--budget", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--budget", type=Finite(min=0, min_open=True), default=None,
               metavar="SECONDS", help="A time budget per target (with --runs, whichever ends "
                                       "first).")
 @click.option("--processes", "-n", type=click.IntRange(min=1), default=1, show_default=True,
@@ -157,7 +160,7 @@ def _engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
                                                "draws a subset of kinds per run).")
 @click.option("--all-failures", is_flag=True,
               help="Go on after the first failing run and report every rule broken.")
-@click.option("--min-coverage", type=click.FloatRange(min=0, max=100), default=None,
+@click.option("--min-coverage", type=Finite(min=0, max=100), default=None,
               metavar="PERCENT", help="Fail a target whose runs take fewer than this percent "
                                       "of its declared transitions (one that takes none always "
                                       "fails: vacuous).")
@@ -165,7 +168,8 @@ def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
                  plan_path: str | None, executions: int | None, report_dir: str,
                  no_report: bool, as_json: bool, quiet: bool, modules: Sequence[str],
                  runs: int, seed: int, budget: float | None, processes: int, steps: int,
-                 no_swarm: bool, all_failures: bool, min_coverage: float | None) -> None:
+                 no_swarm: bool, all_failures: bool, step_timeout: float,
+                 min_coverage: float | None) -> None:
     """Fuzz workflow definitions: many seeded simulations with faults injected, every
     invariant checked, failures shrunk to a minimal trace and saved as replay files.
 
@@ -173,9 +177,15 @@ def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
     or a machine under test. Exit 0 when every invariant held in campaigns that exercised
     the machine, 1 when one broke or a campaign was vacuous, 2 on bad input.
     """
+    usable = min(processes, runs, os.cpu_count() or 1)
+    if usable < processes:
+        click.echo(f"fsmharness: -n {processes}: running {usable} processes (no more than the "
+                   f"runs, {runs}, or the cores, {os.cpu_count() or 1})", err=True)
+        processes = usable
+
     def each(target: Target, plan: FaultPlan, replays: Path | None, progress: Progress
              ) -> dict[str, Any]:
-        sim = SimOptions(steps_max=steps, plan=plan)
+        sim = SimOptions(steps_max=steps, plan=plan, step_timeout_s=step_timeout)
         if executions:
             sim = replace(sim, executions=executions)
         options = FuzzOptions(runs=runs, seed=seed, time_budget_s=budget, swarm=not no_swarm,
@@ -203,13 +213,13 @@ def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
               help="At most this many faults on one path.")
 @click.option("--states-max", type=click.IntRange(min=1), default=200_000, show_default=True,
               help="Stop (bound not covered) past this many distinct states.")
-@click.option("--budget", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--budget", type=Finite(min=0, min_open=True), default=None,
               metavar="SECONDS", help="Stop (bound not covered) after this long, per target.")
 def explore_command(targets: Sequence[str], machine: str | None, faults_text: str,
                     plan_path: str | None, executions: int | None, report_dir: str,
                     no_report: bool, as_json: bool, quiet: bool, modules: Sequence[str],
-                    depth: int, faults_max: int, states_max: int, budget: float | None
-                    ) -> None:
+                    depth: int, faults_max: int, states_max: int, budget: float | None,
+                    step_timeout: float) -> None:
     """Explore every schedule of each definition, breadth-first to a depth: a proof that every
     invariant holds within the bound, or the shortest trace that breaks one.
 
@@ -218,7 +228,8 @@ def explore_command(targets: Sequence[str], machine: str | None, faults_text: st
     def each(target: Target, plan: FaultPlan, replays: Path | None, progress: Progress
              ) -> dict[str, Any]:
         options = ExploreOptions(depth=depth, faults_max=faults_max, executions=executions or 1,
-                                 states_max=states_max, time_budget_s=budget, plan=plan)
+                                 states_max=states_max, time_budget_s=budget, plan=plan,
+                                 step_timeout_s=step_timeout)
         task = progress.add_task(escape(target.name), total=depth, detail="")
 
         def advance(level: int, states: int) -> None:
@@ -372,7 +383,7 @@ def report_command(path: str, report_dir: str | None) -> None:
 
 @click.command("bench")
 @click.argument("targets", nargs=-1)
-@click.option("--seconds", type=click.FloatRange(min=0, min_open=True), default=0.5,
+@click.option("--seconds", type=Finite(min=0, min_open=True), default=0.5,
               show_default=True, help="Time to spend on each contender of each group.")
 @click.option("--quick", is_flag=True,
               help="Less work per group (a 10k history, fewer runs): a smoke test, not a "
@@ -389,7 +400,7 @@ def report_command(path: str, report_dir: str | None) -> None:
 @click.option("--compare", "baseline_path", type=click.Path(dir_okay=False), metavar="FILE",
               help="Compare with a saved document; exit 1 if a ratio to its floor grew by "
                    "more than --tolerance.")
-@click.option("--tolerance", type=click.FloatRange(min=0), default=0.3, show_default=True,
+@click.option("--tolerance", type=Finite(min=0), default=0.3, show_default=True,
               help="How much a ratio to the floor may grow before --compare calls it a "
                    "regression (0.3: 30%).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")

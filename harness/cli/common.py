@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import importlib
+import math
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -22,6 +24,18 @@ class UsageProblem(click.ClickException):
 
     def show(self, file: object = None) -> None:
         click.echo(f"fsmharness: error: {self.format_message()}", err=True)
+
+
+class Finite(click.FloatRange):
+    """A number in a range that is a number: `nan` and `inf` are refused (nan passes every
+    comparison a range makes)."""
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
 
 
 def definition_files(paths: Iterable[str]) -> list[Path]:

@@ -35,15 +35,18 @@ from harness.cli.common import (
     EXIT_FOUND,
     EXIT_OK,
     EXIT_USAGE,
+    Finite,
     UsageProblem,
     definition_files,
     import_modules,
 )
+from harness.engines import isolation
+from harness.engines.isolation import Died
 from harness.engines.replay import ReplayError, replay
 from harness.errors import HarnessError
 from harness.files import check_output
 from harness.report.documents import report_schema
-from harness.report.redact import redact_history
+from harness.report.redact import redact, redact_history, secret_values
 from harness.sim.history import write_jsonl
 from harness.sim.simulator import SimOptions, SimulationResult, Simulator, plan_for
 from reference_machine import (
@@ -166,6 +169,9 @@ def schema_command(output: str | None, of_report: bool) -> None:
               help="Executions run side by side, sharing the tools.")
 @click.option("--steps", type=click.IntRange(min=1), default=1000, show_default=True,
               help="The bound on simulated steps.")
+@click.option("--step-timeout", type=Finite(min=0), default=10.0, show_default=True,
+              metavar="SECONDS", help="Wall time one step of the machine may take before the "
+                                      "run is failed as hung (0: no bound).")
 @click.option("--history", "history_path", type=click.Path(dir_okay=False, writable=True),
               metavar="OUT.jsonl", help="Write the history, one JSON record a line (one "
                                         "definition file only).")
@@ -173,8 +179,8 @@ def schema_command(output: str | None, of_report: bool) -> None:
 @click.option("--import", "modules", multiple=True, metavar="MODULE",
               help="Import a Python module first (for the functions it registers).")
 def run_command(paths: Sequence[str], seed: int, plan_path: str | None, no_faults: bool,
-                swarm: bool, executions: int, steps: int, history_path: str | None,
-                as_json: bool, modules: Sequence[str]) -> None:
+                swarm: bool, executions: int, steps: int, step_timeout: float,
+                history_path: str | None, as_json: bool, modules: Sequence[str]) -> None:
     """Run one seeded simulation of each workflow definition (files, folders of them, or
     MODULE:ATTR for a Python definition or a machine under test), with faults injected, and
     print what happened.
@@ -207,13 +213,25 @@ def run_command(paths: Sequence[str], seed: int, plan_path: str | None, no_fault
             else:
                 plan = plan_for(definition, swarm=swarm)
             simulators.append(Simulator(definition, SimOptions(
-                seed=seed, executions=executions, steps_max=steps, plan=plan), target.machine))
+                seed=seed, executions=executions, steps_max=steps, plan=plan,
+                step_timeout_s=step_timeout), target.machine))
     except (FaultPlanError, HarnessError) as exc:
         raise UsageProblem(str(exc)) from exc
     console = Console(highlight=False, soft_wrap=True)
     summaries, failed = {}, False
     for (name, definition), simulator in zip(loaded, simulators, strict=True):
-        result = simulator.run()
+        try:
+            result = _apart(simulator)
+        except Died as died:  # the machine ended the process its run was in: its verdict
+            failed = True
+            summaries[name] = {"seed": seed, "status": "machine_exited",
+                               "failure": {"problem": "exited", "message": died.how}}
+            if not as_json:
+                console.print(f"{escape(name)}: seed {seed}: [red]machine failed[/red]: it "
+                              f"ended its process ({died.how}); its run's history ended with "
+                              f"it" + (", and --history was not written" if history_path
+                                       else ""))
+            continue
         violations = [v for v in check(definition, result.history) if v.rule != "machine_ok"]
         failed = failed or result.failure is not None or bool(violations)
         if history_path is not None:
@@ -222,16 +240,19 @@ def run_command(paths: Sequence[str], seed: int, plan_path: str | None, no_fault
                             "--history")
             except HarnessError as exc:
                 raise UsageProblem(str(exc)) from exc
-        summaries[name] = {**result.summary(),
-                           "violations": [v.to_dict() for v in violations]}
+        secrets = secret_values(definition, result.history)
+        summaries[name] = redact({**result.summary(),
+                                  "violations": [v.to_dict() for v in violations]}, secrets)
         if not as_json:
             again = [f"--{flag}" if value is True else f"--{flag} {value}"
                      for flag, value in (("plan", plan_path), ("no-faults", no_faults),
                                          ("swarm", swarm), ("executions", executions),
-                                         ("steps", steps)) if value]
+                                         ("steps", steps),
+                                         ("step-timeout", step_timeout != 10.0 and
+                                          f"{step_timeout:g}")) if value]
             again += [f"--import {module}" for module in modules]
             _print_summary(console, name, summaries[name], result, " ".join(again),
-                           violations)
+                           violations, secrets)
     if as_json:
         single = len(summaries) == 1
         click.echo(json.dumps(next(iter(summaries.values())) if single else summaries,
@@ -286,9 +307,17 @@ def _check_plan(plan: FaultPlan, definition: WorkflowDefinition, source: str) ->
                              source, exc.line) from exc
 
 
+def _apart(simulator: Simulator) -> SimulationResult:
+    """Runs the simulation in a child process where the platform can fork (a machine that
+    ends its process ends only that one: `Died`), else here."""
+    return isolation.call(simulator.run) if isolation.available() else simulator.run()
+
+
 def _print_summary(console: Console, file: str, summary: dict[str, Any],
                    result: SimulationResult, options: str,
-                   violations: Sequence[Violation] = ()) -> None:
+                   violations: Sequence[Violation] = (),
+                   secrets: frozenset[str] = frozenset()) -> None:
+    """Prints a run's summary, every secret value redacted."""
     console.print(f"{escape(file)}: seed {summary['seed']}, {summary['steps']} steps, "
                   f"{summary['virtual_ms'] / 1000:g}s of virtual time: {summary['status']}")
     records = ", ".join(f"{kind} {count}" for kind, count in summary["records"].items())
@@ -300,13 +329,13 @@ def _print_summary(console: Console, file: str, summary: dict[str, Any],
         outcome = f" ({final['outcome']})" if final["outcome"] else ""
         console.print(f"  {eid}: {final['state']} [{final['status']}]{outcome}", markup=False)
     for violation in violations:
-        console.print(f"[red]violated[/red] {escape(str(violation))}")
+        console.print(f"[red]violated[/red] {escape(redact(str(violation), secrets))}")
     if result.failure is not None:
         failure = result.failure
         console.print(f"[red]machine failed[/red] at step {failure.step} ({failure.problem}): "
-                      f"{escape(failure.error)}: {escape(failure.message)}")
+                      f"{escape(failure.error)}: {escape(redact(failure.message, secrets))}")
         if result.traceback:
-            console.print(result.traceback, markup=False)
+            console.print(redact(result.traceback, secrets), markup=False)
     if result.failure is not None or violations:
         console.print(f"replay: fsmharness run {file} --seed {summary['seed']} "
                       f"{options}".rstrip(), markup=False)

@@ -52,6 +52,7 @@ class ExploreOptions:
     plan: FaultPlan | None = None
     invariants: tuple[str, ...] | None = None
     grant_rate: float = 0.5  # only whether both answers are possible matters
+    step_timeout_s: float = 10.0  # wall time a step may take before the machine is `hung`
 
     def __post_init__(self) -> None:
         for name, low in (("depth", 1), ("faults_max", 0), ("executions", 1),
@@ -197,7 +198,8 @@ def explore(target: WorkflowDefinition | str | Mapping[str, Any],
     if plan.swarm:
         plan = replace(plan, swarm=False)
     sim_options = SimOptions(executions=options.executions, steps_max=options.depth,
-                             plan=plan, liveness_steps=0, grant_rate=options.grant_rate)
+                             plan=plan, liveness_steps=0, grant_rate=options.grant_rate,
+                             step_timeout_s=options.step_timeout_s)
     simulator = Simulator(definition, sim_options, machine)
     checked = invariants(options.invariants)
     search = _Search(definition, simulator, machine, options, checked)

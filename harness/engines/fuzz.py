@@ -10,14 +10,14 @@ schedule and saved as a replay file.
 
 from __future__ import annotations
 
-import multiprocessing
+import functools
 import os
 import time
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from fault_injection import FaultPlan
 from harness.checks.checkers import Invariant, Violation, invariants
@@ -25,17 +25,22 @@ from harness.checks.coverage import Coverage, coverage_of, vacuity
 from harness.checks.determinism import CAUSES, difference
 from harness.checks.determinism import RULE as DETERMINISTIC
 from harness.checks.metrics import Metrics, metrics_of
+from harness.engines import isolation
+from harness.engines.isolation import Died
 from harness.engines.replay import write_replay
 from harness.engines.shrink import Counterexample, NotReproduced, shrink
 from harness.errors import HarnessError
 from harness.sim.history import FaultInjected
 from harness.sim.machine import MachineFactory, ReferenceMachine
-from harness.sim.simulator import SimOptions, Simulator, plan_for
+from harness.sim.simulator import SimOptions, SimulationResult, Simulator, plan_for
 from reference_machine import WorkflowDefinition, load_definition
 
 __all__ = ["FuzzFailure", "FuzzOptions", "FuzzReport", "fuzz"]
 
-_BATCH = 8  # seeds handed to a process at once
+T = TypeVar("T")
+
+_BATCH = 8  # seeds run between two progress reports (a worker process takes this many)
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +50,10 @@ class FuzzOptions:
     only adds swarm mode to it). With `stop_at_first` the campaign ends at the first failing
     seed; else every failure is collected (each rule shrunk once). `replay_dir` is where
     replay files go (None: nowhere). A campaign that took none of the declared transitions,
-    or fewer than `coverage_min` percent of them, does not hold: it is `vacuous`."""
+    or fewer than `coverage_min` percent of them, does not hold: it is `vacuous`. With
+    `isolate` (the default where the platform can fork) the machine runs in child processes,
+    so that one that ends its process fails its seed instead of ending the campaign; without
+    it, in this process (a debugger's breakpoints work), and `processes` must be 1."""
 
     runs: int | None = 200
     seed: int = 0
@@ -60,6 +68,7 @@ class FuzzOptions:
     invariants: tuple[str, ...] | None = None
     sim: SimOptions = field(default_factory=SimOptions)
     coverage_min: float | None = None
+    isolate: bool = True
 
     def __post_init__(self) -> None:
         if self.runs is None and self.time_budget_s is None:
@@ -81,6 +90,11 @@ class FuzzOptions:
                                   or not 0 <= floor <= 100):
             raise HarnessError(f"options.coverage_min: expected a percent from 0 to 100, got "
                                f"{floor!r}")
+        if not isinstance(self.isolate, bool):
+            raise HarnessError(f"options.isolate: expected true or false, got "
+                               f"{self.isolate!r}")
+        if not self.isolate and self.processes > 1:
+            raise HarnessError("options.processes: more than one process needs isolate=True")
         if not isinstance(self.sim, SimOptions):
             raise HarnessError(f"options.sim: expected SimOptions, got "
                                f"{type(self.sim).__name__}")
@@ -168,6 +182,7 @@ class _Outcome:
     coverage: Coverage
     faults: Counter[str]
     metrics: Metrics
+    overran: bool = False  # the watchdog stopped a step: wall time, not the seed, decided it
 
 
 class _Campaign:
@@ -190,15 +205,19 @@ class _Campaign:
         found.sort(key=lambda v: v.step)
         faults = Counter(str(r.fault) for r in history if type(r) is FaultInjected)
         return _Outcome(seed, result.steps, tuple(found), coverage_of(self.definition, history),
-                        faults, metrics_of(self.definition, history))
+                        faults, metrics_of(self.definition, history), _overran(result))
 
 
-_WORKER: _Campaign | None = None  # the campaign a forked process inherits
+def _overran(result: SimulationResult) -> bool:
+    """Tells whether the watchdog stopped one of the run's steps."""
+    return result.failure is not None and result.failure.error == "Watchdog"
 
 
-def _run_batch(seeds: Sequence[int]) -> list[_Outcome]:
-    assert _WORKER is not None
-    return [_WORKER.run(seed) for seed in seeds]
+def _died(seed: int, died: Died) -> _Outcome:
+    """Gives the outcome of a seed whose run ended the process it ran in."""
+    violation = Violation("machine_ok", f"the machine ended its process ({died.how}) in the "
+                                        f"run of seed {seed}; the run's history ended with it")
+    return _Outcome(seed, 0, (violation,), Coverage(), Counter(), Metrics())
 
 
 def _plan(definition: WorkflowDefinition, options: FuzzOptions) -> FaultPlan:
@@ -214,12 +233,13 @@ def _sim_options(definition: WorkflowDefinition, options: FuzzOptions,
     return replace(options.sim, plan=plan if plan is not None else _plan(definition, options))
 
 
-def _seeds(options: FuzzOptions, deadline: float | None) -> Generator[list[int], None, None]:
+def _seeds(options: FuzzOptions, deadline: float | None,
+           batch: int) -> Generator[list[int], None, None]:
     seed, left = options.seed, options.runs
     while left is None or left > 0:
         if deadline is not None and time.monotonic() >= deadline:
             return
-        size = _BATCH if left is None else min(_BATCH, left)
+        size = batch if left is None else min(batch, left)
         yield list(range(seed, seed + size))
         seed += size
         if left is not None:
@@ -274,22 +294,27 @@ def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any]
                       vacuity(definition, covered, options.coverage_min))
 
 
+def _isolated(options: FuzzOptions) -> bool:
+    return options.isolate and isolation.available()
+
+
 def _outcomes(campaign: _Campaign, options: FuzzOptions, deadline: float | None
               ) -> Generator[list[_Outcome], None, None]:
-    """Gives the outcomes batch by batch, in seed order (from worker processes, if asked)."""
-    global _WORKER
-    batches = _seeds(options, deadline)
-    if options.processes == 1 or "fork" not in multiprocessing.get_all_start_methods():
+    """Gives the outcomes batch by batch, in seed order (from child processes, if isolated)."""
+    batches = _seeds(options, deadline, _BATCH)
+    if not _isolated(options):
         for seeds in batches:
             yield [campaign.run(seed) for seed in seeds]
         return
-    _WORKER = campaign  # the forked processes inherit it: definitions hold closures
-    try:
-        context = multiprocessing.get_context("fork")
-        with context.Pool(options.processes) as pool:
-            yield from pool.imap(_run_batch, batches)
-    finally:
-        _WORKER = None
+    def batch(seeds: Sequence[int]) -> list[_Outcome]:
+        outcomes = []
+        for seed in seeds:
+            outcomes.append(campaign.run(seed))
+            if options.stop_at_first and outcomes[-1].violations:
+                break  # the campaign stops here: the seeds after it would cost for nothing
+        return outcomes
+
+    yield from isolation.map_ordered(batch, batches, options.processes, _died)
 
 
 def _failures(campaign: _Campaign, options: FuzzOptions, failing: Iterable[_Outcome],
@@ -308,19 +333,25 @@ def _failures(campaign: _Campaign, options: FuzzOptions, failing: Iterable[_Outc
         rule = outcome.violations[0].rule
         counterexample = None
         path = None
+        if outcome.overran:  # run again, it would take the watchdog's bound each time
+            failures.append(FuzzFailure(outcome.seed, outcome.violations))
+            continue
         if unsteady is None and options.shrink and rule not in shrunk_rules:
-            unsteady = _unsteady(campaign, outcome.seed)
+            try:
+                unsteady = _apart(options, functools.partial(_unsteady, campaign,
+                                                             outcome.seed))
+            except Died:  # the seed ends its process: nothing to shrink, the failure says why
+                failures.append(FuzzFailure(outcome.seed, outcome.violations))
+                continue
             if unsteady is None:
                 try:
-                    counterexample = shrink(campaign.definition, outcome.seed,
-                                            campaign.sim_options, rule,
-                                            machine=campaign.machine,
-                                            runs_max=options.shrink_runs_max,
-                                            time_budget_s=options.shrink_time_s)
+                    counterexample = _shrunk(campaign, options, outcome.seed, rule)
                 except NotReproduced as exc:
                     unsteady = Violation(DETERMINISTIC, f"{exc.args[0]}; {CAUSES}",
                                          outcome.violations[0].execution,
                                          outcome.violations[0].step)
+                except Died:
+                    counterexample = None
             if unsteady is not None:
                 failures.append(FuzzFailure(outcome.seed, (unsteady, *outcome.violations)))
                 continue
@@ -329,6 +360,27 @@ def _failures(campaign: _Campaign, options: FuzzOptions, failing: Iterable[_Outc
                 path = write_replay(counterexample, Path(options.replay_dir))
         failures.append(FuzzFailure(outcome.seed, outcome.violations, counterexample, path))
     return failures
+
+
+def _apart(options: FuzzOptions, work: Callable[[], T]) -> T:
+    """Runs `work` in a child process when the campaign is isolated (raises `Died` when the
+    machine ends it), else here."""
+    return isolation.call(work) if _isolated(options) else work()
+
+
+def _shrunk(campaign: _Campaign, options: FuzzOptions, seed: int,
+            rule: str) -> Counterexample:
+    """Shrinks `seed`'s failure of `rule` (apart, when isolated: the definition and the
+    machine stay behind, as a closure does not cross processes, and are put back here)."""
+    def work() -> Counterexample:
+        found = shrink(campaign.definition, seed, campaign.sim_options, rule,
+                       machine=campaign.machine, runs_max=options.shrink_runs_max,
+                       time_budget_s=options.shrink_time_s)
+        return found if not _isolated(options) else replace(
+            found, definition=None, machine=None)  # type: ignore[arg-type]
+
+    return replace(_apart(options, work), definition=campaign.definition,
+                   machine=campaign.machine)
 
 
 DETERMINISM_SAMPLE = 3
@@ -342,14 +394,27 @@ def _sampled_unsteady(campaign: _Campaign,
     differ, and how."""
     sample = DETERMINISM_SAMPLE if options.runs is None else min(DETERMINISM_SAMPLE,
                                                                   options.runs)
-    for seed in range(options.seed, options.seed + sample):
-        unsteady = _unsteady(campaign, seed)
-        if unsteady is not None:
-            return seed, unsteady
-    return None
+
+    def work() -> tuple[int, Violation] | None:
+        for seed in range(options.seed, options.seed + sample):
+            first = campaign.simulator.run(seed)
+            if _overran(first):  # a machine that loops: the campaign says so, at less cost
+                return None
+            unsteady = difference(first.history, campaign.simulator.run(seed).history)
+            if unsteady is not None:
+                return seed, unsteady
+        return None
+
+    try:
+        return _apart(options, work)
+    except Died:  # the campaign meets the seed that ends its process, and says so
+        return None
 
 
 def _unsteady(campaign: _Campaign, seed: int) -> Violation | None:
-    """Gives how two runs of `seed` differ (None: the same history, byte for byte)."""
-    return difference(campaign.simulator.run(seed).history,
-                      campaign.simulator.run(seed).history)
+    """Gives how two runs of `seed` differ (None: the same history, byte for byte, or a first
+    run the watchdog stopped: where a loop is stopped is the clock's, not the seed's)."""
+    first = campaign.simulator.run(seed)
+    if _overran(first):
+        return None
+    return difference(first.history, campaign.simulator.run(seed).history)

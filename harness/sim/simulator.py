@@ -18,7 +18,6 @@ the simulator itself does not fail with it.
 from __future__ import annotations
 
 import json
-import traceback
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -41,7 +40,7 @@ from fault_injection import (
     load_plan,
     no_faults,
 )
-from harness.errors import HarnessError
+from harness.errors import HarnessError, trace_of, words_of
 from harness.sim.choices import Choices
 from harness.sim.history import (
     Commanded,
@@ -73,6 +72,7 @@ from harness.sim.machine import (
     ReferenceMachine,
 )
 from harness.sim.payloads import schema_of
+from harness.sim.watchdog import Overran, Watchdog
 from harness.sim.world import Clock, LedgerEntry, ToolWorld, fault_tables, generator
 from reference_machine import (
     APPROVAL_DENIED,
@@ -96,6 +96,9 @@ _KEEP_VIA = frozenset({"forged", "late", "duplicate", "agent"})
 _START, _EXTERNAL, _COMPLETE, _APPROVE, _QUEUED, _ADVANCE = range(6)
 
 
+_STEP_TIMEOUT = 10.0
+
+
 @dataclass(frozen=True, slots=True)
 class SimOptions:
     """How one simulated run is made. `steps_max` bounds the safety phase (faults on), then
@@ -115,6 +118,7 @@ class SimOptions:
     freeze_clock: bool = False  # wall time follows the machine's clock (freezegun)
     liveness_steps: int = 200  # after the safety phase, steps with every fault healed
     replay_check: bool = True  # at the end, have a machine that can replay its log do so
+    step_timeout_s: float = _STEP_TIMEOUT  # wall time a step may take, else `hung` (0: none)
 
     def __post_init__(self) -> None:
         for name, low in (("seed", 0), ("executions", 1), ("steps_max", 0), ("ops_max", 1),
@@ -129,6 +133,11 @@ class SimOptions:
                     0.0 <= value <= 1.0):
                 raise HarnessError(f"options.{name}: expected a rate from 0 to 1, got "
                                    f"{value!r}")
+        timeout = self.step_timeout_s
+        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not (
+                0 <= timeout < float("inf")):
+            raise HarnessError(f"options.step_timeout_s: expected a number of seconds, 0 for "
+                               f"no bound, got {timeout!r}")
         for name in ("freeze_clock", "replay_check"):
             if not isinstance(getattr(self, name), bool):
                 raise HarnessError(f"options.{name}: expected true or false, got "
@@ -146,7 +155,11 @@ class SimOptions:
                 "context": dict(self.context), "honour_keys": dict(sorted(
                     self.honour_keys.items())), "freeze_clock": self.freeze_clock,
                 "liveness_steps": self.liveness_steps, "replay_check": self.replay_check,
-                "plan": None if self.plan is None else self.plan.to_dict()}
+                "plan": None if self.plan is None else self.plan.to_dict(),
+                # a bound of wall time changes no history unless one is hit: said when not
+                # the default only, so that histories written before it stay the same bytes
+                **({} if self.step_timeout_s == _STEP_TIMEOUT else {
+                    "step_timeout_s": self.step_timeout_s})}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SimOptions:
@@ -351,6 +364,7 @@ class _Run:
         self.healed_at = 0  # the last step of the safety phase, once healed
         self.failure: MachineFailed | None = None
         self.trace = ""
+        self.watchdog = Watchdog(options.step_timeout_s)
         self._rates(plan)
 
     def _build(self) -> None:
@@ -423,7 +437,11 @@ class _Run:
                              self.plan))
         try:
             self.activity = "building the machine"
-            self._build()
+            self.watchdog.start()
+            try:
+                self._build()
+            finally:
+                self.watchdog.stop()
         except FaultPlanError:
             raise  # the plan names crash points this machine lacks: the user's mistake
         except KeyboardInterrupt:
@@ -431,10 +449,14 @@ class _Run:
         except _Hung as exc:
             self._fail(MachineFailed(0, 0, "hung", "StepBound", str(exc)), "")
             return False
+        except Overran as exc:
+            self._fail(MachineFailed(0, 0, "hung", "Watchdog",
+                                     f"while {self.activity}: {exc}"), exc.stack)
+            return False
         except BaseException as exc:  # SystemExit too: the machine's, not the simulator's
             self._fail(MachineFailed(0, 0, "raised", type(exc).__name__,
-                                     f"while {self.activity}: {exc}"),
-                       "".join(traceback.format_exception(exc)))
+                                     f"while {self.activity}: {words_of(exc)}"),
+                       trace_of(exc))
             return False
         return True
 
@@ -457,6 +479,7 @@ class _Run:
         if self.failure is not None:
             return False
         clock = self.clock
+        watchdog = self.watchdog
         try:
             actions = self.actions()
             if not actions:
@@ -464,24 +487,32 @@ class _Run:
             clock.step += 1
             self.ops = 0
             self.rng.at_step(clock.step)
-            self._perform(actions[self.rng.action(actions, _label)])
-            if self.between:
-                self._between_steps()
-            self._observe()
+            watchdog.start()
+            try:
+                self._perform(actions[self.rng.action(actions, _label)])
+                if self.between:
+                    self._between_steps()
+                self._observe()
+            finally:
+                watchdog.stop()
         except _Hung as exc:
             self._fail(MachineFailed(clock.step, clock.now, "hung", "StepBound", str(exc)), "")
+        except Overran as exc:
+            self._fail(MachineFailed(clock.step, clock.now, "hung", "Watchdog",
+                                     f"while {self.activity}: {exc}"), exc.stack)
         except _Nonsense as exc:
             self._fail(MachineFailed(clock.step, clock.now, "nonsense", "Observation",
                                      str(exc)), "")
         except (SimulatedCrash, StoreWriteError) as exc:  # escaped a machine that was not called
             self._fail(MachineFailed(clock.step, clock.now, "raised", type(exc).__name__,
-                                     f"an injected fault escaped the machine: {exc}"), "")
+                                     f"an injected fault escaped the machine: "
+                                     f"{words_of(exc)}"), "")
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # SystemExit too: the machine's, not the simulator's
             self._fail(MachineFailed(clock.step, clock.now, "raised", type(exc).__name__,
-                                     f"while {self.activity}: {exc}"),
-                       "".join(traceback.format_exception(exc)))
+                                     f"while {self.activity}: {words_of(exc)}"),
+                       trace_of(exc))
         return self.failure is None
 
     def heal(self) -> None:
@@ -510,12 +541,16 @@ class _Run:
         if replay is not None:
             for eid in self.obs:
                 try:
-                    replay(eid)
+                    self.watchdog.start()
+                    try:
+                        replay(eid)
+                    finally:
+                        self.watchdog.stop()
                 except KeyboardInterrupt:
                     raise
                 except BaseException as exc:  # what diverged is the finding, not a crash
                     self.emit(Replayed(clock.step, clock.now, eid, False,
-                                       f"{type(exc).__name__}: {exc}"))
+                                       f"{type(exc).__name__}: {words_of(exc)}"))
                 else:
                     self.emit(Replayed(clock.step, clock.now, eid, True))
         return self.result(status)

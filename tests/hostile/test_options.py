@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import Case
-
-
+from hostile import Case
 
 CASES = [
     Case("budget nan", ("fuzz", "{root}/scenarios/refund_escalation.yaml", "--budget", "nan",

@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Case
+from hostile import ROOT, Case
 
 from harness.errors import HarnessError
 from harness.files import write_output
@@ -110,7 +110,7 @@ def test_a_read_only_folder_is_one_error_and_nothing_left(tmp_path: Path,
 
     monkeypatch.setattr(os, "replace", read_only)
     monkeypatch.setattr(os, "unlink", read_only)
-    with pytest.raises(HarnessError, match="out.json: cannot write: Read-only file system"):
+    with pytest.raises(HarnessError, match=r"out\.json: cannot write: Read-only file system"):
         write_output(tmp_path / "out.json", "{}\n", "--output")
     monkeypatch.undo()
     assert not (tmp_path / "out.json").exists()

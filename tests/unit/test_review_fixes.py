@@ -576,7 +576,8 @@ def test_cli_schema_to_a_missing_folder_exits_2(tmp_path: Path) -> None:
     done = _cli("schema", "-o", "/nonexistent/dir/x.json", cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
-        "fsmharness: error: /nonexistent/dir/x.json: folder '/nonexistent/dir' does not exist"]
+        "fsmharness: error: --output /nonexistent/dir/x.json: folder '/nonexistent/dir' does not "
+            "exist"]
     assert done.stdout == ""
     done = _cli("schema", "-o", "schema.json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr

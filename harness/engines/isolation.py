@@ -1,0 +1,254 @@
+"""Running a machine under test in a process of its own, so that its death is its verdict.
+
+A machine can end the process it runs in (`os._exit`, a signal, a crash in C). Run in the
+harness's own process, that ends the campaign with no word and no report; run in a pool, its
+task never comes back. Here each piece of work runs in a forked child that sends its result
+back through a pipe: a child that ends without one raises `Died` with how it ended, and the
+harness, whose process is untouched, reports it. The child's standard output goes to standard
+error, so a machine's prints never mix into what the harness writes (`--json`).
+
+Only where the platform can fork; elsewhere the work runs in this process (`available()`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copyreg
+import multiprocessing
+import os
+import signal
+import sys
+import types
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from multiprocessing.connection import Connection, wait
+from typing import Any, TypeVar
+
+from harness.errors import words_of
+
+__all__ = ["Died", "available", "call", "map_ordered"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class Died(Exception):
+    """The child ended before it sent its result: `code` is its exit code, or minus the signal
+    that killed it."""
+
+    def __init__(self, code: int | None) -> None:
+        self.code = code
+        super().__init__(self.how)
+
+    @property
+    def how(self) -> str:
+        """Says how the process ended, as a person reads it."""
+        if self.code is None:
+            return "the process ended without a result"
+        if self.code < 0:
+            try:
+                name = signal.Signals(-self.code).name
+            except ValueError:
+                name = f"signal {-self.code}"
+            return f"the process was killed by {name}"
+        return f"the process exited with code {self.code}"
+
+
+def available() -> bool:
+    """Tells whether work can run in forked children here."""
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+# results cross the pipe pickled; read-only mappings (a counterexample's actions) pickle as
+# the mappings they show
+def _proxy(shown: dict[Any, Any]) -> types.MappingProxyType[Any, Any]:
+    return types.MappingProxyType(shown)
+
+
+copyreg.pickle(types.MappingProxyType, lambda proxy: (_proxy, (dict(proxy),)))
+
+
+class _Raised:
+    """An exception the child's work raised, carried back to be raised again."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc: BaseException
+        try:
+            import pickle
+
+            pickle.dumps(exc)
+            self.exc = exc
+        except Exception:  # an exception that does not pickle comes back as its words
+            self.exc = RuntimeError(f"{type(exc).__name__}: {words_of(exc)}")
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):  # a fork copies what is still in the buffers
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+
+
+def _send(out: Connection, result: Any) -> None:
+    try:
+        out.send(result)
+    except Exception as exc:  # a result that cannot be pickled is the harness's bug: say so
+        out.send(_Raised(RuntimeError(f"cannot send a result back: {words_of(exc)}")))
+
+
+def _child(work: Callable[[], Any], out: Connection) -> None:
+    os.dup2(2, 1)  # the machine's prints go to stderr: stdout is the harness's
+    try:
+        result: Any = work()
+    except BaseException as exc:  # the harness's own errors travel back; the parent decides
+        result = _Raised(exc)
+    _send(out, result)
+    out.close()
+    _flush()  # what the machine printed, before the exit
+    os._exit(0)
+
+
+class _Running:
+    def __init__(self, work: Callable[[], Any]) -> None:
+        _flush()
+        reader, writer = multiprocessing.Pipe(duplex=False)
+        self.reader = reader
+        self.process = multiprocessing.get_context("fork").Process(
+            target=_child, args=(work, writer), daemon=True)
+        self.process.start()
+        writer.close()  # only the child holds the writing end: its death is an end of file
+
+    def result(self) -> Any:
+        """Waits for the child's result; raises `Died` when it ends without one."""
+        try:
+            got = self.reader.recv()
+        except (EOFError, OSError):
+            self.process.join()
+            raise Died(self.process.exitcode) from None
+        finally:
+            self.reader.close()
+        self.process.join()
+        if isinstance(got, _Raised):
+            raise got.exc
+        return got
+
+
+def call(work: Callable[[], R]) -> R:
+    """Runs `work()` in a forked child and gives what it returned (or raises what it
+    raised); raises `Died` when the child ends without a result."""
+    result: R = _Running(work).result()
+    return result
+
+
+class _Worker:
+    """A child that runs batches it is sent, one at a time, until it is sent `None`."""
+
+    def __init__(self, work: Callable[[Sequence[Any]], list[Any]]) -> None:
+        _flush()
+        tasks_out, self.tasks = multiprocessing.Pipe(duplex=False)
+        self.results, results_in = multiprocessing.Pipe(duplex=False)
+        self.process = multiprocessing.get_context("fork").Process(
+            target=_serve, args=(work, tasks_out, results_in), daemon=True)
+        self.process.start()
+        tasks_out.close()
+        results_in.close()  # only the child holds it: its death is an end of file here
+        self.index = -1
+        self.batch: Sequence[Any] = ()
+
+    def give(self, index: int, batch: Sequence[Any]) -> None:
+        self.index, self.batch = index, batch
+        self.tasks.send(batch)
+
+    def take(self) -> list[Any]:
+        """Gives the result of the batch given last; raises `Died` when the child ended."""
+        try:
+            got = self.results.recv()
+        except (EOFError, OSError):
+            self.process.join()
+            raise Died(self.process.exitcode) from None
+        if isinstance(got, _Raised):
+            raise got.exc
+        return got
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.tasks.send(None)
+        self.process.join(timeout=5)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self.tasks.close()
+        self.results.close()
+
+
+def _serve(work: Callable[[Sequence[Any]], list[Any]], tasks: Connection,
+           results: Connection) -> None:
+    os.dup2(2, 1)
+    while True:
+        try:
+            batch = tasks.recv()
+        except (EOFError, OSError):
+            break
+        if batch is None:
+            break
+        try:
+            result: Any = work(batch)
+        except BaseException as exc:
+            result = _Raised(exc)
+        _send(results, result)
+    _flush()
+    os._exit(0)
+
+
+def map_ordered(work: Callable[[Sequence[T]], list[R]], batches: Iterable[Sequence[T]],
+                processes: int, alone: Callable[[T, Died], R]) -> Iterator[list[R]]:
+    """Runs `work(batch)` for each batch in forked worker children, at most `processes` of
+    them, and yields the results in the batches' order. A batch whose worker died is run
+    again one item at a time, each in a fresh child, to find the item at fault (`alone(item,
+    died)` gives that item's result), and a fresh worker takes the next batches."""
+    pending = iter(enumerate(batches))
+    idle: list[_Worker] = []
+    busy: dict[object, _Worker] = {}
+    made = 0
+    done: dict[int, list[R]] = {}
+    following = 0
+    exhausted = False
+    try:
+        while True:
+            while not exhausted and (idle or made < processes):
+                try:
+                    index, batch = next(pending)
+                except StopIteration:
+                    exhausted = True
+                    break
+                if idle:
+                    worker = idle.pop()
+                else:
+                    worker = _Worker(work)
+                    made += 1
+                worker.give(index, batch)
+                busy[worker.results] = worker
+            if not busy:
+                break
+            for ready in wait(list(busy)):  # type: ignore[arg-type]
+                worker = busy.pop(ready)
+                try:
+                    done[worker.index] = worker.take()
+                except Died:
+                    done[worker.index] = [_one(work, item, alone) for item in worker.batch]
+                    worker.close()
+                    made -= 1  # a fresh one takes its place when there is work
+                else:
+                    idle.append(worker)
+            while following in done:
+                yield done.pop(following)
+                following += 1
+    finally:
+        for worker in [*idle, *busy.values()]:
+            worker.close()
+
+
+def _one(work: Callable[[Sequence[T]], list[R]], item: T, alone: Callable[[T, Died], R]) -> R:
+    try:
+        (result,) = call(lambda: work([item]))
+    except Died as died:
+        return alone(item, died)
+    return result

@@ -1,0 +1,97 @@
+"""Machines under test that misbehave (`tests/support/hostile_machines.py`): each is that
+machine's verdict, in bounded words, and the harness's own process, output and files are
+untouched; a loop is stopped by the watchdog, with where it was."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hostile import Case
+
+from harness import FuzzOptions, SimOptions, fuzz
+from harness.errors import HarnessError
+
+FAST = ("--step-timeout", "0.3")
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_a_machine_that_ends_its_process_fails_its_seed(processes: str,
+                                                        hostile: Callable[[Case], Any]) -> None:
+    """`os._exit(3)` used to end a -n 1 campaign with code 3 and no word, and to hang -n 2."""
+    result = hostile(Case("exits", ("fuzz", "hostile_machines:exits", "--runs", "20", "-n",
+                                    processes, "--report", "out"), 1,
+                          "ended its process (the process exited with code 3) in the run of "
+                          "seed 0", writes=("out", "out/*")))
+    assert "1 target(s), 1 failing" in result.stdout
+
+
+@pytest.mark.parametrize(("name", "processes"), [("spins", "1"), ("sleeps", "1"),
+                                                 ("spins", "2")])
+def test_a_machine_that_loops_in_a_step_is_hung_where_it_loops(
+        name: str, processes: str, hostile: Callable[[Case], Any]) -> None:
+    """A busy loop or a long sleep used to hang fuzz forever, --budget or not."""
+    result = hostile(Case(name, ("fuzz", f"hostile_machines:{name}", "--runs", "4", "-n",
+                                 processes, "--no-report", *FAST), 1,
+                          "the machine hung (Watchdog): while external: a step ran past 0.3 s"))
+    assert "it was at hostile_machines.py:" in result.stdout
+    assert ", in misbehave" in result.stdout
+
+
+@pytest.mark.parametrize("command", [("run", "hostile_machines:spins"),
+                                     ("explore", "hostile_machines:spins", "--depth", "3",
+                                      "--no-report")], ids=["run", "explore"])
+def test_run_and_explore_stop_a_loop_too(command: tuple[str, ...],
+                                         hostile: Callable[[Case], Any]) -> None:
+    hostile(Case("spins", (*command, *FAST), 1, "hung"))
+
+
+def test_run_survives_a_machine_that_ends_its_process(hostile: Callable[[Case], Any]) -> None:
+    hostile(Case("exits", ("run", "hostile_machines:exits"), 1,
+                 "it ended its process (the process exited with code 3)"))
+
+
+def test_prints_and_a_closed_stdout_leave_the_json_whole(hostile: Callable[[Case], Any]
+                                                        ) -> None:
+    for name in ("prints", "closes_stdout"):
+        result = hostile(Case(name, ("fuzz", f"hostile_machines:{name}", "--runs", "10",
+                                     "--no-report", "--json"), 0))
+        assert json.loads(result.stdout)["targets"][0]["held"], name
+        if name == "prints":  # what the machine prints goes to stderr, never into the JSON
+            assert "paid!" in result.stderr and "paid, at the file descriptor" in result.stderr
+
+
+def test_a_machine_that_changes_folder_leaves_the_report_where_it_was_asked(
+        hostile: Callable[[Case], Any], tmp_path: Any) -> None:
+    hostile(Case("wanders", ("fuzz", "hostile_machines:wanders", "--runs", "10", "--report",
+                             "out"), 0, writes=("out", "out/*")))
+    assert (tmp_path / "out" / "fuzz.json").is_file()
+
+
+@pytest.mark.parametrize(("name", "said"), [
+    ("raises_unprintable", "_Unprintable: while external: <_Unprintable whose str() raised>"),
+    ("raises_huge", "more characters cut"),
+])
+def test_an_exception_that_cannot_be_told_whole_is_told_in_bounded_words(
+        name: str, said: str, hostile: Callable[[Case], Any], tmp_path: Any) -> None:
+    """A `__str__` that raises was an internal error; a 50 MB message was copied whole into
+    every report and replay file."""
+    hostile(Case(name, ("fuzz", f"hostile_machines:{name}", "--runs", "5", "--report", "out"),
+                 1, said, writes=("out", "out/*", "out/replays/*")))
+    for path in (tmp_path / "out").rglob("*.json"):
+        assert path.stat().st_size < 200_000, path
+
+
+def test_the_watchdog_bound_is_an_option_of_the_run() -> None:
+    import hostile_machines
+
+    target = hostile_machines.sleeps
+    report = fuzz(target.definition, FuzzOptions(runs=2, replay_dir=None, sim=SimOptions(
+        step_timeout_s=0.2)), machine=target)
+    assert report.verdict == "violated"
+    assert "(Watchdog)" in report.failures[0].violations[0].message
+    assert report.failures[0].counterexample is None  # a loop is not shrunk: each run waits
+    with pytest.raises(HarnessError, match="step_timeout_s"):
+        SimOptions(step_timeout_s=float("nan"))
