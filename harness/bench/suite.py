@@ -1007,6 +1007,36 @@ def process_group(definition: WorkflowDefinition, machine: MachineFactory, quick
                   "step")))
 
 
+def campaign_peak(definition: WorkflowDefinition, runs: int,
+                  machine: MachineFactory = ReferenceMachine) -> int:
+    """Gives the peak of memory the campaign's own process allocates over a fuzz campaign of
+    `runs` runs (tracemalloc's count; the runs' worker processes have their own), after a
+    campaign of a few runs has made what is made once (tables, caches)."""
+    native_fuzz(definition, 8, machine=machine)()
+    return peak_bytes(native_fuzz(definition, runs, machine=machine))
+
+
+def memory_group(definition: WorkflowDefinition, machine: MachineFactory, quick: bool
+                 ) -> Group:
+    """Gives a short campaign beside one thirty times longer, with the peak memory of each:
+    a campaign keeps what its runs add up to, not each run, so the peak should not grow."""
+    short, long = (200, 6_000) if quick else (1_000, 30_000)
+
+    names = {short: f"{short:,} runs (floor)", long: f"{long:,} runs"}
+
+    def extra() -> dict[str, dict[str, Any]]:
+        return {names[count]: {"peak_bytes": campaign_peak(definition, count, machine),
+                               "runs": count}
+                for count in (short, long)}
+
+    return Group(f"memory: fuzz campaigns of {definition.name}", (
+        Contender(names[short],
+                  lambda stack: native_fuzz(definition, short, machine=machine), 0, "step"),
+        Contender(names[long],
+                  lambda stack: native_fuzz(definition, long, machine=machine), 0, "step")),
+        extra=extra)
+
+
 #: What `--only` matches: the section titles `suite` gives, in the order they run.
 SECTIONS = ("shape: 8-state cycle", "shape: 200-state ring", "shape: scenario", "durable",
             "simulator", "engines", "checkers", "scaling: states", "scaling: processes")
@@ -1061,6 +1091,7 @@ def suite(targets: Sequence[Target] = (), *, quick: bool = False, only: Sequence
                                                  durable=False)]),
         ("scaling: processes", lambda: [process_group(first.definition, first.machine,
                                                       quick)]),
+        ("memory", lambda: [memory_group(first.definition, first.machine, quick)]),
     ]
     if only:
         sections = [(title, build) for title, build in sections
@@ -1153,6 +1184,10 @@ def aims(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             False)
         aim(f"checkers bounded: peak memory per record, {large['group'].split()[1]} over 1k",
             large["peak_bytes_per_record"] / small["peak_bytes_per_record"], 1.5, False)
+    memory = [r for r in results if r["group"].startswith("memory: fuzz")]
+    if len(memory) == 2 and all("peak_bytes" in r for r in memory):
+        aim(f"fuzz memory bounded: peak of {memory[1]['runs']:,} runs over {memory[0]['runs']:,}",
+            memory[1]["peak_bytes"] / max(memory[0]["peak_bytes"], 1), 1.5, False)
     return found
 
 

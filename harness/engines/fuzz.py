@@ -260,35 +260,35 @@ def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any]
     started = time.monotonic()
     unsteady = _sampled_unsteady(campaign, options)  # before any run could leave state behind
     deadline = None if options.time_budget_s is None else started + options.time_budget_s
-    outcomes: list[_Outcome] = []
+    # what every run adds up to, kept as the runs come: a run's outcome is not kept past its
+    # batch unless it failed, so memory does not grow with the runs
+    runs = steps = 0
     failing: list[_Outcome] = []
-    steps = 0
+    covered = Coverage()
+    faults: Counter[str] = Counter()
+    metrics = Metrics()
     batches = _outcomes(campaign, options, deadline)
     for batch in batches:
         for outcome in batch:
-            outcomes.append(outcome)
+            runs += 1
             steps += outcome.steps
+            covered = covered.merge(outcome.coverage)
+            faults.update(outcome.faults)
+            metrics = metrics.merge(outcome.metrics)
             if outcome.violations:
                 failing.append(outcome)
                 if options.stop_at_first:
                     break
         if progress is not None:
-            progress(len(outcomes), steps, len(failing))
+            progress(runs, steps, len(failing))
         if failing and options.stop_at_first:
             break
     batches.close()  # stops the worker processes, if any
     elapsed = time.monotonic() - started
     failures = _failures(campaign, options, failing, unsteady)
-    covered = Coverage()
-    faults: Counter[str] = Counter()
-    metrics = Metrics()
-    for outcome in outcomes:
-        covered = covered.merge(outcome.coverage)
-        faults.update(outcome.faults)
-        metrics = metrics.merge(outcome.metrics)
     points = tuple(getattr(machine, "crash_points", ()) or ("between_steps",))
     return FuzzReport(definition, getattr(machine, "__qualname__", type(machine).__name__),
-                      campaign.plan, len(outcomes), steps, elapsed,
+                      campaign.plan, runs, steps, elapsed,
                       tuple(failures), covered, dict(faults),
                       tuple(rule.name for rule in campaign.invariants), points, metrics,
                       vacuity(definition, covered, options.coverage_min))

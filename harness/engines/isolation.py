@@ -18,6 +18,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import tracemalloc
 import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from multiprocessing.connection import Connection, wait
@@ -95,7 +96,7 @@ def _send(out: Connection, result: Any) -> None:
 
 
 def _child(work: Callable[[], Any], out: Connection) -> None:
-    os.dup2(2, 1)  # the machine's prints go to stderr: stdout is the harness's
+    _started()
     try:
         result: Any = work()
     except BaseException as exc:  # the harness's own errors travel back; the parent decides
@@ -179,9 +180,16 @@ class _Worker:
         self.results.close()
 
 
+def _started() -> None:
+    """Readies a child: its prints to stderr, and no tracing of the parent's memory."""
+    os.dup2(2, 1)  # the machine's prints go to stderr: stdout is the harness's
+    if tracemalloc.is_tracing():  # a measure of the parent's memory (bench) is not the child's
+        tracemalloc.stop()
+
+
 def _serve(work: Callable[[Sequence[Any]], list[Any]], tasks: Connection,
            results: Connection) -> None:
-    os.dup2(2, 1)
+    _started()
     while True:
         try:
             batch = tasks.recv()

@@ -1,0 +1,27 @@
+"""A fuzz campaign's memory does not grow with its runs (issue 16): it keeps what the runs add
+up to (coverage, fault counts, metrics) and its failures, never each run's outcome.
+
+Measured as `fsmharness bench --only memory` does, by tracemalloc in the campaign's own process
+(after a short campaign has built what is built once). A campaign that kept every outcome grew
+by about 3 kB a run (2.3 MB at 500 runs, 17 MB at 5,000); this one grows by tens of bytes a
+run, which is noise. The bound below, 500 bytes a run, sits between the two; it is memory, not
+time, so a loaded machine does not move it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.bench.suite import campaign_peak
+from reference_machine import load_definition
+
+ROOT = Path(__file__).resolve().parents[2]
+REFUND = load_definition(ROOT / "scenarios" / "refund_escalation.yaml")
+
+
+def test_peak_memory_does_not_grow_with_the_runs() -> None:
+    short, long = 300, 3_000
+    small, large = campaign_peak(REFUND, short), campaign_peak(REFUND, long)
+    per_run = (large - small) / (long - short)
+    assert per_run < 500, f"{small:,} B at {short} runs, {large:,} B at {long}: " \
+                          f"{per_run:,.0f} B a run more"
