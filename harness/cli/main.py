@@ -278,7 +278,8 @@ def replay_command(path: str, as_json: bool, modules: Sequence[str]) -> None:
     if "" not in sys.path and str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))  # the machine's module, as `python -m` finds it
     try:
-        outcome = replay(path)
+        outcome = replay(path, trusted=modules,
+                         say=lambda line: click.echo(f"fsmharness: {line}", err=True))
     except ReplayError as exc:
         raise UsageProblem(str(exc)) from exc
     if as_json:

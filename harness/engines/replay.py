@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import json
 import os
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.checks.checkers import INVARIANTS, Violation, invariants
 from harness.engines.shrink import Counterexample
-from harness.errors import HarnessError
+from harness.errors import HarnessError, words_of
 from harness.files import write_output
 from harness.report.redact import redact, secret_values
 from harness.report.trace import describe_steps
@@ -151,18 +153,23 @@ def write_replay(counterexample: Counterexample, folder: str | os.PathLike[str])
 
 
 def replay(path: str | os.PathLike[str], *, definition: WorkflowDefinition | None = None,
-           machine: MachineFactory | None = None) -> ReplayOutcome:
+           machine: MachineFactory | None = None, trusted: Iterable[str] = (),
+           say: Callable[[str], object] | None = None) -> ReplayOutcome:
     """Runs a replay file's schedule again and tells whether its rule breaks again.
 
     The definition is loaded from where the file says (or given), and must have the digest the
-    file records; the machine is imported from the file's `module:name` (or given). Raises
-    `ReplayError` when the file cannot be replayed."""
+    file records; the machine is imported from the file's `module:name` (or given). A module
+    the file names is imported only when it is the user's own (see `user_module`) or named in
+    `trusted`; `say` is told of each before it is imported. Raises `ReplayError` when the file
+    cannot be replayed as recorded."""
     name = str(path)
     data = _read(name)
-    _import_all(name, data.get("imports", []))
+    trusted = frozenset(trusted)
+    told: list[str] = []  # said once the file is found fit to replay
+    _import_all(name, data.get("imports", []), trusted, told)
     recorded = data["definition"]
     if machine is None:
-        machine = _import_machine(name, data.get("machine", ""))
+        machine = _import_machine(name, data.get("machine", ""), trusted, told)
     named = getattr(machine, "definition", None)
     if definition is None and isinstance(named, WorkflowDefinition) and (
             named.name == recorded.get("name")):
@@ -191,6 +198,15 @@ def replay(path: str | os.PathLike[str], *, definition: WorkflowDefinition | Non
     actions = {int(step): label for step, label in data.get("actions", {}).items()}
     choices = ScriptedChoices(script, actions)
     result = Simulator(definition, options, machine).run(data["seed"], choices=choices)
+    departures = choices.departures()
+    if departures:  # a schedule not carried out is no evidence either way
+        more = f" (and {len(departures) - 1} more)" if len(departures) > 1 else ""
+        raise ReplayError(name, f"the schedule cannot be carried out as recorded: "
+                                f"{departures[0]}{more}; the file was edited, or the machine "
+                                "no longer takes these steps: run the fuzzer again")
+    if say is not None:
+        for line in told:
+            say(line)
     (rule,) = invariants([data["rule"]])
     found = rule.run(definition, result.history)
     violation = min(found, key=lambda v: v.step) if found else None
@@ -229,35 +245,86 @@ def _read(name: str) -> dict[str, Any]:
         if not (isinstance(entry, list) and len(entry) == 4 and isinstance(entry[0], int)
                 and isinstance(entry[1], str) and (entry[1] in ("b", "v") or
                                                    entry[1].startswith("f:"))
-                and isinstance(entry[2], int)
-                and isinstance(entry[3], int | float) and not isinstance(entry[3], bool)):
+                and isinstance(entry[2], int) and entry[0] >= 0 and entry[2] >= 0
+                and isinstance(entry[3], int | float) and not isinstance(entry[3], bool)
+                and 0 <= entry[3] <= 1):
             raise ReplayError(name, f"choices[{index}]: expected [step, tag, n, u] with tag "
-                                    f"b, v or f:<kind>, got {json.dumps(entry)[:60]}")
+                                    f"b, v or f:<kind>, whole numbers step and n, and u from "
+                                    f"0 to 1, got {json.dumps(entry)[:60]}")
     return dict(data)
 
 
-def _import_all(name: str, modules: object) -> None:
+_OWN = frozenset({"harness", "reference_machine", "fault_injection", "scenarios"})
+
+
+def user_module(module: str) -> bool:
+    """Tells whether `module` is one a user could have run a campaign with: fsmharness's own
+    (its bundled scenarios included), or one whose file lies under the working folder or a
+    folder of `PYTHONPATH`; not the standard library's or an installed package's. Found
+    without running the module (a parent package's `__init__` aside)."""
+    top = module.partition(".")[0]
+    if top in _OWN:
+        return True
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return False
+    if spec is None:
+        return True  # not importable at all: the import says so, with its own words
+    places = list(spec.submodule_search_locations or ()) or [spec.origin or ""]
+    roots = [Path.cwd(), *(Path(entry) for entry in os.environ.get("PYTHONPATH", "").split(
+        os.pathsep) if entry)]
+    for place in places:
+        if place in ("", "built-in", "frozen"):
+            return False
+        where = Path(place).resolve()
+        if not any(where.is_relative_to(root.resolve()) for root in roots):
+            return False
+    return True
+
+
+def _imported(name: str, module: str, trusted: frozenset[str], told: list[str],
+              failed: str) -> Any:
+    """Imports a module the replay file names, once it is the user's own (or trusted), and
+    adds to `told` the news of one that was not imported yet; `failed` begins the error when
+    the import fails."""
+    if module not in trusted and not user_module(module):
+        raise ReplayError(name, f"it names the module {module!r}, which is not under the "
+                                "working folder or PYTHONPATH (a library's or the standard "
+                                "library's); a replay file imports only your own modules: "
+                                f"name it with --import {module} if you mean it")
+    new = module not in sys.modules
+    try:
+        found = importlib.import_module(module)
+    except Exception as exc:  # the user's module failed to import, not the harness
+        raise ReplayError(name, f"{failed}: {type(exc).__name__}: {words_of(exc)}") from exc
+    if new:
+        told.append(f"imported {module}, which the replay file names")
+    return found
+
+
+def _import_all(name: str, modules: object, trusted: frozenset[str], told: list[str]) -> None:
     """Imports the modules a replay file names (what registers its invariant and functions)."""
     if not isinstance(modules, list) or not all(isinstance(m, str) for m in modules):
         raise ReplayError(name, "'imports' must be a list of module names")
     for module in modules:
-        try:
-            importlib.import_module(module)
-        except Exception as exc:  # the user's module failed to import, not the harness
-            raise ReplayError(name, f"cannot import {module!r}, which the failure needs (it "
-                                    f"registers its invariant or functions): "
-                                    f"{type(exc).__name__}: {exc}") from exc
+        _imported(name, module, trusted, told, f"cannot import {module!r}, which the failure "
+                                               "needs (it registers its invariant or functions)")
 
 
-def _import_machine(name: str, path: object) -> MachineFactory:
+def _import_machine(name: str, path: object, trusted: frozenset[str],
+                    told: list[str]) -> MachineFactory:
     if not isinstance(path, str) or ":" not in path:
         raise ReplayError(name, "the machine under test was not importable when the file was "
                                 "written (a local function?); pass it with machine=")
     module_name, _, attribute = path.partition(":")
+    target = _imported(name, module_name, trusted, told, f"cannot import the machine {path!r}")
     try:
-        target: Any = importlib.import_module(module_name)
         for part in attribute.split("."):
             target = getattr(target, part)
-    except (ImportError, AttributeError) as exc:
+    except AttributeError as exc:
         raise ReplayError(name, f"cannot import the machine {path!r}: {exc}") from exc
+    if not callable(target):
+        raise ReplayError(name, f"the machine {path!r} is not a machine factory (a class or "
+                                f"function that builds one), but a {type(target).__name__}")
     return target

@@ -177,6 +177,8 @@ class ScriptedChoices(RecordingChoices):
         self.planned = sorted((actions or {}).items())
         self.cursor = 0
         self.source: int | None = 0  # the scheduled step whose draws this step takes
+        self.used: set[tuple[int, str, int]] = set()  # the script's entries some draw took
+        self.skipped: list[tuple[int, str]] = []  # scheduled actions passed over, not done
 
     def at_step(self, step: int) -> None:
         super().at_step(step)
@@ -195,10 +197,14 @@ class ScriptedChoices(RecordingChoices):
                 index = coarse.index(wanted.partition(" | ")[0])
             else:
                 continue
+            self.skipped += self.planned[self.cursor:position]
             self.cursor, self.source = position + 1, step
             break
         else:
+            self.skipped += self.planned[self.cursor:]
             self.cursor, self.source, index = len(self.planned), None, 0
+        if self.source is not None:  # the label chose the action: its draw is taken as read
+            self.used.add((self.source, BRANCH, self._counts.get(BRANCH, 0)))
         self._record(BRANCH, (index + 0.5) / len(labels))
         self.actions[self.step] = labels[index]
         return index
@@ -209,13 +215,25 @@ class ScriptedChoices(RecordingChoices):
         u = None if self.source is None else self.script.get((self.source, tag, n))
         if u is None:
             u = default(tag)
-        elif tag == VALUE:
-            u = min(max(u, 0.0), _BELOW_ONE)  # a value is always below one
+        else:
+            self.used.add((self.source, tag, n))  # type: ignore[arg-type]
+            if tag == VALUE:
+                u = min(max(u, 0.0), _BELOW_ONE)  # a value is always below one
         self.recorded.append(Choice(self.step, tag, n, u))
         return u
 
     def branch(self, n: int) -> int:
         return min(int(self._draw(BRANCH) * n), n - 1)
+
+    def departures(self) -> list[str]:
+        """Says where the run did not do what the schedule says (a replay file that was
+        edited, or no longer fits its machine): each scheduled action it passed over, and
+        each recorded choice no draw took, in order."""
+        said = [f"step {step}'s action {label!r} was never possible"
+                for step, label in self.skipped]
+        said += [f"the choice [{step}, {tag!r}, {n}] was never drawn"
+                 for step, tag, n in sorted(set(self.script) - self.used)]
+        return said
 
 
 def labels_of(actions: Sequence[Any], label: Callable[[Any], str]) -> list[str]:

@@ -1,0 +1,96 @@
+"""A replay file is evidence: one edited to name another machine or module, to relabel its
+actions or to hold a choice no run can draw is refused (exit 2, the reason), never turned
+into a verdict; and a module it names is imported only when it is the user's, and said."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hostile import ROOT, Case
+from planted import PLANTED
+
+from harness import FuzzOptions, fuzz
+from harness.engines.replay import user_module
+
+PLANTED_YAML = ROOT / "tests" / "simulation" / "workflows" / "planted.yaml"
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The replay file of the key-per-attempt bug, as the fuzzer saved it."""
+    machine, _ = PLANTED["key_per_attempt"]
+    report = fuzz(PLANTED_YAML, FuzzOptions(runs=500, replay_dir=tmp_path_factory.mktemp("r")),
+                  machine=machine)
+    path = report.failures[0].replay_file
+    assert path is not None
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def _edited(data: dict[str, Any], edit: Callable[[dict[str, Any]], None]) -> str:
+    copy = json.loads(json.dumps(data))
+    edit(copy)
+    return json.dumps(copy)
+
+
+def _relabel(data: dict[str, Any]) -> None:
+    step = sorted(data["actions"], key=int)[1]
+    data["actions"][step] = "start x9"
+
+
+def _impossible(data: dict[str, Any]) -> None:
+    data["choices"].append([1, "b", 10**30, 0.5])
+
+
+EDITS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
+    ("another machine", lambda d: d.update(machine="os:system"),
+     "names the module 'os', which is not under the working folder or PYTHONPATH"),
+    ("a library import", lambda d: d.update(imports=["subprocess"]),
+     "names the module 'subprocess'"),
+    ("a relabelled action", _relabel,
+     "the schedule cannot be carried out as recorded: step "),
+    ("an impossible choice", _impossible,
+     "the schedule cannot be carried out as recorded: the choice [1, 'b', "
+     "1000000000000000000000000000000] was never drawn"),
+    ("a choice out of range", lambda d: d["choices"].append([1, "b", 0, 1e30]),
+     "choices["),
+]
+
+
+@pytest.mark.parametrize(("edit", "line"), [(e, line) for _, e, line in EDITS],
+                         ids=[name for name, _, _ in EDITS])
+def test_an_edited_replay_file_is_refused_not_judged(
+        edit: Callable[[dict[str, Any]], None], line: str, recorded: dict[str, Any],
+        hostile: Callable[[Case], Any]) -> None:
+    """Each used to print "no longer fails ... held" and exit 0."""
+    hostile(Case("edited", ("replay", "r.json"), 2, line,
+                 files={"r.json": _edited(recorded, edit)}))
+
+
+def test_the_untouched_file_reproduces_and_says_what_it_imported(
+        recorded: dict[str, Any], hostile: Callable[[Case], Any]) -> None:
+    result = hostile(Case("as saved", ("replay", "r.json"), 1, "reproduced no_duplicate_effect",
+                          files={"r.json": json.dumps(recorded)}))
+    assert "fsmharness: imported planted, which the replay file names" in result.stderr
+
+
+def test_a_module_named_on_the_command_line_is_trusted(recorded: dict[str, Any],
+                                                       hostile: Callable[[Case], Any]) -> None:
+    """The rule refuses what the user did not name; naming it with --import is consent."""
+    hostile(Case("trusted", ("replay", "r.json", "--import", "json"), 1, "reproduced",
+                 files={"r.json": _edited(recorded, lambda d: d.update(imports=["json"]))}))
+
+
+def test_the_rule_reads_where_a_module_lives(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "mine.py").write_text("x = 1\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert user_module("mine") and user_module("harness.sim") and user_module("scenarios")
+    assert not user_module("os") and not user_module("json.decoder")
+    assert not user_module("sys")  # built in
+    assert not user_module("pytest")  # an installed package
