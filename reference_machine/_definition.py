@@ -23,7 +23,7 @@ from reference_machine._expr import ExpressionSyntaxError, compile_expression
 from reference_machine._findings import Finding, Severity, did_you_mean
 from reference_machine._functions import registered_functions
 from reference_machine._records import BUILTIN_EVENTS, TRANSITION_EVENTS
-from reference_machine._schema import compile_fast_check
+from reference_machine._schema import compile_fast_check, generation_problem
 from reference_machine._secrets import is_reference
 from reference_machine._spec import (
     ActionSpec,
@@ -440,6 +440,9 @@ class _Builder:
         if problem is not None:
             self.error("bad-schema", location, problem)
             return None
+        costly = generation_problem(schema)
+        if costly is not None:
+            self.error("costly-schema", f"{location}.{costly[0]}", costly[1])
         # an empty registry: no reference is ever fetched, so checking a payload does no I/O
         return _json_schema_check(validator_class(schema, registry=referencing.Registry()),
                                   secrets)

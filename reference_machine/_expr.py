@@ -5,6 +5,14 @@ An expression reads `context` and `event` (`event.payload`, `event.source`, `eve
 arithmetic, conditional expressions, key access (`context.order.amount` or `context["order"]`)
 and the functions `len`, `abs`, `min`, `max`, `round`. Nothing is ever passed to `eval`: each
 node becomes a small Python closure once, at load time.
+
+What an expression builds is bounded, so that no guard or action exhausts memory or time: a
+repetition (`"x" * n`, `[a] * n`) makes at most `_SIZE_MAX` items and characters, counted all
+the way down (`[["x" * 9999] * 9999] * 9999` is refused at its second repetition); a list or a
+concatenation at most `_BUILT_MAX`, nested at most `_DEPTH_MAX` deep; an integer product at most
+`_DIGITS_MAX` digits. Past a bound evaluation raises `GuardError` (a reject); a part of an
+expression that reads neither context nor event is evaluated once at load time, so a bound it
+breaks is a load error.
 """
 
 from __future__ import annotations
@@ -48,6 +56,14 @@ _COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
 }
 _LENGTH_MAX = 1_000  # longer guards are not guards; and deep nesting would exhaust the stack
 _SIZE_MAX = 10_000  # caps `"x" * n` so an expression cannot exhaust memory
+_BUILT_MAX = 100_000  # items and characters in a list or concatenation an expression builds
+_DEPTH_MAX = 50  # how deep what an expression builds may nest (a context read back by JSON)
+_DIGITS_MAX = 1_000  # digits of an integer product (squaring each step grows without end)
+_BITS_MAX = int(_DIGITS_MAX * 3.33)  # bit_length() is the cheap measure of those digits
+
+
+class _TooLarge(GuardError):
+    """What an expression would build is over one of its bounds."""
 
 
 class ExpressionSyntaxError(ValueError):
@@ -68,7 +84,9 @@ def compile_expression(text: str) -> Compiled:
     indent = len(text) - len(text.lstrip())
     try:
         tree = ast.parse(text.strip(), mode="eval")
-        return _compile(tree.body)
+        compiled = _compile(tree.body)
+        _fold_constants(tree.body)
+        return compiled
     except RecursionError as exc:
         raise ExpressionSyntaxError("expression is nested too deeply") from exc
     except ExpressionSyntaxError as exc:
@@ -149,6 +167,8 @@ def _compile(node: ast.AST) -> Compiled:
         left, right = _compile(node.left), _compile(node.right)
         if isinstance(node.op, ast.Mult):
             return lambda c, e: _multiply(left(c, e), right(c, e))
+        if isinstance(node.op, ast.Add):
+            return lambda c, e: _add(left(c, e), right(c, e))
         return lambda c, e: op(left(c, e), right(c, e))
     if isinstance(node, ast.Compare):
         first = _compile(node.left)
@@ -166,7 +186,7 @@ def _compile(node: ast.AST) -> Compiled:
     if isinstance(node, ast.List | ast.Tuple | ast.Set):
         # always a list: what an action stores must come back from JSON unchanged
         items = tuple(_compile(item) for item in node.elts)
-        return lambda c, e: [item(c, e) for item in items]
+        return lambda c, e: _built([item(c, e) for item in items])
     if isinstance(node, ast.Call):
         if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCTIONS:
             allowed = ", ".join(sorted(_FUNCTIONS))
@@ -198,7 +218,78 @@ def _modulo(left: Any, right: Any) -> Any:
 def _multiply(left: Any, right: Any) -> Any:
     sequence, count = (left, right) if isinstance(left, str | tuple | list) else (right, left)
     if isinstance(sequence, str | tuple | list) and isinstance(count, int):
-        size = len(sequence) * count
-        if size > _SIZE_MAX:
-            raise GuardError(f"repetition to {size} items is over the limit of {_SIZE_MAX}")
+        if count > 0:  # what is repeated counts all the way down: [["x" * 9999] * 9999]
+            each = len(sequence) if isinstance(sequence, str) else _size(
+                sequence, _SIZE_MAX // count + 1)
+            if each * count > _SIZE_MAX:
+                raise _TooLarge(f"repetition to {each * count:,} items is over the limit of "
+                                f"{_SIZE_MAX}")
+    elif type(left) is int and type(right) is int and (
+            left.bit_length() + right.bit_length() > _BITS_MAX):
+        raise _TooLarge(f"a product of more than {_DIGITS_MAX:,} digits is over the limit")
     return left * right
+
+
+def _add(left: Any, right: Any) -> Any:
+    if isinstance(left, str) and isinstance(right, str):
+        if len(left) + len(right) > _BUILT_MAX:
+            raise _TooLarge(f"joining text to {len(left) + len(right):,} characters is over "
+                            f"the limit of {_BUILT_MAX:,}")
+    elif isinstance(left, list) and isinstance(right, list):
+        return _built(left + right)
+    return left + right
+
+
+def _built(value: list[Any]) -> list[Any]:
+    """Gives a list an expression built, once it is known to be within `_BUILT_MAX` items and
+    characters and `_DEPTH_MAX` levels (its parts may be shared: each use counts)."""
+    if any(type(item) is list or type(item) is dict for item in value):
+        size = _size(value, _BUILT_MAX)
+        if size > _BUILT_MAX:
+            raise _TooLarge(f"a list of more than {_BUILT_MAX:,} items and characters in all "
+                            "is over the limit")
+    elif len(value) > _BUILT_MAX:
+        raise _TooLarge(f"a list of {len(value):,} items is over the limit of {_BUILT_MAX:,}")
+    return value
+
+
+def _size(value: Any, limit: int) -> int:
+    """Gives the items and characters in `value`, counting stopped once past `limit`; raises
+    `_TooLarge` when it nests more than `_DEPTH_MAX` levels deep."""
+    total = 0
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        kind = type(item)
+        if kind is str:
+            total += len(item) or 1
+        elif kind is list or kind is tuple or kind is dict:
+            if depth >= _DEPTH_MAX:
+                raise _TooLarge(f"a value nested more than {_DEPTH_MAX} levels deep is over "
+                                "the limit")
+            total += 1
+            stack.extend((child, depth + 1) for child in item)  # a mapping's keys
+            if kind is dict:
+                stack.extend((child, depth + 1) for child in item.values())
+        else:
+            total += 1
+        if total > limit:
+            break
+    return total
+
+
+def _fold_constants(node: ast.AST) -> None:
+    """Evaluates once each largest part of an expression that reads neither context nor event,
+    so that a bound it breaks is found at load time; other failures are left to evaluation."""
+    if not any(isinstance(inner, ast.Name) for inner in ast.walk(node)):
+        if isinstance(node, ast.Constant):
+            return
+        try:
+            _compile(node)({}, None)
+        except _TooLarge as exc:
+            raise _fail(node, str(exc)) from exc
+        except Exception:  # 1 / 0 and the like: a reject when evaluated, as it always was
+            pass
+        return
+    for child in ast.iter_child_nodes(node):
+        _fold_constants(child)

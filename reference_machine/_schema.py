@@ -14,7 +14,19 @@ import operator
 from collections.abc import Callable, Mapping, Sized
 from typing import Any
 
-__all__ = ["compile_fast_check"]
+__all__ = ["GENERATED_LENGTH_MAX", "GENERATED_SIZE_MAX", "compile_fast_check",
+           "generation_problem"]
+
+#: The longest string (characters) and the longest array (items) a simulator generates for a
+#: schema: a `minLength` or `minItems` over it is refused when the definition is loaded.
+GENERATED_LENGTH_MAX = 10_000
+#: The most items and characters one generated value may hold in all, nested arrays
+#: multiplying: an array of 1,000 strings of at least 1,000 characters is refused.
+GENERATED_SIZE_MAX = 100_000
+#: Keywords whose values are data, not schemas: a "minLength" inside an enum is a value.
+_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
+#: Keywords whose schemas describe the items of an array, which its minItems multiplies.
+_ITEM_KEYWORDS = frozenset({"items", "prefixItems", "contains", "additionalItems"})
 
 Check = Callable[[Any], bool]
 
@@ -182,3 +194,41 @@ def _object(schema: dict[str, Any]) -> Check:
         return True
 
     return check
+
+
+def generation_problem(schema: object) -> tuple[str, str] | None:
+    """Gives where (`properties.s.minLength`) and why a schema asks for values larger than a
+    simulator generates (`GENERATED_LENGTH_MAX`, `GENERATED_SIZE_MAX`), or None when it does not.
+
+    Only what the schema forces counts: a `minLength` or `minItems`, multiplied by the
+    `minItems` of every array around it. A large `maxLength` or `maxItems` is no problem."""
+    stack: list[tuple[object, str, int]] = [(schema, "", 1)]
+    while stack:
+        node, where, times = stack.pop()
+        if isinstance(node, list):
+            stack.extend((item, f"{where}[{index}]", times) for index, item in enumerate(node))
+            continue
+        if not isinstance(node, dict):
+            continue
+        for keyword, unit in (("minLength", "characters a generated string"),
+                              ("minItems", "items a generated array")):
+            least = node.get(keyword)
+            if isinstance(least, bool) or not isinstance(least, int | float):
+                continue
+            at = f"{where}.{keyword}" if where else keyword
+            if least > GENERATED_LENGTH_MAX:
+                return at, (f"{keyword} {least:,} is over the {GENERATED_LENGTH_MAX:,} {unit} "
+                            "may have")
+            if least * times > GENERATED_SIZE_MAX:
+                return at, (f"{keyword} {least:,} within arrays of at least {times:,} items "
+                            f"makes values of {int(least * times):,} items and characters, over "
+                            f"the {GENERATED_SIZE_MAX:,} a generated value may hold")
+        least_items = node.get("minItems")
+        inner = times * max(1, int(least_items)) if isinstance(least_items, int | float) and (
+            not isinstance(least_items, bool)) else times
+        for key, value in node.items():
+            if key in _DATA_KEYWORDS or not isinstance(value, dict | list):
+                continue
+            path = f"{where}.{key}" if where else str(key)
+            stack.append((value, path, inner if key in _ITEM_KEYWORDS else times))
+    return None

@@ -19,6 +19,8 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
+from reference_machine._schema import GENERATED_LENGTH_MAX, GENERATED_SIZE_MAX
+
 __all__ = ["PayloadGenerator", "schema_of"]
 
 Gen = Callable[[random.Random], Any]
@@ -43,6 +45,9 @@ _ANNOTATIONS = frozenset((
 _TIGHTER = {"minimum": max, "exclusiveMinimum": max, "minLength": max, "minItems": max,
             "maximum": min, "exclusiveMaximum": min, "maxLength": min, "maxItems": min}
 _OPTIONAL_P, _POOL_SIZE = 0.7, 16
+# an array draws at most this many items past its minItems, whatever its maxItems: a step's
+# payload stays cheap to make when maxItems only means "no real limit"
+_ITEMS_SPAN_MAX = 100
 _FORMATS = {"email": "email", "idn-email": "email", "uri": "url", "url": "url", "iri": "url",
             "date-time": "date-time", "date": "date", "uuid": "uuid"}
 _TEXT_WORDS = ("text", "message", "note", "body", "reason", "summary", "description", "comment")
@@ -114,6 +119,7 @@ class _Node(NamedTuple):
     breaks: tuple[Break, ...]
     dicts: Gen | None = None  # a maker of the objects it accepts, if it accepts objects
     required: tuple[str, ...] = ()  # the keys all those objects have
+    size: int = 1  # at most how many items and characters a value it makes holds
 
 
 class _Compiler:
@@ -177,32 +183,36 @@ class _Compiler:
             if not nodes:
                 raise errors[0] if errors else _Unsatisfiable(f"empty anyOf at {where}")
             kinds = frozenset().union(*(n.kinds for n in nodes))
+            size = max(n.size for n in nodes)
             breaks, objects = _kind_breaks(kinds), [n for n in nodes if "object" in n.kinds]
             if not objects or not all(n.dicts for n in objects):
-                return _Node(_pick([n.gen for n in nodes]), kinds, tuple(breaks))
+                return _Node(_pick([n.gen for n in nodes]), kinds, tuple(breaks), size=size)
             # a key every branch requires: an object without it is refused by all of them
             dicts = _pick([n.dicts for n in objects if n.dicts])
             common = tuple(k for k in objects[0].required if all(k in n.required for n in objects))
             breaks += [("missing_field", _edit(dicts, key), True) for key in common]
-            return _Node(_pick([n.gen for n in nodes]), kinds, tuple(breaks), dicts, common)
+            return _Node(_pick([n.gen for n in nodes]), kinds, tuple(breaks), dicts, common,
+                         size)
         types, kinds = _types(s.get("type")), _ANY_KIND
         if types:
             kinds = frozenset(types) | ({"integer"} if "number" in types else set())
         types = types or ["object"]
         parts = [self._typed(s, kind, name, where) for kind in types]
-        breaks = [b for _, part_breaks in parts for b in part_breaks] + _kind_breaks(kinds)
+        breaks = [b for _, part_breaks, _ in parts for b in part_breaks] + _kind_breaks(kinds)
         objects_made = parts[types.index("object")][0] if "object" in types else None
-        return _Node(_pick([gen for gen, _ in parts]), kinds, tuple(breaks), objects_made,
-                     tuple(s.get("required", ())))
+        return _Node(_pick([gen for gen, _, _ in parts]), kinds, tuple(breaks), objects_made,
+                     tuple(s.get("required", ())), max(size for _, _, size in parts))
 
     def _typed(self, s: dict[str, Any], kind: str, name: str, where: str
-               ) -> tuple[Gen, list[Break]]:
+               ) -> tuple[Gen, list[Break], int]:
+        """Gives the maker of a kind's values, the ways to break them and their largest size."""
         if kind in ("integer", "number"):
-            return _number(s, kind == "integer", where)
+            return (*_number(s, kind == "integer", where), 1)
         if kind in ("string", "array", "object"):
-            return getattr(self, f"_{kind}")(s, name, where)
+            made: tuple[Gen, list[Break], int] = getattr(self, f"_{kind}")(s, name, where)
+            return made
         if kind in ("null", "boolean"):
-            return (lambda rng: None if kind == "null" else rng.random() < 0.5), []
+            return (lambda rng: None if kind == "null" else rng.random() < 0.5), [], 1
         raise ValueError(f"unknown type {kind!r} in the schema at {where}")
 
     def pool(self, kind: str) -> tuple[str, ...]:
@@ -215,19 +225,22 @@ class _Compiler:
             self.pools[kind] = tuple(v for v in made if v.isascii()) or ("value",)
         return self.pools[kind]
 
-    def _string(self, s: dict[str, Any], name: str, where: str) -> tuple[Gen, list[Break]]:
+    def _string(self, s: dict[str, Any], name: str, where: str) -> tuple[Gen, list[Break], int]:
         low, high = s.get("minLength", 0), s.get("maxLength")
         if high is not None and low > high:
             raise _Unsatisfiable(f"minLength {low} > maxLength {high} at {where}")
+        if low > GENERATED_LENGTH_MAX:
+            raise ValueError(f"minLength {low:,} at {where} is over the "
+                             f"{GENERATED_LENGTH_MAX:,} characters a generated string may have")
         pool = [_fit(v, low, high) for v in self.pool(_pool_kind(name, s.get("format")))]
         if "pattern" in s:
             pool = self._matching(s["pattern"], pool, low, high, where)
         breaks: list[Break] = []
         if low > 0:
             breaks.append(("out_of_range", lambda rng: "x" * (low - 1), False))
-        if high is not None:
+        if high is not None and high < GENERATED_LENGTH_MAX:  # longer is too costly to make
             breaks.append(("out_of_range", lambda rng: "x" * (high + 1), False))
-        return _choice(pool), breaks
+        return _choice(pool), breaks, max(1, *(len(v) for v in pool))
 
     def _matching(self, pattern: str, pool: list[str], low: int, high: int | None, where: str
                   ) -> list[str]:
@@ -249,15 +262,24 @@ class _Compiler:
                              f"(minLength {low}, maxLength {high}) at {where}")
         return [v for v in found if v in pool] or found[:_POOL_SIZE]
 
-    def _array(self, s: dict[str, Any], name: str, where: str) -> tuple[Gen, list[Break]]:
+    def _array(self, s: dict[str, Any], name: str, where: str) -> tuple[Gen, list[Break], int]:
         low = s.get("minItems", 0)
         high = 0 if s.get("items") is False else s.get("maxItems", low + 3)
         if low > high:
             raise _Unsatisfiable(f"no array at {where} has between {low} and {high} items")
+        if low > GENERATED_LENGTH_MAX:
+            raise ValueError(f"minItems {low:,} at {where} is over the "
+                             f"{GENERATED_LENGTH_MAX:,} items a generated array may have")
         if high == 0:
-            return (lambda rng: []), [("out_of_range", lambda rng: [None], False)]
+            return (lambda rng: []), [("out_of_range", lambda rng: [None], False)], 1
         item = self.node(s.get("items", True), name, f"{where}/items")
-        each, span = item.gen, high - low + 1
+        if 1 + low * item.size > GENERATED_SIZE_MAX:
+            raise ValueError(f"minItems {low:,} at {where} of items of up to {item.size:,} "
+                             f"items and characters is over the {GENERATED_SIZE_MAX:,} a "
+                             "generated value may hold")
+        # the most items drawn: within the span, and within the size a value may hold
+        top = max(low, min(high, low + _ITEMS_SPAN_MAX, (GENERATED_SIZE_MAX - 1) // item.size))
+        each, span = item.gen, top - low + 1
 
         def gen(rng: random.Random, least: int = 0) -> list[Any]:
             return [each(rng) for _ in range(max(least, low + int(rng.random() * span)))]
@@ -272,11 +294,11 @@ class _Compiler:
         breaks: list[Break] = [(how, one_broken(make), False) for how, make, _ in item.breaks]
         if low > 0:
             breaks.append(("out_of_range", lambda rng: gen(rng)[: low - 1], False))
-        if "maxItems" in s:
+        if "maxItems" in s and 1 + (high + 1) * item.size <= GENERATED_SIZE_MAX:
             breaks.append(("out_of_range", lambda rng: gen(rng, high + 1), False))
-        return gen, breaks
+        return gen, breaks, 1 + top * item.size
 
-    def _object(self, s: dict[str, Any], name: str, where: str) -> tuple[Gen, list[Break]]:
+    def _object(self, s: dict[str, Any], name: str, where: str) -> tuple[Gen, list[Break], int]:
         properties, required = s.get("properties", {}), list(s.get("required", ()))
         extra = s.get("additionalProperties", True)
         nodes = {key: self.node(sub, key, f"{where}/properties/{key}")
@@ -288,8 +310,14 @@ class _Compiler:
         fields = tuple((key, node.gen, key in required) for key, node in nodes.items())
         words = self.pool("word")
         free = not properties and extra is not False  # a free-form object gets a few entries
-        value = self.node(extra if isinstance(extra, Mapping) else {"type": "string"}, "",
-                          f"{where}/additionalProperties").gen
+        value_node = self.node(extra if isinstance(extra, Mapping) else {"type": "string"}, "",
+                               f"{where}/additionalProperties")
+        value = value_node.gen
+        size = 1 + sum(1 + node.size for node in nodes.values()) + (
+            3 * (1 + value_node.size) if free else 0)
+        if size > GENERATED_SIZE_MAX:
+            raise ValueError(f"the objects at {where} hold up to {size:,} items and characters, "
+                             f"over the {GENERATED_SIZE_MAX:,} a generated value may hold")
 
         def gen(rng: random.Random) -> dict[str, Any]:
             out = {words[int(rng.random() * len(words))]: value(rng)
@@ -305,7 +333,7 @@ class _Compiler:
         if extra is False:
             key = next(k for k in ("comment", "debug", "extra", "x_extra") if k not in properties)
             breaks.append(("extra_field", _edit(gen, key, value), True))
-        return gen, breaks
+        return gen, breaks, size
 
 
 def _edit(base: Gen, key: str, make: Gen | None = None) -> Gen:
@@ -358,18 +386,22 @@ def _enum(s: dict[str, Any], where: str) -> _Node:
             return json.loads(json.dumps(shared(rng)))
 
     kinds = frozenset(k for v in values for k in _kinds_of(v))
+    size = max(len(json.dumps(v, default=str)) for v in values)
     # an enum value in capitals is a realistic slip; numbers are missed by a larger number
     numbers = [v for v in values if _kinds_of(v)[-1] == "number"]
     outside = [v.upper() for v in values if isinstance(v, str)]
     outside += [max(numbers) + 1] if numbers else ["unknown"]
     missed = [v for v in outside if v not in values]
     breaks = [("not_in_enum", _choice(missed), False)] if missed else []
-    return _Node(gen, kinds, tuple(breaks + _kind_breaks(kinds)))
+    return _Node(gen, kinds, tuple(breaks + _kind_breaks(kinds)), size=size)
 
 
 def _number(s: dict[str, Any], integer: bool, where: str) -> tuple[Gen, list[Break]]:
     low, low_open = _bound(s, "minimum", "exclusiveMinimum", max)
     high, high_open = _bound(s, "maximum", "exclusiveMaximum", min)
+    for bound in (low, high):
+        if isinstance(bound, float) and not math.isfinite(bound):
+            raise ValueError(f"the bound {bound} at {where} is not a finite number")
     if integer:  # integer bounds can be closed
         low = None if low is None else math.floor(low) + 1 if low_open else math.ceil(low)
         high = None if high is None else math.ceil(high) - 1 if high_open else math.floor(high)
@@ -488,11 +520,17 @@ def _faker() -> Any:
     return faker.Faker("en_US")
 
 
-def _sample(items: Any, rng: random.Random) -> str | None:
-    """Gives a string that may match the parsed regex (callers check), or None."""
+def _sample(items: Any, rng: random.Random, budget: list[int] | None = None) -> str | None:
+    """Gives a string that may match the parsed regex (callers check), or None; None too when
+    it would be longer than a generated string may be (`x{1000000000}`, nested repeats)."""
+    left = [GENERATED_LENGTH_MAX] if budget is None else budget  # characters still allowed
     out = []
     for op, arg in items:
         kind = str(op)
+        if kind in ("LITERAL", "IN", "ANY"):
+            left[0] -= 1
+            if left[0] < 0:
+                return None
         if kind == "LITERAL":
             out.append(chr(arg))
         elif kind == "IN":
@@ -500,10 +538,20 @@ def _sample(items: Any, rng: random.Random) -> str | None:
             out.append(chr(char) if str(char_op) == "LITERAL" else chr(rng.randint(*char))
                        if str(char_op) == "RANGE" else rng.choice(_CLASSES.get(str(char), "a")))
         elif kind in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
-            out += [_sample(arg[2], rng) or "" for _ in range(rng.randint(arg[0], arg[0] + 3))
-                    ][: arg[1]]
+            if arg[0] > left[0]:
+                left[0] = -1
+                return None
+            parts = []
+            for _ in range(rng.randint(arg[0], arg[0] + 3)):
+                parts.append(_sample(arg[2], rng, left) or "")
+                if left[0] < 0:
+                    return None
+            out += parts[: arg[1]]
         elif kind in ("SUBPATTERN", "ATOMIC_GROUP", "BRANCH"):
-            out.append(_sample(arg[-1] if kind != "BRANCH" else rng.choice(arg[1]), rng) or "")
+            out.append(_sample(arg[-1] if kind != "BRANCH" else rng.choice(arg[1]), rng, left)
+                       or "")
+            if left[0] < 0:
+                return None
         elif kind == "ANY":
             out.append("a")
         elif kind not in ("AT", "ASSERT", "ASSERT_NOT"):  # assertions are left to the check

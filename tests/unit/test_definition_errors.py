@@ -26,7 +26,7 @@ from reference_machine import (
     lint,
     load_definition,
 )
-from reference_machine._expr import compile_expression
+from reference_machine._expr import ExpressionSyntaxError, compile_expression
 
 
 def _with_approval(data: dict[str, Any]) -> dict[str, Any]:
@@ -1149,10 +1149,13 @@ def test_repeatable_tool_may_retry_timeouts() -> None:
 
 
 def test_chained_string_repetition_is_capped() -> None:
-    """Chained repetition should hit the same size cap as a single large repetition."""
-    guard = compile_expression('"a" * 10000 * 100')
+    """Chained repetition should hit the same size cap as a single large repetition: at load
+    time when it reads no context, else when evaluated."""
+    with pytest.raises(ExpressionSyntaxError, match=r"over the limit"):
+        compile_expression('"a" * 10000 * 100')
+    guard = compile_expression('context.a * 10000 * 100')
     with pytest.raises(GuardError, match=r"over the limit"):
-        guard({}, None)
+        guard({"a": "a"}, None)
 
 
 def test_default_retry_of_non_idempotent_tool_is_not_blind() -> None:
