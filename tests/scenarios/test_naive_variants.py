@@ -3,10 +3,11 @@ its replay file reproduces it."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from matrix import SCENARIOS
-from running import cli
+from running import ROOT, cli
 
 NAIVE = {"code_agent_pr_twice": ("no_duplicate_effect", "forge.open_pull_request took effect "
                                                          "twice"),
@@ -18,18 +19,27 @@ def test_the_sound_scenarios_hold_and_the_naive_ones_break(tmp_path: Path) -> No
     sound = cli("fuzz", "scenarios/", "--runs", "100", "--no-report")
     assert sound.returncode == 0, sound.stdout + sound.stderr
     assert sound.stdout.count("held  scenarios/") == 6
-    # the calendar's invariant is a user's: imported, as a user would
-    naive = cli("fuzz", "scenarios/naive/", "--runs", "500", "--report", str(tmp_path),
-                "--import", "scenarios.calendar_world")
+
+
+def test_the_readmes_command_catches_every_naive_variant(tmp_path: Path) -> None:
+    """Exactly the command the README gives, at its defaults (200 runs, reports in
+    `reports/`), run in a copy of the project's scenarios; the calendar's invariant is a
+    user's, imported as a user would."""
+    command = "fsmharness fuzz scenarios/naive/ --import scenarios.calendar_world"
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"`{command}`" in readme
+    shutil.copytree(SCENARIOS, tmp_path / "scenarios")
+    naive = cli(*command.split()[1:], cwd=tmp_path)
     assert naive.returncode == 1, naive.stdout + naive.stderr
     for name, (rule, says) in NAIVE.items():
         assert f"FAIL  scenarios/naive/{name}.yaml: " in naive.stdout
         assert f"violated {rule} " in naive.stdout and says in naive.stdout
     assert naive.stdout.count("shrunk to ") == len(NAIVE)
-    replays = sorted((tmp_path / "replays").glob("*.json"))
+    replays = sorted((tmp_path / "reports" / "replays").glob("*.json"))
     assert len(replays) == len(NAIVE)
     for replay_file in replays:
-        again = cli("replay", str(replay_file), "--import", "scenarios.calendar_world")
+        again = cli("replay", str(replay_file), "--import", "scenarios.calendar_world",
+                    cwd=tmp_path)
         assert again.returncode == 1 and "reproduced no_" in again.stdout
     assert sorted(p.stem for p in (SCENARIOS / "naive").glob("*.yaml")) == sorted(NAIVE)
 
