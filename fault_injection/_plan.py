@@ -41,7 +41,7 @@ from fault_injection._catalogue import (
 from fault_injection.errors import FaultPlanError
 from reference_machine import CRASH_POINTS, WorkflowDefinition
 from reference_machine._findings import did_you_mean
-from reference_machine._load import _parse_json, _parse_yaml
+from reference_machine._load import DEFINITION_BYTES_MAX, read_document
 from reference_machine._spec import DurationMs
 from reference_machine.errors import DefinitionSyntaxError
 
@@ -432,14 +432,12 @@ def _read(path: Path) -> tuple[Any, dict[str, int], str]:
     name = str(path)
     if path.suffix not in (".yaml", ".yml", ".json"):
         raise FaultPlanError("", "expected a .yaml, .yml or .json file", name)
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # the definitions' bounded reader: size, nesting, digits, NULs are its to refuse
+        data, lines = read_document(path, what="a fault plan", bytes_max=DEFINITION_BYTES_MAX)
     except FileNotFoundError as exc:
         raise FaultPlanError("", "file not found", name) from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise FaultPlanError("", f"cannot read: {exc}", name) from exc
-    try:
-        data, lines = _parse_json(text, name) if path.suffix == ".json" else _parse_yaml(text, name)
+    except OSError as exc:
+        raise FaultPlanError("", f"cannot read: {exc.strerror or exc}", name) from exc
     except DefinitionSyntaxError as exc:
         finding = exc.findings[0]
         message = finding.message

@@ -125,7 +125,7 @@ CASES = [
          "an integer of 5,000 digits",
          {"good.yaml": DEFINITION, "plan.json": '{"swarm": ' + "1" * 5000 + "}"}),
     Case("plan: over the size bound", ("run", GOOD, "--plan", "{tmp}/plan.yaml"), 2,
-         "plan.yaml: 1.1 MB is over the 500 kB a YAML file may be",
+         "plan.yaml: 1.1 MB is over the 500 kB a fault plan may be",
          {"good.yaml": DEFINITION, "plan.yaml": "faults: {}\n" + "#" * 1_100_000 + "\n"}),
     Case("replay: 1,000 deep", ("replay", "{tmp}/r.json"), 2,
          f"r.json: nested more than {NESTING_MAX} levels deep",
