@@ -291,3 +291,28 @@ class TestReportsAndReplays:
         texts["replay"] = json.dumps({k: v for k, v in saved.items() if k != "options"})
         for name, text in texts.items():
             assert not [token for token in tokens if token in text], name
+
+
+LEAKY = '''
+from harness import invariant
+
+
+@invariant("leaky_rule")
+def leaky_rule(definition, history):
+    """A user's rule whose sentence quotes what a tool was handed."""
+    for record in history:
+        if record.kind == "applied":
+            yield f"charged with {record.input}"
+            return
+'''
+
+
+@pytest.mark.parametrize("json_flag", [(), ("--json",)], ids=["text", "json"])
+def test_what_run_prints_of_a_violation_is_redacted(
+        json_flag: tuple[str, ...], hostile: Callable[[Case], Any]) -> None:
+    """A violation's words quote the tool's input, card and all; `run` printed it in clear."""
+    result = hostile(Case("leaky", ("run", "charge.yaml", "--seed", "3", "--import", "leaky",
+                                    *json_flag), 1, "charged with",
+                          {"charge.yaml": CHARGE_YAML, "leaky.py": LEAKY}))
+    assert CARD not in result.stdout + result.stderr
+    assert "[redacted]" in result.stdout
