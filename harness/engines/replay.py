@@ -9,12 +9,15 @@ runs the schedule and tells whether the same rule breaks.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
 import json
 import os
+import site
 import sys
+import sysconfig
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -257,11 +260,22 @@ def _read(name: str) -> dict[str, Any]:
 _OWN = frozenset({"harness", "reference_machine", "fault_injection", "scenarios"})
 
 
+def _library_folders() -> list[Path]:
+    """Gives where the interpreter keeps what is not the user's: the standard library and
+    installed packages."""
+    folders = {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib",
+                                                      "platlib")}
+    with contextlib.suppress(AttributeError):  # a virtualenv's site module may lack these
+        folders.update(site.getsitepackages())
+        folders.add(site.getusersitepackages())
+    return [Path(folder).resolve() for folder in folders if folder]
+
+
 def user_module(module: str) -> bool:
     """Tells whether `module` is one a user could have run a campaign with: fsmharness's own
-    (its bundled scenarios included), or one whose file lies under the working folder or a
-    folder of `PYTHONPATH`; not the standard library's or an installed package's. Found
-    without running the module (a parent package's `__init__` aside)."""
+    (its bundled scenarios included), or one whose file lies outside the standard library
+    and the installed packages (the user's own folders, wherever `sys.path` finds them);
+    found without running the module (a parent package's `__init__` aside)."""
     top = module.partition(".")[0]
     if top in _OWN:
         return True
@@ -272,13 +286,12 @@ def user_module(module: str) -> bool:
     if spec is None:
         return True  # not importable at all: the import says so, with its own words
     places = list(spec.submodule_search_locations or ()) or [spec.origin or ""]
-    roots = [Path.cwd(), *(Path(entry) for entry in os.environ.get("PYTHONPATH", "").split(
-        os.pathsep) if entry)]
+    libraries = _library_folders()
     for place in places:
         if place in ("", "built-in", "frozen"):
             return False
         where = Path(place).resolve()
-        if not any(where.is_relative_to(root.resolve()) for root in roots):
+        if any(where.is_relative_to(folder) for folder in libraries):
             return False
     return True
 
@@ -289,10 +302,10 @@ def _imported(name: str, module: str, trusted: frozenset[str], told: list[str],
     adds to `told` the news of one that was not imported yet; `failed` begins the error when
     the import fails."""
     if module not in trusted and not user_module(module):
-        raise ReplayError(name, f"it names the module {module!r}, which is not under the "
-                                "working folder or PYTHONPATH (a library's or the standard "
-                                "library's); a replay file imports only your own modules: "
-                                f"name it with --import {module} if you mean it")
+        raise ReplayError(name, f"it names the module {module!r}, which is the standard "
+                                "library's or an installed package's; a replay file imports "
+                                f"only your own modules: name it with --import {module} if "
+                                "you mean it")
     new = module not in sys.modules
     try:
         found = importlib.import_module(module)

@@ -48,7 +48,7 @@ def _impossible(data: dict[str, Any]) -> None:
 
 EDITS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("another machine", lambda d: d.update(machine="os:system"),
-     "names the module 'os', which is not under the working folder or PYTHONPATH"),
+     "names the module 'os', which is the standard library's or an installed package's"),
     ("a library import", lambda d: d.update(imports=["subprocess"]),
      "names the module 'subprocess'"),
     ("a relabelled action", _relabel,
@@ -87,8 +87,10 @@ def test_a_module_named_on_the_command_line_is_trusted(recorded: dict[str, Any],
 
 def test_the_rule_reads_where_a_module_lives(tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module of the user's own, wherever `sys.path` finds it (here a folder that is neither
+    the working folder nor on PYTHONPATH, as a script's `sys.path.insert` makes it), is theirs;
+    the standard library and installed packages are not."""
     (tmp_path / "mine.py").write_text("x = 1\n")
-    monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     assert user_module("mine") and user_module("harness.sim") and user_module("scenarios")
     assert not user_module("os") and not user_module("json.decoder")
