@@ -182,7 +182,8 @@ class _Outcome:
     coverage: Coverage
     faults: Counter[str]
     metrics: Metrics
-    overran: bool = False  # the watchdog stopped a step: wall time, not the seed, decided it
+    overran: bool = False  # not the seed's alone (the watchdog's clock, a worker's past): not
+    # run again to shrink or to check it is deterministic
 
 
 class _Campaign:
@@ -210,7 +211,22 @@ class _Campaign:
 
 def _overran(result: SimulationResult) -> bool:
     """Tells whether the watchdog stopped one of the run's steps."""
-    return result.failure is not None and result.failure.error == "Watchdog"
+    failure = result.failure
+    return failure is not None and failure.problem == "hung" and failure.error == "Watchdog"
+
+
+def _unexplained(outcomes: list[_Outcome], died: Died) -> list[_Outcome]:
+    """Gives a batch's outcomes when its worker died but no seed of it dies alone: what runs
+    leave behind in one process (a leak, a count) ended it, and the campaign says so on the
+    batch's first seed (it cannot be shrunk: no one seed does it)."""
+    first = outcomes[0]
+    seeds = f"seeds {first.seed} to {outcomes[-1].seed}"
+    violation = Violation("machine_ok", f"the machine ended its process ({died.how}) in a "
+                                        f"worker running {seeds}, but no one of them does "
+                                        "when run alone: what runs leave behind in one "
+                                        "process (memory, files, a count) ends it")
+    return [replace(first, violations=(violation, *first.violations), overran=True),
+            *outcomes[1:]]
 
 
 def _died(seed: int, died: Died) -> _Outcome:
@@ -314,7 +330,7 @@ def _outcomes(campaign: _Campaign, options: FuzzOptions, deadline: float | None
                 break  # the campaign stops here: the seeds after it would cost for nothing
         return outcomes
 
-    yield from isolation.map_ordered(batch, batches, options.processes, _died)
+    yield from isolation.map_ordered(batch, batches, options.processes, _died, _unexplained)
 
 
 def _failures(campaign: _Campaign, options: FuzzOptions, failing: Iterable[_Outcome],

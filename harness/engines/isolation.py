@@ -16,6 +16,7 @@ import contextlib
 import copyreg
 import multiprocessing
 import os
+import pickle
 import signal
 import sys
 import tracemalloc
@@ -24,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any, TypeVar
 
-from harness.errors import words_of
+from harness.errors import trace_of, words_of
 
 __all__ = ["Died", "available", "call", "map_ordered"]
 
@@ -73,13 +74,12 @@ class _Raised:
 
     def __init__(self, exc: BaseException) -> None:
         self.exc: BaseException
-        try:
-            import pickle
-
-            pickle.dumps(exc)
+        try:  # an exception whose own __init__ takes other arguments pickles, and then does
+            pickle.loads(pickle.dumps(exc))  # not load: try the whole way
             self.exc = exc
-        except Exception:  # an exception that does not pickle comes back as its words
-            self.exc = RuntimeError(f"{type(exc).__name__}: {words_of(exc)}")
+        except Exception:  # one that cannot cross comes back as its words and its traceback
+            self.exc = RuntimeError(f"{type(exc).__name__}: {words_of(exc)}\n"
+                                    f"(raised in a worker process:)\n{trace_of(exc)}")
 
 
 def _flush() -> None:
@@ -118,12 +118,17 @@ class _Running:
         writer.close()  # only the child holds the writing end: its death is an end of file
 
     def result(self) -> Any:
-        """Waits for the child's result; raises `Died` when it ends without one."""
+        """Waits for the child's result; raises `Died` when it ends without one. Interrupted
+        (Ctrl-C, an error here), it ends the child before it lets go."""
         try:
             got = self.reader.recv()
         except (EOFError, OSError):
             self.process.join()
             raise Died(self.process.exitcode) from None
+        except BaseException:
+            self.process.kill()
+            self.process.join()
+            raise
         finally:
             self.reader.close()
         self.process.join()
@@ -181,10 +186,13 @@ class _Worker:
 
 
 def _started() -> None:
-    """Readies a child: its prints to stderr, and no tracing of the parent's memory."""
+    """Readies a child: its prints to stderr, no tracing of the parent's memory, and SIGALRM
+    free for the watchdog (a fork inherits the parent's handler but not its timer)."""
     os.dup2(2, 1)  # the machine's prints go to stderr: stdout is the harness's
     if tracemalloc.is_tracing():  # a measure of the parent's memory (bench) is not the child's
         tracemalloc.stop()
+    with contextlib.suppress(ValueError, OSError, AttributeError):
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
 
 
 def _serve(work: Callable[[Sequence[Any]], list[Any]], tasks: Connection,
@@ -207,11 +215,14 @@ def _serve(work: Callable[[Sequence[Any]], list[Any]], tasks: Connection,
 
 
 def map_ordered(work: Callable[[Sequence[T]], list[R]], batches: Iterable[Sequence[T]],
-                processes: int, alone: Callable[[T, Died], R]) -> Iterator[list[R]]:
+                processes: int, alone: Callable[[T, Died], R],
+                unexplained: Callable[[list[R], Died], list[R]]) -> Iterator[list[R]]:
     """Runs `work(batch)` for each batch in forked worker children, at most `processes` of
     them, and yields the results in the batches' order. A batch whose worker died is run
     again one item at a time, each in a fresh child, to find the item at fault (`alone(item,
-    died)` gives that item's result), and a fresh worker takes the next batches."""
+    died)` gives that item's result), and a fresh worker takes the next batches. When no item
+    dies alone (the death came of what the worker's runs left behind), `unexplained(results,
+    died)` gives the batch's results: the death must not vanish."""
     pending = iter(enumerate(batches))
     idle: list[_Worker] = []
     busy: dict[object, _Worker] = {}
@@ -240,10 +251,16 @@ def map_ordered(work: Callable[[Sequence[T]], list[R]], batches: Iterable[Sequen
                 worker = busy.pop(ready)
                 try:
                     done[worker.index] = worker.take()
-                except Died:
-                    done[worker.index] = [_one(work, item, alone) for item in worker.batch]
+                except Died as died:
                     worker.close()
                     made -= 1  # a fresh one takes its place when there is work
+                    alone_died = [False]
+                    results = [_one(work, item, alone, alone_died) for item in worker.batch]
+                    done[worker.index] = results if alone_died[0] else unexplained(results,
+                                                                                   died)
+                except BaseException:
+                    worker.close()
+                    raise
                 else:
                     idle.append(worker)
             while following in done:
@@ -254,9 +271,11 @@ def map_ordered(work: Callable[[Sequence[T]], list[R]], batches: Iterable[Sequen
             worker.close()
 
 
-def _one(work: Callable[[Sequence[T]], list[R]], item: T, alone: Callable[[T, Died], R]) -> R:
+def _one(work: Callable[[Sequence[T]], list[R]], item: T, alone: Callable[[T, Died], R],
+         died_alone: list[bool]) -> R:
     try:
         (result,) = call(lambda: work([item]))
     except Died as died:
+        died_alone[0] = True
         return alone(item, died)
     return result

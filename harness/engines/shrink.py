@@ -59,6 +59,9 @@ class NotReproduced(HarnessError):
                          "under test is not deterministic (does it read the wall clock, global "
                          "random, or keep state between runs?)")
 
+    def __reduce__(self) -> tuple[type[NotReproduced], tuple[int, str]]:
+        return NotReproduced, (self.seed, self.rule)  # it crosses from a worker process
+
 
 @dataclass(frozen=True, slots=True)
 class Counterexample:

@@ -95,3 +95,104 @@ def test_the_watchdog_bound_is_an_option_of_the_run() -> None:
     assert report.failures[0].counterexample is None  # a loop is not shrunk: each run waits
     with pytest.raises(HarnessError, match="step_timeout_s"):
         SimOptions(step_timeout_s=float("nan"))
+
+
+def test_a_death_no_one_seed_causes_is_not_dropped() -> None:
+    """A worker that dies of what its runs left behind (the tenth build in a process) used to
+    be run again seed by seed, each alone and fine, and the campaign said `held`."""
+    import hostile_machines
+
+    target = hostile_machines.leaks
+    report = fuzz(target.definition, FuzzOptions(runs=60, replay_dir=None), machine=target)
+    assert report.verdict == "violated"
+    message = report.failures[0].violations[0].message
+    assert "exited with code 137" in message and "no one of them does when run alone" in message
+
+
+def test_a_step_timeout_past_the_systems_timer_is_bad_input(hostile: Callable[[Case], Any]
+                                                           ) -> None:
+    """1e10 s overflowed the system's timer, and the OverflowError failed a correct machine."""
+    hostile(Case("huge", ("fuzz", "hostile_machines:prints", "--step-timeout", "1e10"), 2,
+                 "--step-timeout"))
+    with pytest.raises(HarnessError, match="step_timeout_s: expected a number of seconds up"):
+        SimOptions(step_timeout_s=1e10)
+
+
+def test_a_replay_that_loops_is_hung_not_a_mismatch() -> None:
+    import time
+
+    from running import ROOT
+
+    from harness import ReferenceMachine
+    from harness.checks.checkers import check
+    from harness.sim.simulator import Simulator
+    from reference_machine import load_definition
+
+    class SlowReplay(ReferenceMachine):
+        def replay(self, execution_id: str) -> None:
+            time.sleep(2)
+
+    definition = load_definition(ROOT / "scenarios" / "refund_escalation.yaml")
+    result = Simulator(definition, SimOptions(step_timeout_s=0.2), SlowReplay).run(0)
+    rules = {v.rule for v in check(definition, result.history)}
+    assert "replay_matches" not in rules and "machine_ok" in rules
+    assert result.failure is not None and "while replaying" in result.failure.message
+
+
+def test_the_watchdog_leaves_a_timer_of_someone_elses_alone() -> None:
+    """Armed once, it used to take SIGALRM for good: a timeout fixture's timer set later was
+    cancelled, or the process killed by the default handler."""
+    import signal
+
+    from harness.sim.watchdog import Watchdog
+
+    assert Watchdog(1.0).armed
+    previous = signal.signal(signal.SIGALRM, lambda *_: None)  # a fixture's own
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 30)
+        assert not Watchdog(1.0).armed
+        signal.signal(signal.SIGALRM, Watchdog._fire)  # ours again, but their timer runs
+        assert not Watchdog(1.0).armed
+        assert signal.getitimer(signal.ITIMER_REAL)[0] > 29
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_worker_takes_the_watchdog_whatever_its_parent_holds() -> None:
+    """A fork inherits the parent's SIGALRM handler but not its timer: the watchdog used to
+    stand down in every worker of a parent with a handler of its own."""
+    import signal
+
+    import hostile_machines
+
+    previous = signal.signal(signal.SIGALRM, lambda *_: None)
+    try:
+        report = fuzz(hostile_machines.spins.definition, FuzzOptions(
+            runs=2, replay_dir=None, sim=SimOptions(step_timeout_s=0.3)),
+            machine=hostile_machines.spins)
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    assert "(Watchdog)" in report.failures[0].violations[0].message
+
+
+class _Odd(Exception):
+    def __init__(self, seed: int, why: str) -> None:
+        super().__init__(f"seed {seed}: {why}")
+
+
+def test_an_exception_comes_back_from_a_worker_as_it_was_or_in_words() -> None:
+    from harness.engines import isolation
+    from harness.engines.shrink import NotReproduced
+
+    def not_reproduced() -> None:
+        raise NotReproduced(3, "no_duplicate_effect")
+
+    def odd() -> None:
+        raise _Odd(5, "a rule's own bug")
+
+    with pytest.raises(NotReproduced) as caught:  # it steers the campaign: the same type
+        isolation.call(not_reproduced)
+    assert caught.value.seed == 3
+    with pytest.raises(RuntimeError, match="_Odd: seed 5: a rule's own bug"):
+        isolation.call(odd)

@@ -67,6 +67,20 @@ class Wanders(_Order):
         os.chdir("/")
 
 
+_BUILT = [0]
+
+
+class Leaks(_Order):
+    """Every order built in a process keeps a little; the tenth ends the process, as a leak of
+    memory or descriptors ends a real one. No one run does it alone."""
+
+    def __init__(self, box: ToolBox) -> None:
+        _BUILT[0] += 1
+        if _BUILT[0] >= 10:
+            os._exit(137)
+        super().__init__(box)
+
+
 class _Unprintable(Exception):
     def __str__(self) -> str:
         raise RuntimeError("no words for it")
@@ -88,6 +102,7 @@ sleeps = transitions_target(Sleeps, name="sleeps", events=EVENTS)
 prints = transitions_target(Prints, name="prints", events=EVENTS)
 closes_stdout = transitions_target(ClosesStdout, name="closes_stdout", events=EVENTS)
 wanders = transitions_target(Wanders, name="wanders", events=EVENTS)
+leaks = transitions_target(Leaks, name="leaks", events=EVENTS)
 raises_unprintable = transitions_target(RaisesUnprintable, name="raises_unprintable",
                                         events=EVENTS)
 raises_huge = transitions_target(RaisesHuge, name="raises_huge", events=EVENTS)
