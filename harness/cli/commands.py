@@ -133,7 +133,7 @@ def _engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Print the report document as JSON."),
         click.option("--quiet", "-q", is_flag=True,
                      help="No progress bar; print only failures and the summary."),
-click.option("--step-timeout", type=Finite(min=0), default=10.0, show_default=True,
+click.option("--step-timeout", type=Finite(min=0, max=1_000_000), default=10.0, show_default=True,
                      metavar="SECONDS", help="Wall time one step of the machine may take "
                                              "before the run is failed as hung (0: no bound)."),
                 click.option("--import", "modules", multiple=True, metavar="MODULE",

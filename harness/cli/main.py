@@ -169,7 +169,7 @@ def schema_command(output: str | None, of_report: bool) -> None:
               help="Executions run side by side, sharing the tools.")
 @click.option("--steps", type=click.IntRange(min=1), default=1000, show_default=True,
               help="The bound on simulated steps.")
-@click.option("--step-timeout", type=Finite(min=0), default=10.0, show_default=True,
+@click.option("--step-timeout", type=Finite(min=0, max=1_000_000), default=10.0, show_default=True,
               metavar="SECONDS", help="Wall time one step of the machine may take before the "
                                       "run is failed as hung (0: no bound).")
 @click.option("--history", "history_path", type=click.Path(dir_okay=False, writable=True),

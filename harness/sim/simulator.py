@@ -97,6 +97,7 @@ _START, _EXTERNAL, _COMPLETE, _APPROVE, _QUEUED, _ADVANCE = range(6)
 
 
 _STEP_TIMEOUT = 10.0
+STEP_TIMEOUT_MAX = 1_000_000  # eleven days; past about 1e10 the system's timer overflows
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,9 +136,9 @@ class SimOptions:
                                    f"{value!r}")
         timeout = self.step_timeout_s
         if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not (
-                0 <= timeout < float("inf")):
-            raise HarnessError(f"options.step_timeout_s: expected a number of seconds, 0 for "
-                               f"no bound, got {timeout!r}")
+                0 <= timeout <= STEP_TIMEOUT_MAX):
+            raise HarnessError(f"options.step_timeout_s: expected a number of seconds up to "
+                               f"{STEP_TIMEOUT_MAX:,}, 0 for no bound, got {timeout!r}")
         for name in ("freeze_clock", "replay_check"):
             if not isinstance(getattr(self, name), bool):
                 raise HarnessError(f"options.{name}: expected true or false, got "
@@ -548,6 +549,10 @@ class _Run:
                         self.watchdog.stop()
                 except KeyboardInterrupt:
                     raise
+                except Overran as exc:  # a replay that loops is a hung machine, not a mismatch
+                    self._fail(MachineFailed(clock.step, clock.now, "hung", "Watchdog",
+                                             f"while replaying {eid}'s log: {exc}"), exc.stack)
+                    return self.result("machine_failed")
                 except BaseException as exc:  # what diverged is the finding, not a crash
                     self.emit(Replayed(clock.step, clock.now, eid, False,
                                        f"{type(exc).__name__}: {words_of(exc)}"))

@@ -35,27 +35,28 @@ class Overran(BaseException):
 class Watchdog:
     """Raises `Overran` in a step that runs longer than `seconds` (0: never)."""
 
-    _installed = False  # our handler holds SIGALRM in this process
     _current: Watchdog | None = None  # the watchdog whose timer is armed
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
-        self.armed = seconds > 0 and self._install()
+        self.armed = seconds > 0 and self._claim()
 
     @classmethod
-    def _install(cls) -> bool:
-        if cls._installed:
-            return True
+    def _claim(cls) -> bool:
+        """Takes SIGALRM for this run when it is free: the default handler (or ours) and no
+        timer of someone else's running. Asked again for every run, so that a handler or a
+        timer set since the last one (a timeout fixture) is left alone."""
         if threading.current_thread() is not threading.main_thread():
             return False
         try:
-            if signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, None):
-                return False  # someone else's: leave it
-            signal.signal(signal.SIGALRM, cls._fire)
+            handler = signal.getsignal(signal.SIGALRM)
+            if handler is not cls._fire:
+                if handler not in (signal.SIG_DFL, None):
+                    return False  # someone else's: leave it
+                signal.signal(signal.SIGALRM, cls._fire)
+            return signal.getitimer(signal.ITIMER_REAL)[0] == 0  # a timer running: theirs
         except (ValueError, OSError, AttributeError):  # no SIGALRM on this platform
             return False
-        cls._installed = True
-        return True
 
     def start(self) -> None:
         """Starts the bound on a step."""
