@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -24,11 +25,14 @@ _STREAMED = ("/dev/", "/proc/")
 
 
 def _resolved(path: Path) -> Path:
-    """Gives where a write to `path` lands: through its links, to the final name (a name
-    under /dev or /proc as given: `/dev/stdout` resolves to no name one can open)."""
-    if str(path.absolute()).startswith(_STREAMED) or not path.is_symlink():
-        return path
-    return Path(os.path.realpath(path))
+    """Gives where a write to `path` lands: through its links, one at a time, to the final
+    name; a name under /dev or /proc is where it stops (`/dev/stdout` leads on to a pipe's
+    name that cannot be opened)."""
+    for _ in range(40):  # as the system's own bound on a chain of links
+        if str(path.absolute()).startswith(_STREAMED) or not path.is_symlink():
+            return path
+        path = path.parent / os.readlink(path)
+    raise HarnessError(f"{path}: too many levels of symbolic links")
 
 
 def _is_stream(path: Path) -> bool:
@@ -84,7 +88,7 @@ def writing(path: str | os.PathLike[str], what: str) -> Iterator[IO[str]]:
     final = check_output(path, what)
     if _is_stream(final):
         try:
-            with open(final, "w", encoding="utf-8", newline="\n") as stream:
+            with _stream(final) as stream:
                 yield stream
         except OSError as exc:
             raise _failure(what, given, exc) from exc
@@ -100,6 +104,27 @@ def writing(path: str | os.PathLike[str], what: str) -> Iterator[IO[str]]:
     finally:
         with contextlib.suppress(OSError):  # a read-only folder cannot even take the unlink
             os.unlink(partial)
+
+
+def _stream(final: Path) -> IO[str]:
+    """Opens a device, a FIFO or a name under /dev or /proc to write to. The harness's own
+    stdout or stderr (`/dev/stdout` when it is a file) is written through that very
+    descriptor, after what was printed so far, at its offset: a second opening would start
+    at the file's beginning and write over what the shell put there."""
+    try:
+        target = os.stat(final)
+    except OSError:
+        target = None
+    for number, stream in ((1, sys.stdout), (2, sys.stderr)):
+        try:
+            mine = os.fstat(number)
+        except OSError:
+            continue
+        if target is not None and (mine.st_dev, mine.st_ino) == (target.st_dev, target.st_ino):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+            return open(os.dup(number), "w", encoding="utf-8", newline="\n")
+    return open(final, "a", encoding="utf-8", newline="\n")  # a device or FIFO: no truncation
 
 
 def write_output(path: str | os.PathLike[str], text: str, what: str) -> None:

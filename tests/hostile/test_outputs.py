@@ -114,3 +114,27 @@ def test_a_read_only_folder_is_one_error_and_nothing_left(tmp_path: Path,
         write_output(tmp_path / "out.json", "{}\n", "--output")
     monkeypatch.undo()
     assert not (tmp_path / "out.json").exists()
+
+
+def test_dev_stdout_redirected_to_a_file_is_written_at_its_place(tmp_path: Path) -> None:
+    """`--history /dev/stdout > file` truncated the file and wrote at offset 0, over what was
+    printed; `>> log` erased the log's earlier lines."""
+    import subprocess
+    import sys
+
+    log = tmp_path / "log.txt"
+    log.write_text("earlier line\n")
+    with open(log, "a") as out:
+        subprocess.run([sys.executable, "-m", "harness.cli", *RUN, "--history", "/dev/stdout"],
+                       stdout=out, check=True)
+    lines = log.read_text().splitlines()
+    assert lines[0] == "earlier line" and lines[1].startswith('{"at":0,')
+    assert lines[-1] == "  every invariant held"
+
+
+def test_a_link_to_dev_stdout_is_a_stream(hostile) -> None:
+    def make(folder: Path) -> None:
+        (folder / "out").symlink_to("/dev/stdout")
+
+    result = hostile(Case("link to stdout", (*RUN, "--history", "{tmp}/out"), 0, setup=make))
+    assert '"kind":"started"' in result.stdout
