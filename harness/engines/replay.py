@@ -18,6 +18,7 @@ import os
 import site
 import sys
 import sysconfig
+import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -335,6 +336,14 @@ def _import_machine(name: str, path: object, trusted: frozenset[str],
     try:
         for part in attribute.split("."):
             target = getattr(target, part)
+            # the path may not walk into a library's module or name what one defines
+            # (`mine:os.system`, `mine:run` for `from subprocess import run`)
+            home = target.__name__ if isinstance(target, types.ModuleType) else getattr(
+                target, "__module__", None)
+            if isinstance(home, str) and home not in trusted and not user_module(home):
+                raise ReplayError(name, f"the machine {path!r} is {home}'s, the standard "
+                                        "library's or an installed package's; a replay file "
+                                        "names only your own machines")
     except AttributeError as exc:
         raise ReplayError(name, f"cannot import the machine {path!r}: {exc}") from exc
     if not callable(target):
