@@ -42,13 +42,20 @@ class Vault(Protocol):
 
 
 class MemoryVault:
-    """A vault in this process's memory; references are `{execution}/{key}`."""
+    """A vault in this process's memory; references are `{execution}/{key}`, and
+    `{execution}/{key}#2`, `#3`, ... for each new value a key takes later: a reference, once
+    given, keeps its value, so an older event still reads what it was given (a null, a key
+    not set yet, is no value to keep: the first real one takes its reference)."""
 
     def __init__(self) -> None:
         self._values: dict[str, Any] = {}
 
     def put(self, execution_id: str, key: str, value: Any) -> str:
-        reference = f"{execution_id}/{key}"
+        reference = base = f"{execution_id}/{key}"
+        version = 1
+        while self._values.get(reference, value) not in (value, None):
+            version += 1
+            reference = f"{base}#{version}"
         self._values[reference] = value
         return reference
 

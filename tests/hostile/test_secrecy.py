@@ -316,3 +316,17 @@ def test_what_run_prints_of_a_violation_is_redacted(
                           {"charge.yaml": CHARGE_YAML, "leaky.py": LEAKY}))
     assert CARD not in result.stdout + result.stderr
     assert "[redacted]" in result.stdout
+
+
+def test_a_vault_reference_keeps_its_value_when_the_key_takes_another() -> None:
+    """The memory vault reused `{execution}/{key}`: a new token overwrote the old one, and an
+    older event read back the new value."""
+    from reference_machine._secrets import MemoryVault
+
+    vault = MemoryVault()
+    assert vault.put("x1", "token", None) == "x1/token"  # not set yet
+    first = vault.put("x1", "token", "tok-1")
+    assert vault.put("x1", "token", "tok-1") == first == "x1/token"  # the same value: the same
+    second = vault.put("x1", "token", "tok-2")
+    assert second == "x1/token#2" and vault.put("x1", "token", "tok-3") == "x1/token#3"
+    assert (vault.get(first), vault.get(second)) == ("tok-1", "tok-2")
