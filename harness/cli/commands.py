@@ -27,7 +27,14 @@ from fault_injection import FaultKind, FaultPlan, FaultPlanError, load_plan
 from harness.adapters.targets import Target, resolve_targets
 from harness.bench import suite as bench
 from harness.checks.determinism import RULE as DETERMINISTIC
-from harness.cli.common import EXIT_FOUND, EXIT_OK, Finite, UsageProblem, import_modules
+from harness.cli.common import (
+    EXIT_FOUND,
+    EXIT_OK,
+    Finite,
+    UsageProblem,
+    import_modules,
+    make_console,
+)
 from harness.engines.campaign import (
     describe_failure,
     explore_target,
@@ -102,7 +109,7 @@ def check_writable(folder: str | None) -> Path | None:
 
 def _progress(quiet: bool) -> Progress:
     """A progress bar on stderr, off when it is not a terminal or with --quiet."""
-    console = Console(stderr=True)
+    console = make_console(stderr=True, highlight=True)
     shown = not quiet and sys.stderr.isatty()  # a real terminal, whatever FORCE_COLOR says
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TextColumn("{task.fields[detail]}"), TimeElapsedColumn(),
@@ -255,7 +262,7 @@ def _run_engine(command: str, names: Sequence[str], machine: str | None,
     plan = _plan(plan_path, found)
     folder = check_writable(report_dir)
     sections: list[dict[str, Any]] = []
-    out = Console(highlight=False, soft_wrap=True)
+    out = make_console(soft_wrap=True)
     with _progress(quiet or as_json) as progress:
         for target in found:
             section = each(target, plan_of(target, faults, plan),
@@ -509,7 +516,7 @@ _BENCH_COLUMNS = ("group", "contender", "per op", "x floor", "vs transitions",
 
 def _bench_tables(doc: dict[str, Any]) -> None:
     """Prints one table per group, then the aims and the comparison with a baseline."""
-    console = Console(highlight=False)
+    console = make_console()
     groups: dict[str, list[tuple[str, ...]]] = {}
     units = {row["group"]: row["unit"] for row in doc["results"]}
     for group, *cells in _bench_rows(doc):

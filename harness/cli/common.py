@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
 
 from harness.adapters.targets import TargetError
 from harness.adapters.targets import definition_files as _definition_files
@@ -36,6 +37,12 @@ class Finite(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number.", param, ctx)
         return number
+
+
+def make_console(**options: Any) -> Console:
+    """Gives a console for the CLI's output: no emoji codes (a target named
+    `module:traffic_light` printed as a traffic light) and no guessed highlighting."""
+    return Console(emoji=False, **{"highlight": False, **options})
 
 
 def definition_files(paths: Iterable[str]) -> list[Path]:

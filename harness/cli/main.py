@@ -39,6 +39,7 @@ from harness.cli.common import (
     UsageProblem,
     definition_files,
     import_modules,
+    make_console,
 )
 from harness.engines import isolation
 from harness.engines.isolation import Died
@@ -82,7 +83,7 @@ def lint_command(paths: Sequence[str], as_json: bool, quiet: bool,
     """
     import_modules(modules)
     files = definition_files(paths)
-    console = Console(highlight=False, soft_wrap=True)
+    console = make_console(soft_wrap=True)
     results: list[dict[str, object]] = []
     errors = warnings = unreadable = 0
     for path in files:
@@ -217,7 +218,7 @@ def run_command(paths: Sequence[str], seed: int, plan_path: str | None, no_fault
                 step_timeout_s=step_timeout), target.machine))
     except (FaultPlanError, HarnessError) as exc:
         raise UsageProblem(str(exc)) from exc
-    console = Console(highlight=False, soft_wrap=True)
+    console = make_console(soft_wrap=True)
     summaries, failed = {}, False
     for (name, definition), simulator in zip(loaded, simulators, strict=True):
         try:
@@ -288,7 +289,7 @@ def replay_command(path: str, as_json: bool, modules: Sequence[str]) -> None:
             "violation": outcome.violation.to_dict() if outcome.violation else None,
             "expected": outcome.expected, "trace": outcome.trace()}, indent=2))
     else:
-        console = Console(highlight=False, soft_wrap=True)
+        console = make_console(soft_wrap=True)
         for line in outcome.trace():
             console.print(f"  {line}", markup=False)
         if outcome.violation is not None:
