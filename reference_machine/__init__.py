@@ -5,7 +5,15 @@ execution with `new_execution`, start it with `start_event`, and fold events thr
 `decide`. `reference_machine` imports nothing from the rest of fsmharness.
 """
 
-from reference_machine._decide import action_hash, decide, new_execution, start_event
+from reference_machine._decide import (
+    EVENTLESS_MAX,
+    action_hash,
+    decide,
+    new_execution,
+    pending_approval,
+    pending_effect,
+    start_event,
+)
 from reference_machine._definition import (
     Budgets,
     CompiledState,
@@ -94,6 +102,7 @@ __all__ = [
     "COMPENSATION_FAILED",
     "COMPENSATION_SUCCEEDED",
     "CRASH_POINTS",
+    "EVENTLESS_MAX",
     "STARTED",
     "STEP_FAILED",
     "STEP_SUCCEEDED",
@@ -166,6 +175,8 @@ __all__ = [
     "load_spec",
     "new_execution",
     "parse_duration_ms",
+    "pending_approval",
+    "pending_effect",
     "register_function",
     "registered_functions",
     "start_event",

@@ -93,14 +93,32 @@ def _data(value: Any, where: str) -> Any:
     raise ValueError(msg)
 
 
+#: Fields added after the first store format: left out while empty, so that an execution
+#: that does not use them encodes as it did.
+_ADDED_EXECUTION = ("regions", "history")
+
+
 def encode_execution(execution: Execution) -> str:
     """Gives the canonical JSON text of an execution."""
-    return dumps(_plain(execution))
+    return dumps(_execution_plain(execution))
+
+
+def _execution_plain(execution: Execution) -> dict[str, Any]:
+    plain: dict[str, Any] = _plain(execution._replace(regions=()))
+    for key in _ADDED_EXECUTION:
+        if not plain[key]:
+            del plain[key]
+    if execution.regions:
+        plain["regions"] = [_execution_plain(region) for region in execution.regions]
+    return plain
 
 
 def decode_execution(text: str) -> Execution:
     """Gives the execution a text from `encode_execution` describes."""
-    data = json.loads(text)
+    return _execution(json.loads(text))
+
+
+def _execution(data: Mapping[str, Any]) -> Execution:
     effect = data["effect"]
     approval = data["approval"]
     return Execution(
@@ -130,6 +148,8 @@ def decode_execution(text: str) -> Execution:
         answered=data["answered"],
         last_event_id=data["last_event_id"],
         uncertain=data.get("uncertain", False),  # records written before it was kept
+        regions=tuple(_execution(region) for region in data.get("regions", ())),
+        history=data.get("history", {}),
     )
 
 
@@ -169,10 +189,26 @@ def decode_command(text: str) -> Command:
 
 
 def encode_transition(transition: Transition) -> str:
-    """Gives the canonical JSON text of a transition record."""
-    return dumps(_plain(transition))
+    """Gives the canonical JSON text of a transition record (`via` only when it has some)."""
+    return dumps(_transition_plain(transition))
+
+
+def _transition_plain(transition: Transition) -> dict[str, Any]:
+    plain: dict[str, Any] = _plain(transition._replace(inner=()))
+    for key in ("via", "inner"):
+        if not plain[key]:
+            del plain[key]
+    if transition.inner:
+        plain["inner"] = [_transition_plain(inner) for inner in transition.inner]
+    return plain
 
 
 def decode_transition(text: str) -> Transition:
     """Gives the transition a text from `encode_transition` describes."""
-    return Transition(**json.loads(text))
+    return _transition(json.loads(text))
+
+
+def _transition(data: Mapping[str, Any]) -> Transition:
+    return Transition(data["source"], data["event"], data["target"], data["forced"],
+                      tuple(data.get("via", ())),
+                      tuple(_transition(inner) for inner in data.get("inner", ())))

@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from reference_machine._definition import (
+    Action,
     CompiledState,
     CompiledStep,
     CompiledTransition,
@@ -70,6 +71,9 @@ _TIMER_SOURCES = frozenset({Source.TIMER, Source.SYSTEM})
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _COMPENSATION_DELAY_MS = 1000
 _new = tuple.__new__
+_UNSET: Any = object()  # `_move`'s domain, when it is to be worked out
+#: Eventless moves one event may cause before the run counts as a runaway.
+EVENTLESS_MAX = 100
 
 
 # Enum members read once: attribute access on an Enum class costs ~200 ns on CPython 3.11.
@@ -142,6 +146,8 @@ def decide(
             return _start(definition, execution, event, now)
         return Rejected(RejectReason.ILLEGAL,
                         f"execution {execution.id!r} has not started; deliver {STARTED!r} first")
+    if execution.regions:
+        return _in_regions(definition, execution, event, now, entropy)
     handler = _HANDLERS.get(kind)
     if handler is not None:
         return handler(definition, execution, event, now, entropy)
@@ -166,6 +172,10 @@ def _external(definition: WorkflowDefinition, ex: Execution, event: Event, now: 
         if problem is not None:
             return Rejected(RejectReason.INVALID_PAYLOAD,
                             f"payload of {event.type!r} does not match its schema: {problem}")
+    if spec.correlate:
+        refusal = _uncorrelated(spec.correlate, ex.context, event)
+        if refusal is not None:
+            return refusal
     if ex.status == _COMPENSATING:
         return Rejected(RejectReason.ILLEGAL,
                         f"execution {ex.id!r} is compensating; {event.type!r} must wait")
@@ -183,6 +193,7 @@ def _take(definition: WorkflowDefinition, ex: Execution, event: Event, now: int,
           answered: str | None = None) -> Decision:
     """Takes the first transition whose guard holds, applying its actions."""
     context = ex.context
+    scoped = definition.scoped
     for transition in transitions:
         guard = transition.guard
         if guard is not None:
@@ -194,6 +205,12 @@ def _take(definition: WorkflowDefinition, ex: Execution, event: Event, now: int,
                                 f"failed: {type(exc).__name__}: {exc}")
             if not held:
                 continue
+        if transition.internal:
+            return _internal(definition, ex, event, now, transition)
+        if scoped:  # exits, then the transition's actions, then entries: `_move` runs them
+            return _move(definition, ex, event, now, transition.target, context, "", approved,
+                         completed, answered, declared=transition.declared_in,
+                         actions=transition.actions)
         if transition.actions:
             updated = dict(context)
             for action in transition.actions:
@@ -243,7 +260,7 @@ def _plain_move(ex: Execution, event: Event, target: str, context: Mapping[str, 
     target (no step, approval or timeout). Gives what `_move` would, field for field."""
     (ex_id, ex_definition, ex_version, ex_state, _, _, _, sequence, started_at, transitions,
      visits, _, _, _, _, ex_approved, ex_completed, _, _, cost, failures, exceeded,
-     ex_answered, _, _) = ex
+     ex_answered, _, _, _, ex_history) = ex
     if type(visits) is dict and len(visits) < _DICT_VISITS_MAX:
         visits = visits.copy()
         visits[target] = visits.get(target, 0) + 1
@@ -252,9 +269,10 @@ def _plain_move(ex: Execution, event: Event, target: str, context: Mapping[str, 
     execution = _new(Execution, (
         ex_id, ex_definition, ex_version, target, _RUNNING, None, context, sequence + 1,
         started_at, transitions + 1, visits, 0, None, (), None, ex_approved, ex_completed, (),
-        "", cost, failures, exceeded, ex_answered, event.id, False,
+        "", cost, failures, exceeded, ex_answered, event.id, False, (), ex_history,
     ))
-    return _new(Accepted, (execution, (), _new(Transition, (ex_state, event.type, target, ""))))
+    return _new(Accepted, (execution, (), _new(Transition, (ex_state, event.type, target, "",
+                                                            (), ()))))
 
 
 
@@ -270,15 +288,34 @@ def _move(
     completed: tuple[CompletedStep, ...] | None = None,
     answered: str | None = None,
     prefix: tuple[Command, ...] = (),
+    *,
+    declared: str = "",
+    actions: tuple[Action, ...] = (),
+    domain: Any = _UNSET,
+    via: tuple[str, ...] = (),
 ) -> Decision:
     """Leaves the current state for `target` (a leaf): cancels its timers, checks budgets and
-    cycles, and enters `target`, running its step, timers or approval request."""
+    cycles, and enters `target`, running its step, timers or approval request.
+
+    In a definition with entry or exit actions or history (`scoped`), `target` may be a
+    compound state (it resolves through history) and the move exits up to the transition's
+    domain (the lowest compound state holding `declared`, the transition's source, and the
+    target; `domain` when given), runs `actions`, then enters down to the leaf. `via` holds
+    the states an eventless run of moves has passed through so far."""
     if not target:
         return Rejected(RejectReason.ILLEGAL, f"{forced} exceeded but no on_exceeded state")
     # one unpacking reads every field at C speed; twelve attribute reads cost ~0.4 us
     (ex_id, ex_definition, ex_version, ex_state, _, _, _, sequence, started_at, transitions,
      visits, _, _, ex_timers, _, ex_approved, ex_completed, _, _, cost, failures, exceeded,
-     ex_answered, _, _) = ex
+     ex_answered, _, _, _, history) = ex
+    exits: tuple[str, ...] = ()
+    if definition.scoped:
+        if domain is _UNSET:
+            domain = _domain(definition, declared or ex_state, target)
+        exits = _exit_set(definition, ex_state, domain)
+        if exits:
+            history = _recorded(definition, ex_state, exits, history)
+        target = _resolve(definition, target, history)
     budgets = definition.budgets
     commands: list[Command] = list(prefix) if prefix else []
     timers: tuple[Timer, ...] = ()
@@ -314,10 +351,18 @@ def _move(
                 if seen >= budgets.cycle_threshold:
                     return _move(definition, ex._replace(failures=failures), event, now,
                                  budgets.on_cycle or "", context, "cycle", approved, completed,
-                                 answered, prefix)
+                                 answered, prefix, actions=actions, via=via)
         if exceeded:
             return _move(definition, ex, event, now, budgets.on_exceeded or "", context,
-                         exceeded, approved, completed, answered, prefix)
+                         exceeded, approved, completed, answered, prefix, actions=actions,
+                         via=via)
+    if exits or actions or definition.scoped:
+        # SCXML's order: exits innermost first, the transition's actions, entries outermost
+        context, refused = _run_moves(definition, context, event, exits, actions,
+                                      _entry_set(definition, target, domain)
+                                      if definition.scoped else ())
+        if refused is not None:
+            return refused
 
     state: CompiledState = definition.states[target]
     status = _RUNNING
@@ -339,7 +384,8 @@ def _move(
             step_input = step.input(context)
         except Exception as exc:  # step inputs are user expressions: a failure is a reject
             return _input_failed(target, "step input", exc)
-        if step.needs_approval:
+        if step.needs_approval and (step.approval_when is None
+                                    or _approval_needed(step, context, event)):
             action = _action_hash(step, step_input)
             if action not in approved:
                 return Rejected(RejectReason.UNAUTHORIZED,
@@ -350,7 +396,8 @@ def _move(
         if not forced and not exceeded and budgets.cost_max is not None and (
                 cost > budgets.cost_max):
             return _move(definition, ex, event, now, budgets.on_exceeded or "", context,
-                         "cost_max", approved, completed, answered, prefix)
+                         "cost_max", approved, completed, answered, prefix, actions=actions,
+                         via=via)
         key = f"{ex_id}/{target}/{visit}"
         effect_id = f"{key}#1"
         attempt = 1
@@ -386,10 +433,16 @@ def _move(
         ex_id, ex_definition, ex_version, target, status, outcome, context, sequence + 1,
         started_at, transitions, visits, attempt, effect, timers, approval, approved,
         ex_completed if completed is None else completed, (), "", cost, failures, exceeded,
-        ex_answered if answered is None else answered, event.id, False,
+        ex_answered if answered is None else answered, event.id, False, (), history,
     ))
-    return _new(Accepted, (execution, tuple(commands),
-                           _new(Transition, (ex_state, event.type, target, forced))))
+    accepted = _new(Accepted, (execution, tuple(commands),
+                               _new(Transition, (ex_state, event.type, target, forced, via,
+                                                 ()))))
+    if state.regions:
+        return _enter_regions(definition, accepted, event, now, visit)
+    if state.always:
+        return _settle(definition, accepted, event, now)
+    return accepted
 
 
 def _error_signature(event: Event) -> str | None:
@@ -543,14 +596,15 @@ def _fraction(text: str) -> float:
 
 def _begin_compensation(definition: WorkflowDefinition, ex: Execution, event: Event, now: int,
                         transitions: tuple[CompiledTransition, ...], answered: str,
-                        uncertain: bool = False) -> Decision:
+                        uncertain: bool = False,
+                        queue: tuple[CompletedStep, ...] | None = None) -> Decision:
     """Chooses where the run goes once undone, then undoes completed steps newest first: the
     failing step first when its effect may have taken place (so its compensation must be safe
     to run for an effect that did not)."""
     chosen = _take(definition, ex, event, now, transitions)
     if not isinstance(chosen, Accepted):
         return chosen
-    queue = tuple(reversed(ex.completed))
+    queue = tuple(reversed(ex.completed)) if queue is None else queue
     step = definition.states[ex.state].step
     compensation = step.compensation if step is not None else None
     if uncertain and compensation is not None and ex.effect is not None:
@@ -778,6 +832,474 @@ def action_hash(definition: WorkflowDefinition, state: str, context: Mapping[str
         msg = f"state {state!r} of {definition.name!r} runs no step"
         raise ValueError(msg)
     return _action_hash(step, step.input(context))
+
+
+# -- statecharts: internal and eventless moves, entry and exit, history ----------------------
+
+
+def _uncorrelated(correlate: tuple[tuple[str, Any, str], ...], context: Mapping[str, Any],
+                  event: Event) -> Rejected | None:
+    """Gives the rejection of a payload whose correlated fields do not equal the context's."""
+    payload = event.payload
+    for name, expression, text in correlate:
+        try:
+            expected = expression(context, event)
+        except Exception as exc:  # a user's expression must not crash the machine
+            return Rejected(RejectReason.GUARD_ERROR,
+                            f"correlation {text!r} of {event.type!r} failed: "
+                            f"{type(exc).__name__}: {exc}")
+        got = payload.get(name, _UNSET)
+        if got is _UNSET or got != expected or type(got) is not type(expected):
+            shown = "missing" if got is _UNSET else _clip(repr(got))
+            return Rejected(RejectReason.UNCORRELATED,
+                            f"{event.type!r} is for another run: payload.{name} is {shown}, "
+                            f"but {text} is {_clip(repr(expected))}")
+    return None
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def _internal(definition: WorkflowDefinition, ex: Execution, event: Event, now: int,
+              transition: CompiledTransition) -> Decision:
+    """Runs a transition with no target: its actions, no exit, no entry, no visit."""
+    context, refused = _run_moves(definition, ex.context, event, (), transition.actions, ())
+    if refused is not None:
+        return refused
+    accepted = Accepted(ex._replace(context=context, sequence=ex.sequence + 1,
+                                    last_event_id=event.id),
+                        (), Transition(ex.state, event.type, ex.state, "internal"))
+    if definition.states[ex.state].always:  # its context changed: eventless moves may apply
+        return _settle(definition, accepted, event, now)
+    return accepted
+
+
+def _settle(definition: WorkflowDefinition, accepted: Accepted, event: Event, now: int
+            ) -> Decision:
+    """Takes the entered state's eventless transitions until none applies: one macrostep,
+    one version, recorded as one transition whose `via` lists the states passed through."""
+    ex = accepted.execution
+    state = definition.states[ex.state]
+    moved = accepted.transition
+    assert moved is not None
+    for transition in state.always:
+        guard = transition.guard
+        if guard is not None:
+            try:
+                held = guard(ex.context, event)
+            except Exception as exc:  # a user's guard must not crash the machine
+                return Rejected(RejectReason.GUARD_ERROR,
+                                f"guard {transition.guard_text!r} of the eventless transitions "
+                                f"of {ex.state!r} failed: {type(exc).__name__}: {exc}")
+            if not held:
+                continue
+        via = (*moved.via, ex.state)
+        if len(via) >= EVENTLESS_MAX:
+            loop = " -> ".join(via[-6:])
+            return Rejected(RejectReason.RUNAWAY,
+                            f"eventless transitions moved {len(via)} times on {event.type!r} "
+                            f"without settling (... {loop} -> {transition.target})")
+        target = transition.target if definition.scoped else transition.target_leaf
+        after = _move(definition, ex, event, now, target, ex.context, "", None, None, None,
+                      accepted.commands, declared=transition.declared_in,
+                      actions=transition.actions, via=via)
+        if not isinstance(after, Accepted):
+            return after
+        reached = after.transition
+        assert reached is not None
+        return after._replace(
+            execution=after.execution._replace(sequence=ex.sequence),
+            transition=reached._replace(source=moved.source, event=moved.event,
+                                        forced=moved.forced or reached.forced))
+    if state.kind == "choice":
+        texts = ", ".join(repr(t.guard_text) for t in state.always)
+        return Rejected(RejectReason.GUARD_FALSE,
+                        f"no branch of choice {ex.state!r} held ({texts})")
+    return accepted
+
+
+def _approval_needed(step: CompiledStep, context: Mapping[str, Any], event: Event) -> bool:
+    """Tells whether a conditional approval holds; an expression that raises asks for one."""
+    assert step.approval_when is not None
+    try:
+        return bool(step.approval_when(context, event))
+    except Exception:  # the safe side of a broken condition is to ask a person
+        return True
+
+
+def _domain(definition: WorkflowDefinition, source: str, target: str) -> str | None:
+    """Gives the lowest compound state that is a proper ancestor of both (SCXML's LCCA), or
+    None for the top: what a transition from `source` to `target` leaves and enters below."""
+    if not source:
+        return None
+    states = definition.states
+    above = states[target].ancestors
+    for ancestor in states[source].ancestors:
+        if ancestor in above:
+            return ancestor
+    return None
+
+
+def _exit_set(definition: WorkflowDefinition, leaf: str, domain: str | None
+              ) -> tuple[str, ...]:
+    """Gives the states a move from `leaf` leaves, innermost first."""
+    if not leaf:
+        return ()
+    chain = (leaf, *definition.states[leaf].ancestors)
+    return chain[:chain.index(domain)] if domain in chain else chain
+
+
+def _entry_set(definition: WorkflowDefinition, leaf: str, domain: str | None
+               ) -> tuple[str, ...]:
+    """Gives the states a move to `leaf` enters, outermost first."""
+    chain = (leaf, *definition.states[leaf].ancestors)
+    return tuple(reversed(chain[:chain.index(domain)] if domain in chain else chain))
+
+
+def _recorded(definition: WorkflowDefinition, leaf: str, exits: tuple[str, ...],
+              history: Mapping[str, str]) -> Mapping[str, str]:
+    """Gives `history` with what each exited compound state with `history:` had active."""
+    states = definition.states
+    chain = (leaf, *states[leaf].ancestors)
+    updated: dict[str, str] | None = None
+    for name in exits:
+        kind = states[name].history
+        if kind is None:
+            continue
+        if updated is None:
+            updated = dict(history)
+        updated[name] = leaf if kind == "deep" else chain[chain.index(name) - 1]
+    return history if updated is None else updated
+
+
+def _resolve(definition: WorkflowDefinition, target: str, history: Mapping[str, str]) -> str:
+    """Gives the leaf a move to `target` enters: down its initial children, or to what its
+    history recorded."""
+    states = definition.states
+    current = target
+    while True:
+        state = states[current]
+        child = state.initial_child
+        if child is None or state.kind == "map":
+            return current
+        if state.history is not None and current in history:
+            if state.history == "deep":
+                return history[current]
+            child = history[current]
+        current = child
+
+
+def _run_moves(definition: WorkflowDefinition, context: Mapping[str, Any], event: Event,
+               exits: tuple[str, ...], actions: tuple[Action, ...], entries: tuple[str, ...]
+               ) -> tuple[Mapping[str, Any], Rejected | None]:
+    """Runs exit actions (innermost first), the transition's, then entry actions (outermost
+    first); gives the context after them, or the rejection of one that raised."""
+    states = definition.states
+    steps = [(f"exit action of {name!r}", states[name].exit) for name in exits]
+    steps.append(("transition action", actions))
+    steps += [(f"entry action of {name!r}", states[name].entry) for name in entries]
+    updated: dict[str, Any] | None = None
+    for where, group in steps:
+        for action in group:
+            if updated is None:
+                updated = dict(context)
+            try:
+                changed = action(updated, event)
+            except Exception as exc:  # a user's action must not crash the machine
+                return context, Rejected(RejectReason.ACTION_ERROR,
+                                         f"{where} on {event.type!r} failed: "
+                                         f"{type(exc).__name__}: {exc}")
+            if changed:
+                updated.update(changed)
+    return (context if updated is None else updated), None
+
+
+# -- statecharts: parallel regions and map items ---------------------------------------------
+
+
+def _enter_regions(definition: WorkflowDefinition, accepted: Accepted, event: Event, now: int,
+                   visit: int) -> Decision:
+    """Starts the regions of the parallel or map state just entered (a map: one execution per
+    item, as many running as `concurrency_max` allows)."""
+    ex = accepted.execution
+    state = definition.states[ex.state]
+    base = f"{ex.id}/{ex.state}/{visit}"
+    regions: list[Execution] = []
+    if state.kind == "parallel":
+        for name, _ in state.regions:
+            regions.append(Execution(f"{base}/{name}", name, ex.version, context=ex.context))
+    else:
+        assert state.items is not None
+        try:
+            items = state.items(ex.context, event)
+        except Exception as exc:  # a user's expression must not crash the machine
+            return Rejected(RejectReason.ACTION_ERROR,
+                            f"items {state.items_text!r} of map {ex.state!r} failed: "
+                            f"{type(exc).__name__}: {exc}")
+        if not isinstance(items, list | tuple):
+            return Rejected(RejectReason.ACTION_ERROR,
+                            f"items {state.items_text!r} of map {ex.state!r} is a "
+                            f"{type(items).__name__}, not a list")
+        for index, item in enumerate(items):
+            context = dict(item) if isinstance(item, Mapping) else {"item": item}
+            regions.append(Execution(f"{base}/{index}", ex.state, ex.version, context=context))
+    return _regions_changed(definition, ex, regions, list(accepted.commands), event, now,
+                            [], accepted.transition)
+
+
+def _start_region(definition: WorkflowDefinition, owner: str, region: Execution, event: Event,
+                  now: int) -> Decision:
+    scope = definition.scopes[region.definition]
+    begun = region._replace(status=_RUNNING, started_at=now)
+    return _move(scope, begun, event, now, scope.initial, region.context, domain=owner)
+
+
+def _holds(region: Execution, answers: str) -> bool:
+    """Tells whether `answers` names a call, timer or approval of `region` (or of its own
+    regions)."""
+    effect = region.effect
+    if effect is not None and effect.effect_id == answers:
+        return True
+    approval = region.approval
+    if approval is not None and approval.request_id == answers:
+        return True
+    if any(timer.id == answers for timer in region.timers):
+        return True
+    return any(_holds(inner, answers) for inner in region.regions)
+
+
+def _in_regions(definition: WorkflowDefinition, ex: Execution, event: Event, now: int,
+                entropy: float | None) -> Decision:
+    """Decides an event for an execution in a parallel or map state: an answer goes to the
+    region it answers; any other event to every region (SCXML), and to the state's own
+    transitions only when no region takes it."""
+    kind, answers = event.type, event.answers
+    regions = ex.regions
+    scopes = definition.scopes
+    if kind in _HANDLERS:
+        if kind != STARTED and answers:
+            for index, region in enumerate(regions):
+                if region.status != _FINAL and _holds(region, answers):
+                    decision = decide(scopes[region.definition], region, event, now,
+                                      entropy=entropy)
+                    if not isinstance(decision, Accepted):
+                        return decision
+                    changed = list(regions)
+                    changed[index] = decision.execution
+                    return _regions_changed(definition, ex, changed, list(decision.commands),
+                                            event, now, [decision.transition], None)
+        return _HANDLERS[kind](definition, ex, event, now, entropy)
+    changed = list(regions)
+    commands: list[Command] = []
+    moves: list[Transition | None] = []
+    refusal: Decision | None = None
+    for index, region in enumerate(regions):
+        if region.status == _FINAL or region.status == _CREATED:
+            continue
+        decision = decide(scopes[region.definition], region, event, now, entropy=entropy)
+        if isinstance(decision, Accepted):
+            changed[index] = decision.execution
+            commands += decision.commands
+            moves.append(decision.transition)
+        elif refusal is None or (type(refusal) is Rejected
+                                 and refusal.reason == RejectReason.ILLEGAL):
+            refusal = decision
+    if moves:
+        return _regions_changed(definition, ex, changed, commands, event, now, moves, None)
+    if definition.states[ex.state].on.get(kind):
+        return _external(definition, ex, event, now)
+    return refusal or Rejected(RejectReason.ILLEGAL,
+                               f"no region of {ex.state!r} takes {kind!r}")
+
+
+def _regions_changed(definition: WorkflowDefinition, ex: Execution, regions: list[Execution],
+                     commands: list[Command], event: Event, now: int,
+                     moves: list[Transition | None], entered: Transition | None) -> Decision:
+    """Gives the parent after its regions moved: map items started as slots free up, the
+    completed steps, timers and approval of the regions mirrored, and the join (or the
+    failure) once the regions say so. `entered` is the move into the state, when it was
+    just entered."""
+    state = definition.states[ex.state]
+    if state.kind == "map":
+        running = sum(1 for r in regions if r.status != _FINAL and r.status != _CREATED)
+        limit = state.concurrency_max or len(regions)
+        failures = sum(1 for r in regions if r.status == _FINAL and r.outcome != "success")
+        for index, region in enumerate(regions):
+            if running >= limit or (failures > state.tolerated_failures
+                                    and state.on_region_failure == "cancel"):
+                break
+            if region.status != _CREATED:
+                continue
+            started = _start_region(definition, ex.state, region, event, now)
+            if not isinstance(started, Accepted):
+                return started
+            regions[index] = started.execution
+            commands += started.commands
+            moves.append(started.transition)
+            if started.execution.status != _FINAL:
+                running += 1
+            elif started.execution.outcome != "success":
+                failures += 1
+    else:
+        for index, region in enumerate(regions):
+            if region.status == _CREATED:
+                started = _start_region(definition, ex.state, region, event, now)
+                if not isinstance(started, Accepted):
+                    return started
+                regions[index] = started.execution
+                commands += started.commands
+                moves.append(started.transition)
+    completed = _completed_of(ex, regions)
+    own = _own_timers(ex)
+    failed = [r for r in regions if r.status == _FINAL and r.outcome != "success"]
+    finished = all(r.status == _FINAL for r in regions)
+    failing = (len(failed) > state.tolerated_failures) if state.kind == "map" else bool(failed)
+    inner = tuple(m for m in moves if m is not None)
+    parent = ex._replace(regions=tuple(regions), completed=completed,
+                         sequence=ex.sequence + (0 if entered else 1), last_event_id=event.id,
+                         answered=_answered_of(ex, regions))
+    if finished or (failing and state.on_region_failure == "cancel"):
+        return _join(definition, parent, commands, event, now, failing, entered, inner)
+    timers = own + tuple(t for r in regions for t in r.timers)
+    approval = next((r.approval for r in regions if r.approval is not None), None)
+    moved = entered or Transition(ex.state, event.type, ex.state)
+    return Accepted(parent._replace(timers=timers, approval=approval), tuple(commands),
+                    moved._replace(inner=(*moved.inner, *inner)))
+
+
+def _own_timers(ex: Execution) -> tuple[Timer, ...]:
+    """Gives the parent's own timers (its deadline, its state's `after:`), not the regions'."""
+    theirs = {t.id for r in ex.regions for t in r.timers}
+    return tuple(t for t in ex.timers if t.id not in theirs)
+
+
+def _completed_of(ex: Execution, regions: list[Execution]) -> tuple[CompletedStep, ...]:
+    """Gives the parent's completed steps with the regions' new ones appended in the order
+    they completed (so that undoing goes newest first across regions)."""
+    known = {step.key for step in ex.completed}
+    added = [step for region in regions for step in region.completed if step.key not in known]
+    return (*ex.completed, *added) if added else ex.completed
+
+
+def _answered_of(ex: Execution, regions: list[Execution]) -> str:
+    for before, after in zip(ex.regions, regions, strict=False):
+        if after.answered != before.answered:
+            return after.answered
+    return ex.answered
+
+
+def _join(definition: WorkflowDefinition, ex: Execution, commands: list[Command], event: Event,
+          now: int, failing: bool, entered: Transition | None,
+          inner: tuple[Transition, ...]) -> Decision:
+    """Leaves the regions for the state's `done:` transitions: every region final (the join),
+    or one failed. Regions still running are abandoned (their timers cancelled, a result
+    that comes later is ignored); a failure first undoes, newest first, the steps every region
+    completed, and a call left in flight whose step declares an undo."""
+    state = definition.states[ex.state]
+    regions = ex.regions
+    own = _own_timers(ex)
+    for region in regions:
+        commands += [CancelTimer(t.id) for t in region.timers]
+    exited: list[Execution] = []
+    for region in reversed(regions):  # SCXML exits regions in reverse document order
+        if region.status == _FINAL:
+            leaving = _exit_set(definition, region.state, ex.state)
+            context, refused = _run_moves(definition, region.context, event, leaving, (), ())
+            if refused is not None:
+                return refused
+            region = region._replace(context=context)
+        exited.append(region)
+    exited.reverse()
+    if state.kind == "parallel":
+        context = dict(ex.context)
+        for region in exited:  # each region's changes, in region order
+            for key, value in region.context.items():
+                if key not in ex.context or ex.context[key] != value:
+                    context[key] = value
+        failed: list[Any] = [r.definition for r in exited
+                             if r.status == _FINAL and r.outcome != "success"]
+        outcomes: dict[str, Any] = {r.definition: r.outcome for r in exited}
+    else:
+        context = {**ex.context, state.results: [
+            dict(r.context) if r.status == _FINAL and r.outcome == "success" else None
+            for r in exited]}
+        failed = [index for index, r in enumerate(exited)
+                  if r.status == _FINAL and r.outcome != "success"]
+        outcomes = {str(index): r.outcome for index, r in enumerate(exited)}
+    payload = {"failed": failed, "outcomes": outcomes, "failing": failing}
+    done = Event(event.id, "done", event.source, payload, event.answers)
+    base = ex._replace(regions=(), context=context, timers=own, approval=None)
+    prefix = f"{ex.id}/{ex.state}/"
+    undo = tuple(s for s in reversed(ex.completed) if s.key.startswith(prefix)) if failing \
+        else ()
+    if failing:
+        undo = (*_in_flight_undos(definition, regions), *undo)
+    if undo:
+        decision = _begin_compensation(definition, base, done, now, state.done, ex.answered,
+                                       queue=undo)
+    else:
+        decision = _take(definition, base, done, now, state.done)
+    if not isinstance(decision, Accepted):
+        return decision
+    moved = decision.transition or Transition(ex.state, "done", decision.execution.state)
+    if entered is not None:
+        moved = moved._replace(source=entered.source, event=entered.event,
+                               via=(*entered.via, *moved.via, ex.state))
+    return decision._replace(
+        execution=decision.execution._replace(sequence=ex.sequence),
+        commands=(*commands, *decision.commands),
+        transition=moved._replace(inner=(*moved.inner, *inner)))
+
+
+def _in_flight_undos(definition: WorkflowDefinition, regions: tuple[Execution, ...]
+                     ) -> tuple[CompletedStep, ...]:
+    """Gives the undo of each abandoned region's call in flight whose step declares one: the
+    call may land all the same, so its compensation (safe for an effect that did not happen)
+    runs first."""
+    undos: list[CompletedStep] = []
+    for region in regions:
+        effect = region.effect
+        if region.status == _FINAL or effect is None or effect.compensation:
+            undos += _in_flight_undos(definition, region.regions)
+            continue
+        step = definition.states[effect.state].step
+        compensation = step.compensation if step is not None else None
+        if compensation is None:
+            continue
+        try:
+            undo_input = compensation.input(region.context)
+        except Exception:  # an undo that cannot be planned is skipped, not a crash
+            continue
+        undos.append(CompletedStep(effect.state, effect.key, compensation.tool, undo_input,
+                                   compensation.attempts_max, compensation.retry_safe))
+    return tuple(undos)
+
+
+def pending_approval(execution: Execution, request_id: str) -> PendingApproval | None:
+    """Gives the approval request (the execution's, or one of its regions') `request_id`
+    names, or None."""
+    approval = execution.approval
+    if approval is not None and approval.request_id == request_id:
+        return approval
+    for region in execution.regions:
+        found = pending_approval(region, request_id)
+        if found is not None:
+            return found
+    return None
+
+
+def pending_effect(execution: Execution, effect_id: str) -> PendingEffect | None:
+    """Gives the effect in flight (the execution's, or one of its regions') `effect_id`
+    names, or None."""
+    effect = execution.effect
+    if effect is not None and effect.effect_id == effect_id:
+        return effect
+    for region in execution.regions:
+        found = pending_effect(region, effect_id)
+        if found is not None:
+            return found
+    return None
 
 
 _HANDLERS = {

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -54,6 +54,8 @@ class CompiledTransition:
     guard: Guard | None
     guard_text: str
     actions: tuple[Action, ...]
+    #: no target: the actions run and the state is neither left nor entered (`target` is "")
+    internal: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +87,9 @@ class CompiledStep:
     cost: float
     escalate_to: str | None
     check_output: PayloadCheck | None
+    #: `needs_approval: <expression>`: the approval is needed only when it holds on entry
+    approval_when: Guard | None = None
+    approval_text: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +116,28 @@ class CompiledState:
     after_ms: int | None
     after_target: str | None
     on: Mapping[str, tuple[CompiledTransition, ...]]
-    #: entering it does nothing but move: a normal state with no step, approval or timeout
+    #: entering it does nothing but move: a normal state with no step, approval, timeout,
+    #: entry action or eventless transition
     plain: bool = False
+    entry: tuple[Action, ...] = ()
+    exit: tuple[Action, ...] = ()
+    #: eventless transitions, tried in order whenever the state is entered or its context changes
+    always: tuple[CompiledTransition, ...] = ()
+    #: parallel and map states: taken once every region (item) is final
+    done: tuple[CompiledTransition, ...] = ()
+    history: str | None = None
+    #: a compound state's initial child
+    initial_child: str | None = None
+    #: parallel: (region, its initial leaf) per region; map: one ("", initial leaf of an item)
+    regions: tuple[tuple[str, str], ...] = ()
+    items: Guard | None = None
+    items_text: str = ""
+    concurrency_max: int | None = None
+    tolerated_failures: int = 0
+    results: str = "results"
+    on_region_failure: str = "cancel"
+    #: the region (a parallel state's child) or map state this state runs inside, if any
+    scope: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +145,8 @@ class CompiledEvent:
     name: str
     sources: frozenset[str] | None
     check_payload: PayloadCheck | None
+    #: (payload field, expression over the context it must equal, the expression's text)
+    correlate: tuple[tuple[str, Guard, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +188,12 @@ class WorkflowDefinition:
     secrets: frozenset[str] = frozenset()
     source: str = "<definition>"
     warnings: tuple[Finding, ...] = field(default=())
+    #: some state has entry or exit actions or history: moves compute what they exit and enter
+    scoped: bool = False
+    #: a region's or map item's own definition (same states; its initial; no budgets), by scope
+    scopes: Mapping[str, WorkflowDefinition] = field(default_factory=dict)
+    #: the scope these executions run in ("" at the top)
+    scope: str = ""
 
     @property
     def final_states(self) -> tuple[str, ...]:
@@ -257,19 +290,28 @@ class _Builder:
     def build(self, source: str) -> WorkflowDefinition | None:
         spec = self.spec
         children = self._check_hierarchy()
+        self.children = children
+        self.scope_of = {name: self._scope(name) for name in self.states}
         events = self._compile_events()
         self._check_tools()
         initial = self._initial(None, children, "states")
-        leaves = [name for name in self.states if not children.get(name)]
         initial_child = {
             parent: self._initial(parent, children, f"states.{parent}") for parent in children
+            if self.states[parent].type != "parallel"
         }
-        leaf_of = {name: self._leaf(name, initial_child) for name in self.states}
+        # a parallel or map state is where its execution rests: it resolves to itself
+        descend = {parent: child for parent, child in initial_child.items()
+                   if self.states[parent].type != "map"}
+        leaf_of = {name: self._leaf(name, descend) for name in self.states}
+        self.leaf_of = leaf_of
 
         own: dict[str, dict[str, tuple[CompiledTransition, ...]]] = {}
         for name, state in self.states.items():
             own[name] = self._compile_transitions(name, state, events, leaf_of)
             self._check_state(name, state, children, leaf_of)
+        charted = {name: self._compile_chart(name, state, children, initial_child, leaf_of)
+                   for name, state in self.states.items()}
+        self._check_eventless_cycles(charted)
         self._check_budgets()
         self._check_approvals()
         for index, key in enumerate(spec.secrets):
@@ -282,11 +324,12 @@ class _Builder:
         for name, state in self.states.items():
             ancestors = self._ancestors(name)
             merged: dict[str, tuple[CompiledTransition, ...]] = {}
-            for holder in (name, *ancestors):  # the state's own first, then its parents'
+            for holder in self._chain(name):  # the state's own first, then its parents'
                 for event, transitions in own[holder].items():
                     merged[event] = merged.get(event, ()) + transitions
             step = self._compile_step(name, state.step, leaf_of)
             approval = self._compile_approval(name, state, leaf_of)
+            chart = charted[name]
             compiled_states[name] = CompiledState(
                 name=name,
                 kind=state.type,
@@ -300,16 +343,22 @@ class _Builder:
                 after_target=leaf_of.get(state.after.target) if state.after else None,
                 on=merged,
                 plain=(state.type == "normal" and step is None and approval is None
-                       and not state.after),
+                       and not state.after and not chart["entry"] and not chart["always"]),
+                **chart,
             )
         if initial is not None:
-            self._check_graph(leaf_of[initial], leaves, compiled_states, leaf_of)
+            self._check_graph(leaf_of[initial], self._leaves(None), compiled_states, leaf_of)
+        for root in self._scope_roots():
+            start = compiled_states[root].regions[0][1] if self.states[root].type == "map" \
+                else leaf_of[root]
+            if start is not None:
+                self._check_graph(start, self._leaves(root), compiled_states, leaf_of, root)
         if any(f.severity is Severity.ERROR for f in self.findings) or initial is None:
             return None
         initial_leaf = leaf_of[initial]
         budgets = spec.budgets
         assert initial_leaf is not None
-        return WorkflowDefinition(
+        definition = WorkflowDefinition(
             name=spec.name,
             version=spec.version,
             spec=spec,
@@ -331,7 +380,85 @@ class _Builder:
             secrets=frozenset(spec.secrets),
             source=source,
             warnings=tuple(f for f in self.findings if f.severity is Severity.WARNING),
+            scoped=any(s.entry or s.exit or s.history for s in compiled_states.values()),
+            scopes={},
         )
+        scopes = definition.scopes
+        assert isinstance(scopes, dict)
+        for root in self._scope_roots():
+            state = compiled_states[root]
+            start = state.regions[0][1] if state.kind == "map" else leaf_of[root]
+            assert start is not None
+            scopes[root] = replace(definition, initial=start, budgets=Budgets(),
+                                   compensation_failed=None, scope=root, warnings=())
+        return definition
+
+    # -- scopes: parallel regions and map items ----------------------------------------------
+
+    def _scope(self, name: str) -> str | None:
+        """Gives the region (a parallel state's child) or map state `name` runs inside."""
+        current, seen = name, {name}
+        while True:
+            parent = self.states[current].parent
+            if parent is None or parent not in self.states or parent in seen:
+                return None
+            if self.states[parent].type == "parallel":
+                return current
+            if self.states[parent].type == "map":
+                return parent
+            seen.add(parent)
+            current = parent
+
+    def _scope_roots(self) -> list[str]:
+        """Gives every region and map state, in definition order."""
+        return sorted({root for root in self.scope_of.values() if root is not None},
+                      key=list(self.states).index)
+
+    def _chain(self, name: str) -> tuple[str, ...]:
+        """Gives `name` and the parents whose transitions it takes: up to its region, or up to
+        the child of its map state (a map's or parallel state's own transitions leave it)."""
+        chain = [name]
+        current = name
+        for parent in self._ancestors(name):
+            if self.states[current].parent is not None and self.states[
+                    self.states[current].parent or ""].type == "parallel":
+                break  # `current` is a region: its own transitions are its last
+            if self.states[parent].type == "map":
+                break
+            chain.append(parent)
+            current = parent
+        return tuple(chain)
+
+    def _leaves(self, scope: str | None) -> list[str]:
+        """Gives where executions of `scope` rest: its leaves, parallel and map states."""
+        return [name for name, state in self.states.items()
+                if self.scope_of.get(name) == scope and name != scope
+                and (not self.children.get(name) or state.type in ("parallel", "map"))]
+
+    def _same_scope(self, name: str, target: str | None, location: str) -> bool:
+        """Tells whether a transition of `name` to `target` stays in `name`'s scope (an error
+        when it does not: a region is left only by its parallel state's own transitions)."""
+        if target is None or target not in self.states:
+            return True
+        here = self.scope_of.get(name)
+        there = self.scope_of.get(target)
+        if here == there and target != here:
+            return True
+        where = "the top level" if here is None else f"{self._scope_word(here)} {here!r}"
+        self.error("leaves-scope", location,
+                   f"{name!r} is in {where} and may not move to {target!r}, which is not; a "
+                   "region or map item ends in one of its own final states and the parallel "
+                   "or map state's `done:` (or its own `on:`) leaves it", name, target)
+        return False
+
+    def _undoes(self, owner: str) -> bool:
+        """Tells whether a region (item) of parallel (map) state `owner` runs a step with a
+        compensation, which a failure of `owner` undoes."""
+        return any(state.step is not None and state.step.compensation is not None
+                   and owner in self._ancestors(name) for name, state in self.states.items())
+
+    def _scope_word(self, root: str) -> str:
+        return "map state" if self.states[root].type == "map" else "region"
 
     # -- hierarchy -------------------------------------------------------------------------------
 
@@ -347,13 +474,16 @@ class _Builder:
                            f"parent state {state.parent!r} does not exist{hint}", state.parent)
                 continue
             parent = self.states[state.parent]
-            reasons = [f"is {parent.type}"] if parent.type != "normal" else []
+            reasons = ([f"is {parent.type}"]
+                       if parent.type not in ("normal", "parallel", "map") else [])
             reasons += [f"has {key}" for key in ("step", "approval", "after")
                         if getattr(parent, key) is not None]
+            if parent.always:
+                reasons.append("has always")
             if reasons:
                 self.error("bad-parent", location,
                            f"parent {state.parent!r} {' and '.join(reasons)}; a compound parent "
-                           "must be a plain normal state", state.parent, name)
+                           "must be a plain normal, parallel or map state", state.parent, name)
             children.setdefault(state.parent, []).append(name)
         for name in self.states:
             seen = [name]
@@ -407,6 +537,203 @@ class _Builder:
             current = initial_child[current]
         return current
 
+    # -- statechart constructs --------------------------------------------------------------
+
+    def _compile_chart(self, name: str, state: StateSpec, children: Mapping[str, list[str]],
+                       initial_child: Mapping[str, str | None],
+                       leaf_of: Mapping[str, str | None]) -> dict[str, Any]:
+        """Gives the statechart fields of a compiled state (entry, exit, always, done, history,
+        regions, map settings), checking each with its location."""
+        location = f"states.{name}"
+        kind = state.type
+        members = children.get(name, [])
+
+        def actions(specs: list[ActionSpec], key: str) -> tuple[Action, ...]:
+            return tuple(action for index, spec in enumerate(specs)
+                         if (action := self._compile_action(spec, f"{location}.{key}[{index}]")))
+
+        always = self._compile_list(name, state.eventless(), f"{location}.always", leaf_of,
+                                    "always")
+        done = self._compile_list(name, state.joins(), f"{location}.done", leaf_of, "done")
+        chart: dict[str, Any] = {
+            "entry": actions(state.entry, "entry"),
+            "exit": actions(state.exit, "exit"),
+            "always": always,
+            "done": done,
+            "history": state.history,
+            "initial_child": initial_child.get(name),
+            "scope": self.scope_of.get(name),
+        }
+        if state.always and (state.step is not None or state.approval is not None):
+            self.error("always-with-step", f"{location}.always",
+                       f"state {name!r} runs a {'step' if state.step else 'approval'}; leaving "
+                       "it at once by an eventless transition would abandon it", name)
+        if kind == "final" and state.always:
+            self.error("final-exit", f"{location}.always",
+                       f"final state {name!r} may not have `always`: a final state accepts "
+                       "nothing", name)
+        if kind == "choice":
+            for key in ("step", "approval", "after"):
+                if getattr(state, key) is not None:
+                    self.error("choice-shape", f"{location}.{key}",
+                               f"choice state {name!r} is left at once and may not have "
+                               f"`{key}`", name)
+            if state.on or members:
+                self.error("choice-shape", location,
+                           f"choice state {name!r} is left at once: it has only `always:` "
+                           "(no `on:`, no children)", name)
+            if not state.always:
+                self.error("choice-shape", f"{location}.always",
+                           f"choice state {name!r} needs `always:`, the branches it chooses "
+                           "among", name)
+            elif all(t.guard is not None for t in state.eventless()):
+                self.warning("choice-no-default", f"{location}.always",
+                             f"no branch of choice {name!r} is unguarded: when no guard holds "
+                             "the event that led there is rejected", name)
+        if state.done is not None and kind not in ("parallel", "map"):
+            self.error("done-not-parallel", f"{location}.done",
+                       f"only parallel and map states have `done:`; {name!r} is {kind}", name)
+        if state.history is not None and (not members or kind != "normal"):
+            self.error("history-shape", f"{location}.history",
+                       f"`history:` belongs on a compound normal state; {name!r} is "
+                       f"{'a leaf' if not members else kind}", name)
+        self._check_map_fields(name, state)
+        if kind in ("parallel", "map"):
+            for key in ("step", "approval"):
+                if getattr(state, key) is not None:
+                    self.error("parallel-shape", f"{location}.{key}",
+                               f"{kind} state {name!r} may not have `{key}`: put it in a child",
+                               name)
+            if not state.done:
+                self.error("join-missing", f"{location}.done",
+                           f"{kind} state {name!r} needs `done:`, where the run goes once "
+                           f"every {'region' if kind == 'parallel' else 'item'} is final", name)
+        if kind == "parallel":
+            if not members:
+                self.error("parallel-shape", location,
+                           f"parallel state {name!r} needs regions: child states, each a "
+                           "compound state with an initial and a final child", name)
+            regions = []
+            for region in members:
+                if not children.get(region) or self.states[region].type != "normal":
+                    self.error("parallel-shape", f"states.{region}",
+                               f"{region!r} is a region of parallel state {name!r}, so it must "
+                               "be a compound normal state (with child states of its own)",
+                               region, name)
+                    continue
+                if self.states[region].step is not None or self.states[region].after:
+                    continue  # bad-parent says why
+                start = leaf_of.get(region)
+                if start is not None:
+                    regions.append((region, start))
+            chart["regions"] = tuple(regions)
+            chart["on_region_failure"] = state.on_region_failure
+        elif kind == "map":
+            first = initial_child.get(name)
+            start = leaf_of.get(first) if first else None
+            if not members:
+                self.error("map-shape", location,
+                           f"map state {name!r} needs child states: the flow each item runs",
+                           name)
+            chart["regions"] = (("", start),) if start else ()
+            guard, text = self._compile_guard(state.items, f"{location}.items") \
+                if state.items else (None, "")
+            chart.update(items=guard, items_text=text, concurrency_max=state.concurrency_max,
+                         tolerated_failures=state.tolerated_failures, results=state.results,
+                         on_region_failure=state.on_region_failure)
+        return chart
+
+    def _check_map_fields(self, name: str, state: StateSpec) -> None:
+        location = f"states.{name}"
+        if state.type != "map":
+            for key in ("items", "concurrency_max"):
+                if getattr(state, key) is not None:
+                    self.error("map-only", f"{location}.{key}",
+                               f"`{key}` belongs on a map state; {name!r} is {state.type}", name)
+            return
+        if state.items is None:
+            self.error("map-items", f"{location}.items",
+                       f"map state {name!r} needs `items:`, an expression giving the list it "
+                       "maps over (items: context.attachments)", name)
+            return
+        match = re.fullmatch(r"\s*context\.([A-Za-z_][A-Za-z0-9_]*)\s*", state.items)
+        if match and match.group(1) in self.spec.context:
+            value = self.spec.context[match.group(1)]
+            if not isinstance(value, list):
+                self.error("map-not-list", f"{location}.items",
+                           f"map state {name!r} maps over {state.items.strip()!r}, which the "
+                           f"initial context sets to a {type(value).__name__}, not a list", name)
+
+    def _compile_list(self, name: str, transitions: list[Any], location: str,
+                      leaf_of: Mapping[str, str | None], label: str
+                      ) -> tuple[CompiledTransition, ...]:
+        """Compiles `always:` or `done:` transitions (they always name a target)."""
+        items: list[CompiledTransition] = []
+        for index, transition in enumerate(transitions):
+            where = f"{location}[{index}]" if len(transitions) > 1 else location
+            if transition.target is None:
+                self.error("internal-eventless", f"{where}.target",
+                           f"a `{label}` transition needs a target: one without would "
+                           f"{'run its actions forever' if label == 'always' else 'stay'}",
+                           name)
+                continue
+            if not self._target_exists(transition.target, f"{where}.target"):
+                self.unresolved.add(name)
+                continue
+            self._same_scope(name, transition.target, f"{where}.target")
+            guard, guard_text = self._compile_guard(transition.guard, f"{where}.guard")
+            actions = tuple(
+                action for position, spec in enumerate(transition.actions)
+                if (action := self._compile_action(spec, f"{where}.actions[{position}]"))
+            )
+            target_leaf = leaf_of.get(transition.target)
+            if target_leaf is None:
+                self.unresolved.add(name)
+                continue
+            items.append(CompiledTransition(label, name, index, transition.target, target_leaf,
+                                            guard, guard_text, actions))
+        return tuple(items)
+
+    def _check_eventless_cycles(self, charted: Mapping[str, Mapping[str, Any]]) -> None:
+        """An eventless move that always comes back (each state's first eventless transition
+        unguarded) is a runaway: an error. A loop through guarded ones may end: a warning."""
+        first: dict[str, CompiledTransition] = {}
+        edges: dict[str, list[str]] = {}
+        for name, chart in charted.items():
+            always = chart["always"]
+            if always:
+                if always[0].guard is None:
+                    first[name] = always[0]
+                edges[name] = [t.target_leaf for t in always]
+        reported: set[str] = set()
+        for start in first:
+            path, current = [start], first[start].target_leaf
+            while current in first and current not in path:
+                path.append(current)
+                current = first[current].target_leaf
+            if current in path and not reported & set(path):
+                loop = path[path.index(current):]
+                reported |= set(loop)
+                self.error("eventless-cycle", f"states.{loop[0]}.always",
+                           "eventless transitions with no guard go round forever: "
+                           f"{' -> '.join([*loop, loop[0]])}", *loop)
+        for start in edges:
+            if start in reported:
+                continue
+            seen, stack = set(), list(edges[start])
+            while stack:
+                current = stack.pop()
+                if current == start:
+                    self.warning("eventless-loop", f"states.{start}.always",
+                                 f"eventless transitions can lead from {start!r} back to it; "
+                                 "if their guards all keep holding the run is stopped as a "
+                                 "runaway", start)
+                    reported.add(start)
+                    break
+                if current not in seen:
+                    seen.add(current)
+                    stack.extend(edges.get(current, ()))
+
     # -- events and tools ------------------------------------------------------------------------
 
     def _compile_events(self) -> dict[str, CompiledEvent]:
@@ -419,8 +746,28 @@ class _Builder:
                            f"({', '.join(_RESERVED_PREFIXES)})", name)
             check = self._payload_check(event.payload, f"{location}.payload")
             sources = frozenset(str(s) for s in event.sources) if event.sources else None
-            events[name] = CompiledEvent(name, sources, check)
+            events[name] = CompiledEvent(name, sources, check,
+                                         self._compile_correlation(name, event.correlate,
+                                                                   event.payload))
         return events
+
+    def _compile_correlation(self, name: str, correlate: Mapping[str, str], payload: Any
+                             ) -> tuple[tuple[str, Guard, str], ...]:
+        compiled = []
+        fields = payload.get("properties") if isinstance(payload, dict) else None
+        if isinstance(payload, type) and issubclass(payload, BaseModel):
+            fields = payload.model_fields
+        for field_name, text in correlate.items():
+            location = f"events.{name}.correlate.{field_name}"
+            if isinstance(fields, Mapping) and field_name not in fields:
+                hint = did_you_mean(field_name, fields)
+                self.error("correlate-field", location,
+                           f"event {name!r} correlates payload field {field_name!r}, which its "
+                           f"payload schema does not declare{hint}", name, field_name)
+            guard, _ = self._compile_guard(text, location)
+            if guard is not None:
+                compiled.append((field_name, guard, text))
+        return tuple(compiled)
 
     def _payload_check(self, schema: Any, location: str,
                        secrets: frozenset[str] = frozenset()) -> PayloadCheck | None:
@@ -482,7 +829,7 @@ class _Builder:
             if is_compound:
                 self.error("final-compound", location,
                            f"final state {name!r} may not have child states", name)
-            inherited = [event for parent in self._ancestors(name)
+            inherited = [event for parent in self._chain(name)[1:]
                          for event in self.states[parent].on]
             if inherited:
                 self.error("final-exit", f"{location}.parent",
@@ -507,12 +854,14 @@ class _Builder:
             self.error("approval-not-wait", f"{location}.approval",
                        f"state {name!r} has an approval but is {state.type}; approvals are "
                        "`type: wait`", name)
-        elif state.step is None and state.after is None and not is_compound:
+        elif (state.step is None and state.after is None and not is_compound
+              and state.type == "normal" and not state.always):
             self.warning("implicit-wait", location,
                          f"state {name!r} runs no step, so it waits for an event with no "
                          "timeout; make it `type: wait` with `after:`", name)
-        if state.after is not None:
-            self._target_exists(state.after.target, f"{location}.after.target")
+        if state.after is not None and self._target_exists(state.after.target,
+                                                           f"{location}.after.target"):
+            self._same_scope(name, state.after.target, f"{location}.after.target")
         if state.step is not None:
             self._check_step(name, state.step, leaf_of)
         elif not is_compound:
@@ -528,7 +877,7 @@ class _Builder:
                            f"state {name!r} {why}, so {event!r} never arrives there", name, event)
 
     def _handles(self, name: str, event: str) -> bool:
-        return any(event in self.states[holder].on for holder in (name, *self._ancestors(name)))
+        return any(event in self.states[holder].on for holder in self._chain(name))
 
     def _check_step(self, name: str, step: StepSpec, leaf_of: Mapping[str, str | None]) -> None:
         location = f"states.{name}.step"
@@ -577,8 +926,17 @@ class _Builder:
                 self.error("compensation-failed-missing", "compensation_failed",
                            f"state {name!r} declares a compensation, so the definition needs "
                            "`compensation_failed: <state>` asking a human when one fails", name)
-        if step.escalate_to is not None:
-            self._target_exists(step.escalate_to, f"{location}.escalate_to")
+        if step.escalate_to is not None and self._target_exists(step.escalate_to,
+                                                                f"{location}.escalate_to"):
+            self._same_scope(name, step.escalate_to, f"{location}.escalate_to")
+        scope = self.scope_of.get(name)
+        if scope is not None and retry.on_exhausted == "compensate":
+            self.error("compensate-in-scope", f"{rloc}.on_exhausted",
+                       f"step {name!r} is in {self._scope_word(scope)} {scope!r}, whose failure "
+                       "the parallel or map state undoes for every region at once; end the "
+                       "failure in a final state (on_exhausted: fail)", name)
+        if isinstance(step.needs_approval, str):
+            self._compile_guard(step.needs_approval, f"{location}.needs_approval")
         if retry.on_exhausted == "escalate" and step.escalate_to is None:
             self.error("escalate-target", f"{location}.escalate_to",
                        f"on_exhausted is escalate, so state {name!r} needs `escalate_to`", name)
@@ -638,11 +996,21 @@ class _Builder:
             retry_on=frozenset(str(c) for c in retry.retry_on),
             on_exhausted=retry.on_exhausted,
             compensation=compensation,
-            needs_approval=step.needs_approval,
+            needs_approval=bool(step.needs_approval),
             cost=step.cost,
             escalate_to=leaf_of.get(step.escalate_to or ""),
             check_output=self.output_checks.get(step.tool),
+            approval_when=self._approval_condition(step),
+            approval_text=step.needs_approval if isinstance(step.needs_approval, str) else "",
         )
+
+    def _approval_condition(self, step: StepSpec) -> Guard | None:
+        if not isinstance(step.needs_approval, str):
+            return None
+        try:
+            return compile_expression(step.needs_approval)
+        except ExpressionSyntaxError:
+            return None  # reported by _check_step
 
     def _compile_approval(self, name: str, state: StateSpec,
                           leaf_of: Mapping[str, str | None]) -> CompiledApproval | None:
@@ -724,12 +1092,16 @@ class _Builder:
                 self.error("budget-target", "budgets.on_cycle",
                            "cycle_threshold is set, so `on_cycle` (or `on_exceeded`) must name a "
                            "state")
-        for key in ("on_exceeded", "on_cycle"):
-            target = getattr(budgets, key)
-            if target is not None:
-                self._target_exists(target, f"budgets.{key}")
-        if self.spec.compensation_failed is not None:
-            self._target_exists(self.spec.compensation_failed, "compensation_failed")
+        for key, target in (("budgets.on_exceeded", budgets.on_exceeded),
+                            ("budgets.on_cycle", budgets.on_cycle),
+                            ("compensation_failed", self.spec.compensation_failed)):
+            if target is not None and self._target_exists(target, key) and self.scope_of.get(
+                    target) is not None:
+                self.error("leaves-scope", key,
+                           f"{key} names {target!r}, which is inside "
+                           f"{self._scope_word(self.scope_of[target] or '')} "
+                           f"{self.scope_of[target]!r}; it must be a state at the top level",
+                           target)
 
     # -- transitions -----------------------------------------------------------------------------
 
@@ -752,9 +1124,24 @@ class _Builder:
             items: list[CompiledTransition] = []
             for index, transition in enumerate(transitions):
                 where = f"{location}[{index}]" if len(transitions) > 1 else location
+                if transition.target is None:
+                    if event in TRANSITION_EVENTS:
+                        self.error("internal-builtin", f"{where}.target",
+                                   f"{event!r} ends a step or an approval, so its transition "
+                                   "must leave the state: give it a target", name, event)
+                        continue
+                    guard, guard_text = self._compile_guard(transition.guard, f"{where}.guard")
+                    actions = tuple(
+                        action for position, spec in enumerate(transition.actions)
+                        if (action := self._compile_action(spec, f"{where}.actions[{position}]"))
+                    )
+                    items.append(CompiledTransition(event, name, index, "", "", guard,
+                                                    guard_text, actions, internal=True))
+                    continue
                 if not self._target_exists(transition.target, f"{where}.target"):
                     self.unresolved.add(name)
                     continue
+                self._same_scope(name, transition.target, f"{where}.target")
                 guard, guard_text = self._compile_guard(transition.guard, f"{where}.guard")
                 actions = tuple(
                     action for position, spec in enumerate(transition.actions)
@@ -824,34 +1211,43 @@ class _Builder:
 
     def _check_graph(self, initial: str | None, leaves: list[str],
                      states: Mapping[str, CompiledState],
-                     leaf_of: Mapping[str, str | None]) -> None:
+                     leaf_of: Mapping[str, str | None], scope: str | None = None) -> None:
+        """Checks that every state of `scope` (the top level, a region or a map's item flow)
+        can be reached from `initial`, and that a final state can be reached from each."""
         if initial is None:
             return
         spec = self.spec
         budgets = spec.budgets
+        top = scope is None
         # every declared budget target can be reached from anywhere; but only budgets that a
         # loop must exhaust count as a way to finish: cost accrues only on steps and cycles only
         # on repeated errors, so neither guarantees an exit
-        reachable_targets = [leaf_of.get(t) for t in (budgets.on_exceeded, budgets.on_cycle) if t]
+        reachable_targets = [leaf_of.get(t) for t in (budgets.on_exceeded, budgets.on_cycle)
+                             if t] if top else []
         bounded = any(limit is not None for limit in (budgets.transitions_max,
                                                        budgets.visits_max, budgets.deadline))
-        exits = [leaf_of.get(budgets.on_exceeded)] if bounded and budgets.on_exceeded else []
+        exits = [leaf_of.get(budgets.on_exceeded)] if (
+            top and bounded and budgets.on_exceeded) else []
         edges: dict[str, list[str]] = {}
         for leaf in leaves:
             state = states[leaf]
             if state.final:
                 edges[leaf] = []
                 continue
-            out: list[str | None] = [t.target_leaf for ts in state.on.values() for t in ts]
+            out: list[str | None] = [t.target_leaf for ts in state.on.values() for t in ts
+                                     if not t.internal]
+            out += [t.target_leaf for t in (*state.always, *state.done)]
             if state.after_target:
                 out.append(state.after_target)
             if state.step is not None:
                 if state.step.escalate_to:
                     out.append(state.step.escalate_to)
-                if state.step.compensation is not None and spec.compensation_failed:
+                if state.step.compensation is not None and spec.compensation_failed and top:
                     out.append(leaf_of.get(spec.compensation_failed))
             if state.approval is not None and state.approval.escalate_to:
                 out.append(state.approval.escalate_to)
+            if state.regions and spec.compensation_failed and self._undoes(leaf):
+                out.append(leaf_of.get(spec.compensation_failed))
             edges[leaf] = [t for t in out if t]
             if not edges[leaf] and leaf not in self.unresolved:
                 self.error("trap-state", f"states.{leaf}",
@@ -863,21 +1259,33 @@ class _Builder:
         for target in reachable_targets:
             if target:
                 reachable |= _reach(target, edges)
+        where = f"the initial state {initial!r}" if top else (
+            f"{initial!r}, where {self._scope_word(scope or '')} {scope!r} starts")
         for name in self.states:
+            if self.scope_of.get(name) != scope or name == scope:
+                continue
             descendants = [leaf for leaf in leaves
                            if leaf == name or name in states[leaf].ancestors]
             if not any(leaf in reachable for leaf in descendants):
                 self.error("unreachable-state", f"states.{name}",
-                           f"state {name!r} cannot be reached from the initial state "
-                           f"{initial!r}", name)
+                           f"state {name!r} cannot be reached from {where}", name)
         finals = {leaf for leaf in leaves if states[leaf].final}
-        if self.spec.reactive:
+        if top and self.spec.reactive:
             return  # it ends by design in no final state: nothing to reach
+        owner = scope if scope is None or self.states[scope].type == "map" else (
+            self.states[scope].parent)
+        never = "" if top else (f", so {self.states[owner or ''].type} state {owner!r} never "
+                                "gets to `done`")
         if not finals & reachable:
-            self.error("no-final", "states",
-                       f"no final state can be reached from the initial state {initial!r} "
-                       "(a workflow that runs until it is stopped says `reactive: true`)",
-                       initial)
+            if top:
+                self.error("no-final", "states",
+                           f"no final state can be reached from the initial state {initial!r} "
+                           "(a workflow that runs until it is stopped says `reactive: true`)",
+                           initial)
+            else:
+                self.error("join-never", f"states.{scope}",
+                           f"{self._scope_word(scope or '')} {scope!r} has no final state that "
+                           f"can be reached from {initial!r}{never}", scope or "", initial)
             return
         reverse: dict[str, list[str]] = {}
         for source, targets in edges.items():
@@ -890,7 +1298,7 @@ class _Builder:
         for leaf in stuck:
             self.error("no-way-to-final", f"states.{leaf}",
                        f"no final state can be reached from state {leaf!r} (it loops among "
-                       f"{', '.join(stuck)} forever)", leaf)
+                       f"{', '.join(stuck)} forever){never}", leaf)
 
 
 def _reach(start: str, edges: Mapping[str, list[str]]) -> set[str]:

@@ -63,6 +63,10 @@ class RejectReason(StrEnum):
     TERMINAL = "terminal"
     UNAUTHORIZED = "unauthorized"
     UNKNOWN_EVENT = "unknown_event"
+    #: a payload field that must equal a context value (`correlate:`) does not
+    UNCORRELATED = "uncorrelated"
+    #: eventless transitions kept moving past their bound without settling
+    RUNAWAY = "runaway"
 
 
 class Event(NamedTuple):
@@ -170,6 +174,12 @@ class Execution(NamedTuple):
     forced the run (after which budgets no longer apply, so the run can be finished by hand);
     `uncertain` says an attempt of the current step ended without telling whether its effect
     took place (a timeout, an unusable output), so undoing the run must undo that step too.
+
+    In a parallel or map state, `regions` holds one execution per region (per item), each
+    naming its region (its map state) in `definition`; the parent's `timers` then also hold
+    every region's, and its `approval` the first region's pending one, so that whoever
+    watches the parent sees all that is due. `history` keeps, per compound state with
+    `history:`, the child (shallow) or leaf (deep) that was active when it was last left.
     """
 
     id: str
@@ -197,6 +207,8 @@ class Execution(NamedTuple):
     answered: str = ""
     last_event_id: str = ""
     uncertain: bool = False
+    regions: tuple[Execution, ...] = ()
+    history: Mapping[str, str] = EMPTY
 
 
 class RunEffect(NamedTuple):
@@ -256,6 +268,11 @@ class Transition(NamedTuple):
     event: str
     target: str
     forced: str = ""
+    #: the states an eventless move passed through on the way to `target`, in order
+    via: tuple[str, ...] = ()
+    #: in a parallel or map state: what the event did in each region it moved (their
+    #: `source` and `target` are the regions' states)
+    inner: tuple[Transition, ...] = ()
 
 
 class Accepted(NamedTuple):

@@ -15,7 +15,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from reference_machine._decide import decide, new_execution, start_event
+from reference_machine._decide import (
+    decide,
+    new_execution,
+    pending_approval,
+    pending_effect,
+    start_event,
+)
 from reference_machine._definition import WorkflowDefinition
 from reference_machine._records import (
     COMPENSATION_FAILED,
@@ -340,8 +346,8 @@ class Runtime:
         result = entry.result
         if result is None:
             command = entry.command
-            effect = self.store.load(execution_id).execution.effect
-            if not command.idempotent and (effect is None or effect.effect_id != call_id):
+            effect = pending_effect(self.store.load(execution_id).execution, call_id)
+            if not command.idempotent and effect is None:
                 # the run moved on (the step timed out, or escalated) before this call went
                 # out; a tool that honours no key is not sent it after the fact: its effect
                 # would come behind the back of whoever has the run now, and a send lost
@@ -394,10 +400,11 @@ class Runtime:
                 return outcome
             values = revealed_values([command.input, execution.context], self.vault)
             return Failure(outcome.category, scrub(outcome.message, values))
-        effect, state = execution.effect, definition.states.get(execution.state)
+        effect = pending_effect(execution, command.effect_id)
+        state = definition.states.get(effect.state) if effect is not None else None
         step = state.step if state is not None else None
         if (isinstance(command, RunCompensation) or step is None or step.check_output is None
-                or effect is None or effect.effect_id != command.effect_id
+                or effect is None
                 or not isinstance(outcome.output, Mapping)
                 or not definition.secrets & outcome.output.keys()):
             return outcome  # decide checks it as it is stored
@@ -433,11 +440,10 @@ class Runtime:
         execution_id, command = entry.execution_id, entry.command
         execution = self.store.load(execution_id).execution
         if isinstance(command, RequestApproval):
-            if execution.approval is not None and (
-                    execution.approval.request_id == command.request_id):
+            if pending_approval(execution, command.request_id) is not None:
                 self._notify(execution_id, command)  # idempotent by request id
             return
-        if execution.effect is None or execution.effect.effect_id != command.effect_id:
+        if pending_effect(execution, command.effect_id) is None:
             return  # superseded: the run moved on, and decide would ignore its result
         if entry.result is not None:
             result = entry.result  # recorded but never delivered

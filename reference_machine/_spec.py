@@ -109,7 +109,8 @@ class _Spec(BaseModel):
         if self._added and isinstance(data, dict):
             fields = type(self).model_fields
             for name in self._added:
-                if name in data and getattr(self, name) == fields[name].default:
+                if name in data and getattr(self, name) == fields[name].get_default(
+                        call_default_factory=True):
                     del data[name]
         return data
 
@@ -150,7 +151,11 @@ class StepSpec(_Spec):
     timeout: DurationMs | None = None
     retry: RetryPolicySpec = Field(default_factory=RetryPolicySpec)
     compensation: CompensationSpec | None = None
-    needs_approval: bool = False
+    needs_approval: bool | str = Field(
+        False,
+        description="true, or an expression over the context (`context.amount > 100`): the step "
+                    "then needs an approval only when it holds as the state is entered.",
+    )
     cost: float = 0.0
     escalate_to: Name | None = Field(
         None, description="State for `on_exhausted: escalate` and ambiguous failures."
@@ -177,7 +182,14 @@ class EventSpec(_Spec):
                     "copies are faults on top of these.",
     )
 
-    _added = ("sends_max",)
+    correlate: dict[Name, str] = Field(
+        default_factory=dict,
+        description="Payload fields that must equal context values: `{issue_id: "
+                    "context.issue_id}`. A payload that does not match is rejected; the simulator "
+                    "draws matching payloads, and mismatched ones as the wrong_correlation fault.",
+    )
+
+    _added = ("sends_max", "correlate")
 
 
 class ActionSpec(_Spec):
@@ -191,10 +203,14 @@ GuardSpec = str | FunctionRef | SkipJsonSchema[Callable[..., Any]]
 
 
 class TransitionSpec(_Spec):
-    target: Name
+    target: Name | None = Field(
+        None, description="Where it goes; with no target the transition is internal: its "
+                          "actions run and the state is neither left nor entered again.")
     guard: GuardSpec | None = None
     actions: list[ActionSpec] = Field(default_factory=list)
     description: str = ""
+
+    _added = ("target",)
 
 
 #: A transition written as a bare target, one mapping, or a list tried in order.
@@ -216,8 +232,11 @@ class ApprovalSpec(_Spec):
     escalate_to: Name | None = None
 
 
+StateType = Literal["normal", "wait", "final", "choice", "parallel", "map"]
+
+
 class StateSpec(_Spec):
-    type: Literal["normal", "wait", "final"] = "normal"
+    type: StateType = "normal"
     initial: bool = False
     parent: Name | None = None
     outcome: Name | None = Field(None, description="Final states only: success, failure, ...")
@@ -226,21 +245,66 @@ class StateSpec(_Spec):
     approval: ApprovalSpec | None = None
     after: AfterSpec | None = None
     on: dict[str, TransitionsWritten] = Field(default_factory=dict)
+    entry: list[ActionSpec] = Field(
+        default_factory=list, description="Actions run as the state is entered (outermost first).")
+    exit: list[ActionSpec] = Field(
+        default_factory=list, description="Actions run as the state is left (innermost first).")
+    always: TransitionsWritten = Field(
+        default_factory=list,
+        description="Eventless transitions: tried in order as soon as the state is entered or "
+                    "its context changes; the first whose guard holds is taken.",
+    )
+    done: TransitionsWritten | None = Field(
+        None,
+        description="Parallel and map states: where the run goes once every region (or item) "
+                    "has reached a final state; guards read `event.payload.failed`.",
+    )
+    history: Literal["shallow", "deep"] | None = Field(
+        None, description="Compound states: entering again resumes the child (shallow) or the "
+                          "leaf (deep) that was active when it was left.")
+    on_region_failure: Literal["cancel", "wait"] = Field(
+        "cancel", description="Parallel and map states: on a region's failure, abandon the "
+                              "others at once (cancel) or let them finish (wait).")
+    items: str | None = Field(None, description="Map states: an expression giving the list.")
+    concurrency_max: int | None = Field(
+        None, ge=1, description="Map states: items run at once; all of them when absent.")
+    tolerated_failures: int = Field(
+        0, ge=0, description="Map states: items that may fail before the map fails.")
+    results: Name = Field(
+        "results", description="Map states: the context key that gets one result per item.")
+
+    _added = ("entry", "exit", "always", "done", "history", "on_region_failure", "items",
+              "concurrency_max", "tolerated_failures", "results")
 
     @field_validator("on", mode="after")
     @classmethod
     def _as_lists(cls, value: dict[str, TransitionsWritten]) -> dict[str, list[TransitionSpec]]:
-        def one(item: str | TransitionSpec) -> TransitionSpec:
-            return TransitionSpec(target=item) if isinstance(item, str) else item
+        return {event: _listed(written) for event, written in value.items()}
 
-        return {
-            event: [one(item) for item in written] if isinstance(written, list) else [one(written)]
-            for event, written in value.items()
-        }
+    @field_validator("always", "done", mode="after")
+    @classmethod
+    def _listed(cls, value: TransitionsWritten | None) -> list[TransitionSpec] | None:
+        return None if value is None else _listed(value)
 
     def transitions(self, event: str) -> list[TransitionSpec]:
         """Gives the transitions declared for `event`, in order (a list, however written)."""
         return self.on.get(event, [])  # type: ignore[return-value]  # normalised by _as_lists
+
+    def eventless(self) -> list[TransitionSpec]:
+        """Gives the `always:` transitions, in order."""
+        return self.always  # type: ignore[return-value]  # normalised by _listed
+
+    def joins(self) -> list[TransitionSpec]:
+        """Gives the `done:` transitions, in order (none when absent)."""
+        return self.done or []  # type: ignore[return-value]  # normalised by _listed
+
+
+def _listed(written: TransitionsWritten) -> list[TransitionSpec]:
+    """Gives a transition written as a bare target, one mapping or a list, as a list."""
+    def one(item: str | TransitionSpec) -> TransitionSpec:
+        return TransitionSpec(target=item) if isinstance(item, str) else item
+
+    return [one(item) for item in written] if isinstance(written, list) else [one(written)]
 
 
 class BudgetSpec(_Spec):

@@ -250,7 +250,8 @@ def test_bad_state_type() -> None:
     data = _base()
     data["states"]["done"]["type"] = "terminal"
     with pytest.raises(DefinitionError,
-                       match=r"states\.done\.type: Input should be 'normal', 'wait' or 'final'"):
+                       match=r"states\.done\.type: Input should be 'normal', 'wait', 'final', "
+                             r"'choice', 'parallel' or 'map'"):
         load_definition(data)
 
 
@@ -349,7 +350,7 @@ def test_parent_with_a_step_is_not_a_plain_compound() -> None:
     """A state with a step cannot be a compound parent."""
     data = _base()
     data["states"]["child"] = {"parent": "work", "initial": True, "on": {"go": "done"}}
-    pattern = r"states\.child\.parent: parent 'work' .*step.*plain normal state"
+    pattern = r"states\.child\.parent: parent 'work' .*step.*plain normal, parallel or map state"
     with pytest.raises(DefinitionError, match=pattern) as info:
         load_definition(data)
     assert _with_code(info.value, "bad-parent").ids == ("work", "child")

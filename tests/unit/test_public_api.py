@@ -54,7 +54,8 @@ class TestExports:
             "Runtime", "Success", "Tool", "ToolOutcome", "UnknownDefinitionError",
             "action_hash", "check_spec", "compile_definition", "decide", "lint",
             "load_definition", "load_spec", "new_execution", "parse_duration_ms",
-            "register_function", "registered_functions", "start_event",
+            "register_function", "registered_functions", "start_event", "EVENTLESS_MAX",
+            "pending_approval", "pending_effect",
         }
 
     @pytest.mark.parametrize("package", [harness, fault_injection])
