@@ -131,7 +131,13 @@ class Committed(NamedTuple):
     machine tells it. `moved` is the event type of the transition the commit made ("" for an
     accepted event that moved nothing: a retry scheduled, a compensation advanced), `forced`
     the budget or policy that forced it. `context` is the execution's context after the commit,
-    `payload` the event's, and `effects` the tool calls it commanded."""
+    `payload` the event's, and `effects` the tool calls it commanded.
+
+    Statecharts: `via` lists the states an eventless run of moves passed through on its way to
+    `state`; in a parallel or map state, `inner` holds (source, event, target) of each move a
+    region (or map item) made, depth first (a source of "" is a region starting), and
+    `regions` (region execution id, state, status) of every region after the commit, depth
+    first. Each is left out of the JSON line while empty."""
 
     step: int
     at: int
@@ -149,6 +155,9 @@ class Committed(NamedTuple):
     payload: Mapping[str, Any] | None = None
     context: Mapping[str, Any] | None = None
     effects: tuple[Commanded, ...] = ()
+    via: tuple[str, ...] = ()
+    inner: tuple[tuple[str, str, str], ...] = ()
+    regions: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def kind(self) -> Literal["committed"]:
@@ -350,9 +359,18 @@ HistoryRecord = (RunStarted | Started | Delivered | Decided | Committed | Dispat
                  | Observed | Healed | Replayed | MachineFailed | Finished)
 
 
+#: Fields added after the first history format: left out of a line while empty, so that a run
+#: that does not use them writes the lines it did.
+_LEFT_OUT_EMPTY = {"committed": ("via", "inner", "regions")}
+
+
 def as_dict(record: HistoryRecord) -> dict[str, Any]:
     """Gives the record as plain JSON data, its kind first."""
-    return {"kind": record.kind, **record._asdict()}
+    data = {"kind": record.kind, **record._asdict()}
+    for name in _LEFT_OUT_EMPTY.get(record.kind, ()):
+        if not data[name]:
+            del data[name]
+    return data
 
 
 def dump_line(record: HistoryRecord) -> str:

@@ -996,7 +996,9 @@ class _Run:
                             transition.event if transition is not None else "",
                             transition.forced if transition is not None else "", event.type,
                             event.source, event.answers, event.payload, execution.context,
-                            effects))
+                            effects, transition.via if transition is not None else (),
+                            _inner_moves(transition.inner) if transition is not None else (),
+                            _region_states(execution.regions)))
 
     def _recorded(self, execution_id: str, command_id: str, result: Event) -> None:
         self.changed[execution_id] = None
@@ -1016,6 +1018,24 @@ class _Run:
         that names one (the protocol's convention), else unknown ("")."""
         head = key.split("/", 1)[0]
         return head if head in self.obs or head in self.unstarted else ""
+
+
+def _inner_moves(inner: tuple[Any, ...]) -> tuple[tuple[str, str, str], ...]:
+    """Gives (source, event, target) of each region move, depth first."""
+    moves: list[tuple[str, str, str]] = []
+    for move in inner:
+        moves.append((move.source, move.event, move.target))
+        moves += _inner_moves(move.inner)
+    return tuple(moves)
+
+
+def _region_states(regions: tuple[Any, ...]) -> tuple[tuple[str, str, str], ...]:
+    """Gives (region id, state, status) of every region, depth first."""
+    states: list[tuple[str, str, str]] = []
+    for region in regions:
+        states.append((region.id, region.state, str(region.status)))
+        states += _region_states(region.regions)
+    return tuple(states)
 
 
 def _well_formed(obs: Observation) -> bool:
