@@ -146,7 +146,8 @@ class TestReadme:
     def test_fault_plan_example_loads(self, tmp_path: Path) -> None:
         """The README's fault plan loads as written."""
         plan_file = tmp_path / "plan.yaml"
-        plan_file.write_text(fenced("yaml")[1], encoding="utf-8")
+        (example,) = [block for block in fenced("yaml") if "duplicate_event" in block]
+        plan_file.write_text(example, encoding="utf-8")
         plan = load_plan(plan_file)
         assert plan.rate("duplicate_event") == 0.1
         assert plan.get("slow_tool").latency_ms == 120_000  # type: ignore[union-attr]
