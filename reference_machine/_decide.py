@@ -653,9 +653,11 @@ def _on_compensation_result(definition: WorkflowDefinition, ex: Execution, event
                 attempt=1, effect=effect, compensating=remaining, completed=completed,
                 sequence=ex.sequence + 1, answered=event.answers, last_event_id=event.id,
             ), (command,))
+        # what was not in the queue (a parallel state's failure undoes only its regions')
+        # stays completed
         return _move(definition, ex._replace(completed=completed), event, now,
-                     ex.after_compensation, ex.context, forced="compensated", completed=(),
-                     answered=event.answers)
+                     ex.after_compensation, ex.context, forced="compensated",
+                     completed=completed, answered=event.answers)
     category = event.payload.get("category")
     retryable = isinstance(category, str) and category in _RETRYABLE_COMPENSATION and (
         category != Category.TIMEOUT or current.retry_safe)  # never a blind retry of an undo
@@ -1245,7 +1247,7 @@ def _join(definition: WorkflowDefinition, ex: Execution, commands: list[Command]
     moved = decision.transition or Transition(ex.state, "done", decision.execution.state)
     if entered is not None:
         moved = moved._replace(source=entered.source, event=entered.event,
-                               via=(*entered.via, *moved.via, ex.state))
+                               via=(*entered.via, ex.state, *moved.via))
     return decision._replace(
         execution=decision.execution._replace(sequence=ex.sequence),
         commands=(*commands, *decision.commands),
@@ -1260,10 +1262,19 @@ def _in_flight_undos(definition: WorkflowDefinition, regions: tuple[Execution, .
     undos: list[CompletedStep] = []
     for region in regions:
         effect = region.effect
-        if region.status == _FINAL or effect is None or effect.compensation:
+        if region.status == _FINAL or (effect is not None and effect.compensation):
+            continue
+        if region.regions:
             undos += _in_flight_undos(definition, region.regions)
             continue
-        step = definition.states[effect.state].step
+        if effect is not None:
+            state, key = effect.state, effect.key
+        elif region.uncertain:  # waiting to retry an attempt that may have taken effect
+            state = region.state
+            key = f"{region.id}/{state}/{region.visits.get(state, 0)}"
+        else:
+            continue
+        step = definition.states[state].step
         compensation = step.compensation if step is not None else None
         if compensation is None:
             continue
@@ -1271,7 +1282,7 @@ def _in_flight_undos(definition: WorkflowDefinition, regions: tuple[Execution, .
             undo_input = compensation.input(region.context)
         except Exception:  # an undo that cannot be planned is skipped, not a crash
             continue
-        undos.append(CompletedStep(effect.state, effect.key, compensation.tool, undo_input,
+        undos.append(CompletedStep(state, key, compensation.tool, undo_input,
                                    compensation.attempts_max, compensation.retry_safe))
     return tuple(undos)
 

@@ -544,3 +544,103 @@ def test_a_correlated_event_for_another_run_is_refused_and_its_own_is_taken() ->
     assert "payload.issue_id is 'ISS-8', but context.issue_id is 'ISS-7'" in decision.detail
     assert isinstance(driver.event("ci.finished", {"issue_id": "ISS-7"}), Accepted)
     assert driver.ex.state == "done"
+
+
+def test_a_region_failure_undoes_only_what_the_regions_did() -> None:
+    """A step completed before the parallel state stays completed (its undo kept for the
+    run), while the regions' completed steps are undone."""
+    spec = parallel_spec("cancel")
+    states = dict(spec["states"])
+    states["reserve"] = {"initial": True, "step": {"tool": "hold", "compensation": {
+        "tool": "release"}}, "on": {"step.succeeded": "fetch", "step.failed": "failed"}}
+    states["fetch"] = {**states["fetch"], "initial": False}
+    driver = Driver(load_definition({**spec, "states": states}))
+    driver.start()
+    driver.answer("hold")  # the reservation, before the parallel state
+    driver.answer("crm", {"name": "Ann"})
+    driver.answer("hold")  # the region's hold
+    decision = driver.answer("billing", ok=False)
+    undo = [c.compensates for c in decision.commands if isinstance(c, RunCompensation)]
+    assert undo == ["e/fetch/1/crm/crm_hold/1"]
+    driver.answer("release")
+    assert driver.ex.state == "failed"
+    assert [s.key for s in driver.ex.completed] == ["e/reserve/1"]
+
+
+def test_a_region_waiting_to_retry_an_uncertain_call_is_undone_when_abandoned() -> None:
+    spec = parallel_spec("cancel")
+    states = dict(spec["states"])
+    states["crm_hold"] = {**states["crm_hold"], "step": {
+        "tool": "hold", "compensation": {"tool": "release"}, "timeout": "5s",
+        "retry": {"attempts_max": 3}}}
+    driver = Driver(load_definition({**spec, "states": states}))
+    driver.start()
+    driver.answer("crm", {"name": "Ann"})
+    driver.answer("hold", {"category": "timeout", "error": "slow"}, ok=False)  # may have held
+    assert driver.ex.regions[0].uncertain and driver.ex.regions[0].effect is None
+    decision = driver.answer("billing", ok=False)
+    undo = [c.compensates for c in decision.commands if isinstance(c, RunCompensation)]
+    assert undo == ["e/fetch/1/crm/crm_hold/1"]
+
+
+def test_a_parallel_state_inside_a_region_joins_inside_out() -> None:
+    spec = {
+        "name": "nested_parallel",
+        "tools": {"t": {"idempotency_keys": True}},
+        "states": {
+            "outer": {"initial": True, "type": "parallel", "done": "end"},
+            "left": {"parent": "outer"},
+            "inner": {"parent": "left", "initial": True, "type": "parallel",
+                      "done": "left_done"},
+            "i1": {"parent": "inner"},
+            "i1_go": {"parent": "i1", "initial": True, "step": {"tool": "t"},
+                      "on": {"step.succeeded": "i1_ok", "step.failed": "i1_ok"}},
+            "i1_ok": {"parent": "i1", "type": "final", "outcome": "success"},
+            "i2": {"parent": "inner"},
+            "i2_go": {"parent": "i2", "initial": True, "step": {"tool": "t"},
+                      "on": {"step.succeeded": "i2_ok", "step.failed": "i2_ok"}},
+            "i2_ok": {"parent": "i2", "type": "final", "outcome": "success"},
+            "left_done": {"parent": "left", "type": "final", "outcome": "success"},
+            "right": {"parent": "outer"},
+            "r_go": {"parent": "right", "initial": True, "step": {"tool": "t"},
+                     "on": {"step.succeeded": "r_ok", "step.failed": "r_ok"}},
+            "r_ok": {"parent": "right", "type": "final", "outcome": "success"},
+            "end": {"type": "final", "outcome": "success"},
+        },
+    }
+    driver = Driver(load_definition(spec))
+    decision = driver.start()
+    keys = [c.key for c in decision.commands if isinstance(c, RunEffect)]
+    assert keys == ["e/outer/1/left/inner/1/i1/i1_go/1", "e/outer/1/left/inner/1/i2/i2_go/1",
+                    "e/outer/1/right/r_go/1"]
+    calls = [c for c in decision.commands if isinstance(c, RunEffect)]
+    for index, call in enumerate(reversed(calls)):
+        assert driver.ex.state == "outer"
+        driver.send(Event(f"r{index}", "step.succeeded", "tool", {}, call.effect_id))
+    assert driver.ex.state == "end" and driver.ex.sequence == 4  # one version per event
+
+
+def test_a_parallel_state_whose_regions_end_at_once_joins_in_the_same_macrostep() -> None:
+    spec = {
+        "name": "instant",
+        "events": {"go": {}},
+        "states": {
+            "idle": {"initial": True, "type": "wait", "on": {"go": "both"},
+                     "after": {"delay": 60, "target": "end"}},
+            "both": {"type": "parallel", "done": "check"},
+            "a": {"parent": "both"},
+            "a1": {"parent": "a", "initial": True, "type": "choice", "always": ["a2"]},
+            "a2": {"parent": "a", "type": "final", "outcome": "success"},
+            "b": {"parent": "both"},
+            "b1": {"parent": "b", "initial": True, "type": "final", "outcome": "success"},
+            "check": {"type": "choice", "always": ["end"]},
+            "end": {"type": "final", "outcome": "success"},
+        },
+    }
+    driver = Driver(load_definition(spec))
+    driver.start()
+    decision = driver.event("go")
+    assert isinstance(decision, Accepted) and driver.ex.state == "end"
+    assert decision.transition.source == "idle" and decision.transition.via == ("both",
+                                                                                "check")
+    assert driver.ex.sequence == 2
