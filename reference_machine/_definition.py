@@ -386,8 +386,8 @@ class _Builder:
         scopes = definition.scopes
         assert isinstance(scopes, dict)
         for root in self._scope_roots():
-            state = compiled_states[root]
-            start = state.regions[0][1] if state.kind == "map" else leaf_of[root]
+            compiled = compiled_states[root]
+            start = compiled.regions[0][1] if compiled.kind == "map" else leaf_of[root]
             assert start is not None
             scopes[root] = replace(definition, initial=start, budgets=Budgets(),
                                    compensation_failed=None, scope=root, warnings=())
