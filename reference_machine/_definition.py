@@ -349,7 +349,8 @@ class _Builder:
         if initial is not None:
             self._check_graph(leaf_of[initial], self._leaves(None), compiled_states, leaf_of)
         for root in self._scope_roots():
-            start = compiled_states[root].regions[0][1] if self.states[root].type == "map" \
+            regions = compiled_states[root].regions
+            start = (regions[0][1] if regions else None) if self.states[root].type == "map" \
                 else leaf_of[root]
             if start is not None:
                 self._check_graph(start, self._leaves(root), compiled_states, leaf_of, root)

@@ -88,6 +88,8 @@ CASES = [
      ("error", "parallel-shape", "states.loose")),
     ("a parallel state with no done",
      [("states/both/done", _DELETE)], ("error", "join-missing", "states.both.done")),
+    ("a map whose flow has no initial state",
+     [("states/work/initial", False)], ("error", "initial-count", "states.each")),
     ("a map with no items", [("states/each/items", _DELETE)],
      ("error", "map-items", "states.each.items")),
     ("a map over a non-list", [("context/items", {"a": 1})],
