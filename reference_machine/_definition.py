@@ -968,8 +968,8 @@ class _Builder:
 
     def _compile_step(self, name: str, step: StepSpec | None,
                       leaf_of: Mapping[str, str | None]) -> CompiledStep | None:
-        if step is None:
-            return None
+        if step is None or f"states.{name}.step.input" not in self.templates:
+            return None  # not checked (a final state may not run one): an error says why
         tool = self.spec.tools.get(step.tool, ToolSpec())
         compensation = None
         if step.compensation is not None:
