@@ -260,11 +260,12 @@ class SQLiteStore:
             # the command stays pending, for recovery to finish
             db.execute("UPDATE outbox SET delivered = 1 WHERE execution_id = ? AND "
                        "command_id = ?", (execution_id, commit.event.answers))
-            if commit.event.type == TIMER_FIRED and commit.event.source in _TIMER_SOURCES:
-                # a fired timer is gone, whatever decide made of it; a forged firing (from a
-                # human or an agent) removes nothing
-                db.execute("DELETE FROM timers WHERE execution_id = ? AND timer_id = ?",
-                           (execution_id, commit.event.answers))
+        if commit.event.type == TIMER_FIRED and commit.event.source in _TIMER_SOURCES:
+            # a fired timer is gone, whatever decide made of it, a rejection too (its firing's
+            # id is consumed: firing it again could only be refused as a duplicate, at every
+            # tick); a forged firing (from a human or an agent) removes nothing
+            db.execute("DELETE FROM timers WHERE execution_id = ? AND timer_id = ?",
+                       (execution_id, commit.event.answers))
         if commit.execution is None:
             return int(version)
         new_version = version + 1

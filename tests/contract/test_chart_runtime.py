@@ -10,6 +10,7 @@ process would see (the same object in memory, a new connection to the same file 
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -38,7 +39,7 @@ from reference_machine import (
     pending_approval,
     pending_effect,
 )
-from reference_machine._codec import decode_execution, encode_execution
+from reference_machine._codec import decode_execution, encode_execution, encode_transition
 from reference_machine._runtime import CRASH_POINTS, Runtime, Success, ToolOutcome
 
 XID = "x1"
@@ -647,3 +648,98 @@ def test_two_workers_landing_one_regions_call_deliver_it_once(
     assert [e.event.answers for e in store.log(XID)] == ["", "", POST]
     assert store.load(XID).version == 3 and first.in_flight(XID) == [MAIL]
     assert first.replay(XID) == ex
+
+
+#: A region whose timer leads into a choice with no default: when no branch holds, decide
+#: rejects the timer's firing.
+DEAD_END = load_definition({
+    "name": "dead_end",
+    "context": {"ready": False},
+    "events": {"go": {}},
+    "states": {
+        "both": {"initial": True, "type": "parallel", "done": "end"},
+        "one": {"parent": "both"},
+        "one_wait": {"parent": "one", "initial": True, "type": "wait",
+                     "on": {"go": "one_done"}, "after": {"delay": "30s", "target": "one_route"}},
+        "one_route": {"parent": "one", "type": "choice", "always": [
+            {"target": "one_done", "guard": "context.ready"}]},
+        "one_done": {"parent": "one", "type": "final", "outcome": "success"},
+        "end": {"type": "final", "outcome": "success"},
+    },
+})
+
+
+def test_a_regions_timer_whose_firing_is_rejected_is_gone_from_every_store(
+        reopen: Callable[[], EventStore]) -> None:
+    """A committed firing takes its timer off due_timers whatever decide made of it, a
+    rejection too (SQLite kept it, and fired it again at every tick, each time refused as a
+    duplicate, while the memory store dropped it); the run still moves on other events."""
+    world = World(DEAD_END)
+    rt = runtime(reopen(), world)
+    rt.start(DEAD_END, XID)
+    (fired,) = rt.tick(COOL_MS)
+    assert fired.kind == "rejected" and "no branch of choice 'one_route'" in str(fired)
+    store = reopen()
+    assert store.due_timers(10**15) == []
+    assert runtime(store, world).tick(2 * COOL_MS) == []
+    assert store.log(XID)[-1].decision == "rejected"
+    assert isinstance(rt.deliver(XID, Event("go-1", "go"), COOL_MS + 1), Accepted)
+    assert execution(store).state == "end"
+    assert rt.replay(XID) == execution(store)
+
+
+# -- 4. replay ---------------------------------------------------------------------------------
+
+
+def overwrite(store: EventStore, *, record: Execution | None = None,
+              inner: tuple[Any, ...] | None = None) -> None:
+    """Changes what the store holds behind its back: the execution's record, or the inner
+    moves of its newest transition record (a store that lost or garbled them)."""
+    if isinstance(store, SQLiteStore):
+        with sqlite3.connect(store.path) as db:
+            if record is not None:
+                db.execute("UPDATE executions SET record = ? WHERE id = ?",
+                           (encode_execution(record), XID))
+            if inner is not None:
+                last = store.transitions(XID)[-1]
+                db.execute("UPDATE transitions SET record = ? WHERE execution_id = ? AND "
+                           "sequence = ?", (encode_transition(last.transition._replace(
+                               inner=inner)), XID, last.sequence))
+        return
+    assert isinstance(store, MemoryStore)
+    run = store._runs[XID]
+    if record is not None:
+        run.execution = record
+    if inner is not None:
+        last = run.transitions[-1]
+        run.transitions[-1] = dataclasses.replace(
+            last, transition=last.transition._replace(inner=inner))
+
+
+def test_replay_rebuilds_a_parallel_run_and_names_a_region_that_differs(
+        reopen: Callable[[], EventStore]) -> None:
+    """Replay from the log alone gives the stored execution, regions and their history
+    included, at every step; a stored region that differs, or a transition record whose
+    region moves differ, is a ReplayMismatchError."""
+    world = World(FANOUT)
+    rt = runtime(reopen(), world)
+    rt.start(FANOUT, XID)
+    assert rt.replay(XID) == execution(rt.store)
+    rt.deliver(XID, Event("go-1", "go"), 1)
+    assert rt.replay(XID) == execution(rt.store)
+    rt.complete(XID, POST, 2)
+    ex = execution(rt.store)
+    assert rt.replay(XID) == ex and ex.regions[0].history == {"post_work": "post_call"}
+
+    store = reopen()
+    fresh = runtime(store, world)
+    post, mail = ex.regions
+    overwrite(store, record=ex._replace(regions=(post._replace(history={}), mail)))
+    with pytest.raises(ReplayMismatchError, match=r"differs from the stored record"):
+        fresh.replay(XID)
+    overwrite(store, record=ex)
+    assert fresh.replay(XID) == ex
+    overwrite(store, inner=())
+    with pytest.raises(ReplayMismatchError, match=r"diverges at sequence 3: recorded "
+                                                  r"transition"):
+        fresh.replay(XID)
