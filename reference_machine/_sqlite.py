@@ -52,6 +52,11 @@ from reference_machine._store import (
 
 SCHEMA_VERSION = 1
 _TIMER_SOURCES = frozenset({"timer", "system"})
+#: An outbox command's position is its commit's sequence times this, plus its place in the
+#: commit: room for any number of commands one event makes (a map fans out to thousands at
+#: once; 1,000 let a later commit's command sort before an earlier one's), and still above
+#: every position stores written with 1,000 hold, so their order is kept.
+_POSITIONS = 1 << 32
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
 _SCHEMA = """
@@ -288,7 +293,7 @@ class SQLiteStore:
             entry = OutboxEntry(execution_id, command)
             db.execute("INSERT OR IGNORE INTO outbox (execution_id, command_id, position, "
                        "command) VALUES (?, ?, ?, ?)",
-                       (execution_id, entry.command_id, sequence * 1000 + position,
+                       (execution_id, entry.command_id, sequence * _POSITIONS + position,
                         encode_command(command)))
         record = None
         if commit.transition is not None:

@@ -206,9 +206,11 @@ def reopen(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[
         store.close()
 
 
-def runtime(store: EventStore, world: World, **options: Any) -> Runtime:
-    """Gives a runtime over `store` whose calls wait in flight until `complete`."""
-    return Runtime(store, [world.definition], world.tools(), defer_effects=True, **options)
+def runtime(store: EventStore, world: World, *, defer: bool = True, **options: Any
+            ) -> Runtime:
+    """Gives a runtime over `store` whose calls wait in flight until `complete` (or, not
+    `defer`red, are called as soon as they are committed)."""
+    return Runtime(store, [world.definition], world.tools(), defer_effects=defer, **options)
 
 
 def execution(store: EventStore) -> Execution:
@@ -348,6 +350,43 @@ def test_a_run_stopped_in_its_regions_reads_back_equal_in_a_new_process(
     assert runtime(store, world).replay(XID) == before
 
 
+WIDE = 1002  # items of a map that fans out past a thousand calls in one commit
+
+#: A map whose items each make two calls, one after the other.
+TWO_STEPS = load_definition({
+    "name": "two_steps",
+    "context": {"docs": [{"url": f"u{i}"} for i in range(WIDE)]},
+    "tools": {"extract": {"idempotency_keys": True}, "file": {"idempotency_keys": True}},
+    "states": {
+        "each": {"initial": True, "type": "map", "items": "context.docs", "done": "done"},
+        "extract": {"parent": "each", "initial": True, "step": {"tool": "extract"},
+                    "on": {"step.succeeded": "file", "step.failed": "bad"}},
+        "file": {"parent": "each", "step": {"tool": "file"},
+                 "on": {"step.succeeded": "ok", "step.failed": "bad"}},
+        "ok": {"parent": "each", "type": "final", "outcome": "success"},
+        "bad": {"parent": "each", "type": "final", "outcome": "failure"},
+        "done": {"type": "final", "outcome": "success"},
+    },
+})
+
+
+def test_the_outbox_keeps_commit_order_past_a_thousand_calls_in_one_commit(
+        reopen: Callable[[], EventStore]) -> None:
+    """A map that starts 1,002 items at once commits 1,002 calls in one event; the next
+    event's call comes after all of them, oldest first (SQLite numbered a commit's
+    commands in steps of 1,000, so the newer call sorted among the older ones)."""
+    world = World(TWO_STEPS)
+    rt = runtime(reopen(), world)
+    rt.start(TWO_STEPS, XID)
+    first = [f"{XID}/each/1/{index}/extract/1#1" for index in range(WIDE)]
+    assert rt.in_flight(XID) == first
+    rt.complete(XID, first[0], 1)
+    store = reopen()
+    assert [e.command_id for e in store.outbox(XID)] == [*first, f"{XID}/each/1/0/file/1#1"]
+    assert [e.command_id for e in store.pending(XID)] == [*first[1:],
+                                                         f"{XID}/each/1/0/file/1#1"]
+
+
 # -- 2. crashes while regions have calls in flight -------------------------------------------
 
 
@@ -356,6 +395,10 @@ def land_mail_first(calls: list[str]) -> str:
 
 
 ORDERS = {"post_first": lambda calls: calls[0], "mail_first": land_mail_first}
+#: Deferred calls land in either order; called at once, they go in the outbox's order.
+MODES = [pytest.param(True, "post_first", id="deferred-post_first"),
+         pytest.param(True, "mail_first", id="deferred-mail_first"),
+         pytest.param(False, "post_first", id="at_once")]
 
 
 #: Where a crash finds regions (or map items) with calls in flight: the commit points are
@@ -365,10 +408,11 @@ CRASHES = [*((point, hit) for point in CRASH_POINTS[2:] for hit in range(1, 6)),
            *(("after_commit_before_dispatch", hit) for hit in range(2, 7))]
 
 
-@pytest.mark.parametrize("order", sorted(ORDERS))
+@pytest.mark.parametrize(("defer", "order"), MODES)
 @pytest.mark.parametrize(("point", "hit"), CRASHES)
 def test_recovery_finishes_every_regions_call_once(reopen: Callable[[], EventStore],
-                                                   point: str, hit: int, order: str) -> None:
+                                                   point: str, hit: int, defer: bool,
+                                                   order: str) -> None:
     """A crash at `point` (its `hit`-th pass) while regions or items have calls in flight;
     a new process recovers: every call committed and unanswered is sent again under its key
     (the ledger, the extractor) or reported ambiguous (the mailer, which honours no key: a
@@ -376,7 +420,7 @@ def test_recovery_finishes_every_regions_call_once(reopen: Callable[[], EventSto
     call, no effect is applied twice, the run reaches the join and ends, and its log replays
     to the stored record."""
     world = World(FANOUT)
-    crashed = runtime(reopen(), world, crash=crash_at(point, hit))
+    crashed = runtime(reopen(), world, defer=defer, crash=crash_at(point, hit))
     with pytest.raises(Crash):
         crashed.start(FANOUT, XID, now=0)
         finish(crashed, ORDERS[order])
@@ -389,7 +433,7 @@ def test_recovery_finishes_every_regions_call_once(reopen: Callable[[], EventSto
     assert waiting
     invoked = Counter(world.invoked)
 
-    recovered = runtime(store, world)
+    recovered = runtime(store, world, defer=defer)
     recovered.recover(now=NOW)
     outbox = {entry.command_id: entry for entry in store.outbox(XID)}
     for call_id, entry in waiting.items():
