@@ -104,12 +104,10 @@ def encode_execution(execution: Execution) -> str:
 
 
 def _execution_plain(execution: Execution) -> dict[str, Any]:
-    plain: dict[str, Any] = _plain(execution._replace(regions=()))
+    plain: dict[str, Any] = _plain(execution)  # a region's own empty additions stay: harmless
     for key in _ADDED_EXECUTION:
         if not plain[key]:
             del plain[key]
-    if execution.regions:
-        plain["regions"] = [_execution_plain(region) for region in execution.regions]
     return plain
 
 
@@ -194,12 +192,10 @@ def encode_transition(transition: Transition) -> str:
 
 
 def _transition_plain(transition: Transition) -> dict[str, Any]:
-    plain: dict[str, Any] = _plain(transition._replace(inner=()))
+    plain: dict[str, Any] = _plain(transition)
     for key in ("via", "inner"):
         if not plain[key]:
             del plain[key]
-    if transition.inner:
-        plain["inner"] = [_transition_plain(inner) for inner in transition.inner]
     return plain
 
 
