@@ -398,7 +398,7 @@ class Runtime:
         if isinstance(outcome, Failure):
             if not outcome.message:
                 return outcome
-            values = revealed_values([command.input, execution.context], self.vault)
+            values = revealed_values([command.input, *_contexts(execution)], self.vault)
             return Failure(outcome.category, scrub(outcome.message, values))
         effect = pending_effect(execution, command.effect_id)
         state = definition.states.get(effect.state) if effect is not None else None
@@ -411,7 +411,7 @@ class Runtime:
         problem = step.check_output(outcome.output)
         if problem is None:
             return outcome
-        values = revealed_values([command.input, execution.context], self.vault)
+        values = revealed_values([command.input, *_contexts(execution)], self.vault)
         for key in definition.secrets & outcome.output.keys():
             values |= as_texts(outcome.output[key])
         return Failure(Category.INVALID_OUTPUT, scrub(problem, values))
@@ -487,6 +487,15 @@ class Runtime:
 
     def _definition(self, execution: Execution) -> WorkflowDefinition:
         return self.registry.get(execution.definition, execution.version)
+
+
+def _contexts(execution: Execution) -> list[Mapping[str, Any]]:
+    """Gives the execution's context and its regions' (down to theirs): in a parallel or map
+    state, what a region assigned (a secret a tool returned) is in the region's alone."""
+    contexts = [execution.context]
+    for region in execution.regions:
+        contexts += _contexts(region)
+    return contexts
 
 
 def _commit(execution_id: str, version: int, event: Event, decision: Decision,

@@ -39,8 +39,13 @@ from reference_machine import (
     pending_approval,
     pending_effect,
 )
-from reference_machine._codec import decode_execution, encode_execution, encode_transition
-from reference_machine._runtime import CRASH_POINTS, Runtime, Success, ToolOutcome
+from reference_machine._codec import (
+    decode_execution,
+    encode_event,
+    encode_execution,
+    encode_transition,
+)
+from reference_machine._runtime import CRASH_POINTS, Failure, Runtime, Success, ToolOutcome
 
 XID = "x1"
 NOW = 5  # every delivery happens long before any timer of these runs is due
@@ -385,6 +390,50 @@ def test_the_outbox_keeps_commit_order_past_a_thousand_calls_in_one_commit(
     assert [e.command_id for e in store.outbox(XID)] == [*first, f"{XID}/each/1/0/file/1#1"]
     assert [e.command_id for e in store.pending(XID)] == [*first[1:],
                                                          f"{XID}/each/1/0/file/1#1"]
+
+
+#: A region that is issued a token (a secret: kept as a vault reference) and then calls a
+#: service that knows the token and quotes it in its error.
+TOKEN = "tok-5b1e0c9d"
+ISSUED = load_definition({
+    "name": "issued",
+    "secrets": ["token"],
+    "context": {"token": None},
+    "tools": {"issue": {"idempotency_keys": True}, "check": {"idempotency_keys": True}},
+    "states": {
+        "both": {"initial": True, "type": "parallel", "done": "end"},
+        "grant": {"parent": "both"},
+        "grant_issue": {"parent": "grant", "initial": True, "step": {"tool": "issue"},
+                        "on": {"step.succeeded": {"target": "grant_check", "actions": [
+                            {"assign": {"token": "event.payload.token"}}]},
+                            "step.failed": "grant_bad"}},
+        "grant_check": {"parent": "grant", "step": {"tool": "check"},
+                        "on": {"step.succeeded": "grant_ok", "step.failed": "grant_bad"}},
+        "grant_ok": {"parent": "grant", "type": "final", "outcome": "success"},
+        "grant_bad": {"parent": "grant", "type": "final", "outcome": "failure"},
+        "end": {"type": "final", "outcome": "success"},
+    },
+})
+
+
+def test_a_secret_a_region_was_given_stays_out_of_a_tools_error_text(
+        reopen: Callable[[], EventStore]) -> None:
+    """A token a region's tool returned is in that region's context alone (until the join);
+    a later tool's error quoting it is stored redacted, as it is outside regions (the check
+    read only the parent's context, so the token went into the log in clear)."""
+    def check(payload: Mapping[str, Any], key: str) -> ToolOutcome:
+        return Failure("permanent", f"token {TOKEN} expired")
+
+    store = reopen()
+    rt = Runtime(store, [ISSUED], {"issue": lambda payload, key: Success({"token": TOKEN}),
+                                   "check": check})
+    rt.start(ISSUED, XID, context={"token": "tok-of-the-caller"})
+    assert execution(store).state == "end"
+    failure = store.log(XID)[-1].event
+    assert failure.payload["error"] == "token [redacted] expired"
+    kept = [encode_event(e.event) for e in store.log(XID)] + [
+        encode_event(e.result) for e in store.outbox(XID) if e.result is not None]
+    assert not [text for text in kept if TOKEN in text]
 
 
 # -- 2. crashes while regions have calls in flight -------------------------------------------
