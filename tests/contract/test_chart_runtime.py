@@ -48,6 +48,7 @@ from reference_machine._codec import (
 from reference_machine._runtime import CRASH_POINTS, Failure, Runtime, Success, ToolOutcome
 
 XID = "x1"
+HOUR = 3_600_000
 NOW = 5  # every delivery happens long before any timer of these runs is due
 DOCS = [{"url": "u0"}, {"url": "u1"}, {"url": "u2"}]
 
@@ -290,6 +291,9 @@ def test_regions_and_items_are_one_execution_with_one_version_per_event(
         assert stored.execution == decision.execution
         assert stored_text(store) == encode_execution(decision.execution)
         assert encode_execution(decode_execution(stored_text(store))) == stored_text(store)
+        # the store's timers are the execution's, its regions' included (the parent mirrors)
+        held = sorted(decision.execution.timers, key=lambda t: (t.fire_at, t.id))
+        assert store.due_timers(10**15) == [(XID, timer) for timer in held]
 
     deliver(rt.deliver(XID, Event("go-1", "go"), 1))
     ex = execution(store)
@@ -836,3 +840,80 @@ def test_replay_rebuilds_a_parallel_run_and_names_a_region_that_differs(
     with pytest.raises(ReplayMismatchError, match=r"diverges at sequence 3: recorded "
                                                   r"transition"):
         fresh.replay(XID)
+
+
+def test_a_regions_step_timeout_and_retry_fire_from_the_store_into_the_region(
+        reopen: Callable[[], EventStore]) -> None:
+    """The ledger region's call outlasts its timeout: a new process's tick fires the
+    region's step timeout, then its retry timer, and the second attempt goes out under the
+    same key beside the first; the first lands late and is ignored, the second moves the
+    region, and the other region's call was never disturbed."""
+    world = World(FANOUT)
+    rt = runtime(reopen(), world)
+    rt.start(FANOUT, XID)
+    rt.deliver(XID, Event("go-1", "go"), 0)
+    timeout = f"{POST}/timeout"
+    assert [t.id for _, t in reopen().due_timers(HOUR)] == [timeout]
+
+    later = runtime(reopen(), world)
+    (fired,) = later.tick(HOUR)
+    assert isinstance(fired, Accepted)
+    ex = execution(later.store)
+    (retry,) = [t for t in ex.regions[0].timers if t.purpose == TimerPurpose.RETRY]
+    assert [t.id for _, t in later.store.due_timers(10**15)] == [retry.id]
+    (fired,) = later.tick(retry.fire_at)
+    assert isinstance(fired, Accepted)
+    second = f"{POST[:-2]}#2"
+    assert later.in_flight(XID) == [POST, MAIL, second]
+    late = later.complete(XID, POST, retry.fire_at + 1)
+    assert late is not None and late.kind == "ignored"
+    assert execution(later.store).regions[0].state == "post_call"
+    later.complete(XID, second, retry.fire_at + 2)
+    later.complete(XID, MAIL, retry.fire_at + 3)
+    ex = execution(later.store)
+    assert ex.state == "each"
+    assert world.invoked[("ledger.post", POST[:-2])] == 2
+    assert world.applied[("ledger.post", POST[:-2])] == 1
+    assert later.replay(XID) == ex
+
+
+def cancelling() -> WorkflowDefinition:
+    """Gives the fan-out whose regions are cancelled when one fails, the ledger's call
+    undone by a void."""
+    spec = FANOUT.spec.model_dump(mode="json", exclude_unset=True)
+    spec["name"] = "fanout_cancel"
+    spec["tools"]["ledger.void"] = {"idempotency_keys": True}
+    spec["compensation_failed"] = "failed"
+    spec["states"]["fan"]["on_region_failure"] = "cancel"
+    spec["states"]["post_call"]["step"]["compensation"] = {"tool": "ledger.void"}
+    return load_definition(spec)
+
+
+@pytest.mark.parametrize(("point", "hit"), [("after_commit_before_dispatch", 3),
+                                            ("after_apply_before_record", 1),
+                                            ("before_commit", 4)])
+def test_recovery_sends_no_abandoned_regions_call_only_its_undo(
+        reopen: Callable[[], EventStore], point: str, hit: int) -> None:
+    """The mail region fails for good, so the ledger region is abandoned with its call in
+    flight, and the call's undo is committed (it may land all the same); a crash before the
+    undo is answered: recovery finishes the undo, and never sends the abandoned call."""
+    definition = cancelling()
+    world = World(definition)
+    crashed = Runtime(reopen(), [definition], world.tools(), defer_effects=True,
+                      crash=crash_at(point, hit))
+    crashed.start(definition, XID)
+    crashed.deliver(XID, Event("go-1", "go"), 1)
+    undo = f"{POST[:-2]}/undo#1"
+    with pytest.raises(Crash):
+        crashed.deliver(XID, Event("mail-lost", "step.failed", "tool",
+                                   {"category": "permanent"}, MAIL), 2)
+        crashed.complete(XID, undo, 3)
+    store = reopen()
+    ex = execution(store)
+    assert ex.status == Status.COMPENSATING and ex.regions == ()
+    assert pending_effect(ex, POST) is None and pending_effect(ex, undo) is not None
+    Runtime(store, [definition], world.tools(), defer_effects=True).recover(now=4)
+    ex = execution(store)
+    assert (ex.state, ex.outcome) == ("failed", "failure")
+    assert world.applied == {("ledger.void", undo[:-2]): 1}  # sent again after a lost answer
+    assert ("ledger.post", POST[:-2]) not in world.invoked
