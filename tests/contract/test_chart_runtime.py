@@ -541,11 +541,8 @@ def grant(rt: Runtime, region: str) -> Decision:
                                  request.request_id), NOW)
 
 
-LEFT_ASK = f"{XID}/left_ask/1/approval"
-RIGHT_ASK = f"{XID}/right_ask/1/approval"
-
-
 def requests_of(ex: Execution) -> list[str]:
+    """Gives the approval requests the regions have pending, in region order."""
     return [r.approval.request_id for r in ex.regions if r.approval is not None]
 
 
