@@ -440,7 +440,7 @@ def test_a_secret_a_region_was_given_stays_out_of_a_tools_error_text(
     assert not [text for text in kept if TOKEN in text]
 
 
-# -- 2. crashes while regions have calls in flight -------------------------------------------
+# -- 2. crashes while regions have calls in flight; regions' approvals and timers ---------
 
 
 def land_mail_first(calls: list[str]) -> str:
@@ -615,6 +615,121 @@ def test_a_regions_timers_are_durable_and_fire_into_the_region(
     assert later.replay(XID) == ex
 
 
+#: A region whose timer leads into a choice with no default: when no branch holds, decide
+#: rejects the timer's firing.
+DEAD_END = load_definition({
+    "name": "dead_end",
+    "context": {"ready": False},
+    "events": {"go": {}},
+    "states": {
+        "both": {"initial": True, "type": "parallel", "done": "end"},
+        "one": {"parent": "both"},
+        "one_wait": {"parent": "one", "initial": True, "type": "wait",
+                     "on": {"go": "one_done"}, "after": {"delay": "30s", "target": "one_route"}},
+        "one_route": {"parent": "one", "type": "choice", "always": [
+            {"target": "one_done", "guard": "context.ready"}]},
+        "one_done": {"parent": "one", "type": "final", "outcome": "success"},
+        "end": {"type": "final", "outcome": "success"},
+    },
+})
+
+
+def test_a_regions_timer_whose_firing_is_rejected_is_gone_from_every_store(
+        reopen: Callable[[], EventStore]) -> None:
+    """A committed firing takes its timer off due_timers whatever decide made of it, a
+    rejection too (SQLite kept it, and fired it again at every tick, each time refused as a
+    duplicate, while the memory store dropped it); the run still moves on other events."""
+    world = World(DEAD_END)
+    rt = runtime(reopen(), world)
+    rt.start(DEAD_END, XID)
+    (fired,) = rt.tick(COOL_MS)
+    assert fired.kind == "rejected" and "no branch of choice 'one_route'" in str(fired)
+    store = reopen()
+    assert store.due_timers(10**15) == []
+    assert runtime(store, world).tick(2 * COOL_MS) == []
+    assert store.log(XID)[-1].decision == "rejected"
+    assert isinstance(rt.deliver(XID, Event("go-1", "go"), COOL_MS + 1), Accepted)
+    assert execution(store).state == "end"
+    assert rt.replay(XID) == execution(store)
+
+
+def test_a_regions_step_timeout_and_retry_fire_from_the_store_into_the_region(
+        reopen: Callable[[], EventStore]) -> None:
+    """The ledger region's call outlasts its timeout: a new process's tick fires the
+    region's step timeout, then its retry timer, and the second attempt goes out under the
+    same key beside the first; the first lands late and is ignored, the second moves the
+    region, and the other region's call was never disturbed."""
+    world = World(FANOUT)
+    rt = runtime(reopen(), world)
+    rt.start(FANOUT, XID)
+    rt.deliver(XID, Event("go-1", "go"), 0)
+    timeout = f"{POST}/timeout"
+    assert [t.id for _, t in reopen().due_timers(HOUR)] == [timeout]
+
+    later = runtime(reopen(), world)
+    (fired,) = later.tick(HOUR)
+    assert isinstance(fired, Accepted)
+    ex = execution(later.store)
+    (retry,) = [t for t in ex.regions[0].timers if t.purpose == TimerPurpose.RETRY]
+    assert [t.id for _, t in later.store.due_timers(10**15)] == [retry.id]
+    (fired,) = later.tick(retry.fire_at)
+    assert isinstance(fired, Accepted)
+    second = f"{POST[:-2]}#2"
+    assert later.in_flight(XID) == [POST, MAIL, second]
+    late = later.complete(XID, POST, retry.fire_at + 1)
+    assert late is not None and late.kind == "ignored"
+    assert execution(later.store).regions[0].state == "post_call"
+    later.complete(XID, second, retry.fire_at + 2)
+    later.complete(XID, MAIL, retry.fire_at + 3)
+    ex = execution(later.store)
+    assert ex.state == "each"
+    assert world.invoked[("ledger.post", POST[:-2])] == 2
+    assert world.applied[("ledger.post", POST[:-2])] == 1
+    assert later.replay(XID) == ex
+
+
+def cancelling() -> WorkflowDefinition:
+    """Gives the fan-out whose regions are cancelled when one fails, the ledger's call
+    undone by a void."""
+    spec = FANOUT.spec.model_dump(mode="json", exclude_unset=True)
+    spec["name"] = "fanout_cancel"
+    spec["tools"]["ledger.void"] = {"idempotency_keys": True}
+    spec["compensation_failed"] = "failed"
+    spec["states"]["fan"]["on_region_failure"] = "cancel"
+    spec["states"]["post_call"]["step"]["compensation"] = {"tool": "ledger.void"}
+    return load_definition(spec)
+
+
+@pytest.mark.parametrize(("point", "hit"), [("after_commit_before_dispatch", 3),
+                                            ("after_apply_before_record", 1),
+                                            ("before_commit", 4)])
+def test_recovery_sends_no_abandoned_regions_call_only_its_undo(
+        reopen: Callable[[], EventStore], point: str, hit: int) -> None:
+    """The mail region fails for good, so the ledger region is abandoned with its call in
+    flight, and the call's undo is committed (it may land all the same); a crash before the
+    undo is answered: recovery finishes the undo, and never sends the abandoned call."""
+    definition = cancelling()
+    world = World(definition)
+    crashed = Runtime(reopen(), [definition], world.tools(), defer_effects=True,
+                      crash=crash_at(point, hit))
+    crashed.start(definition, XID)
+    crashed.deliver(XID, Event("go-1", "go"), 1)
+    undo = f"{POST[:-2]}/undo#1"
+    with pytest.raises(Crash):
+        crashed.deliver(XID, Event("mail-lost", "step.failed", "tool",
+                                   {"category": "permanent"}, MAIL), 2)
+        crashed.complete(XID, undo, 3)
+    store = reopen()
+    ex = execution(store)
+    assert ex.status == Status.COMPENSATING and ex.regions == ()
+    assert pending_effect(ex, POST) is None and pending_effect(ex, undo) is not None
+    Runtime(store, [definition], world.tools(), defer_effects=True).recover(now=4)
+    ex = execution(store)
+    assert (ex.state, ex.outcome) == ("failed", "failure")
+    assert world.applied == {("ledger.void", undo[:-2]): 1}  # sent again after a lost answer
+    assert ("ledger.post", POST[:-2]) not in world.invoked
+
+
 # -- 3. two workers racing two regions' results ----------------------------------------------
 
 
@@ -744,44 +859,6 @@ def test_two_workers_landing_one_regions_call_deliver_it_once(
     assert first.replay(XID) == ex
 
 
-#: A region whose timer leads into a choice with no default: when no branch holds, decide
-#: rejects the timer's firing.
-DEAD_END = load_definition({
-    "name": "dead_end",
-    "context": {"ready": False},
-    "events": {"go": {}},
-    "states": {
-        "both": {"initial": True, "type": "parallel", "done": "end"},
-        "one": {"parent": "both"},
-        "one_wait": {"parent": "one", "initial": True, "type": "wait",
-                     "on": {"go": "one_done"}, "after": {"delay": "30s", "target": "one_route"}},
-        "one_route": {"parent": "one", "type": "choice", "always": [
-            {"target": "one_done", "guard": "context.ready"}]},
-        "one_done": {"parent": "one", "type": "final", "outcome": "success"},
-        "end": {"type": "final", "outcome": "success"},
-    },
-})
-
-
-def test_a_regions_timer_whose_firing_is_rejected_is_gone_from_every_store(
-        reopen: Callable[[], EventStore]) -> None:
-    """A committed firing takes its timer off due_timers whatever decide made of it, a
-    rejection too (SQLite kept it, and fired it again at every tick, each time refused as a
-    duplicate, while the memory store dropped it); the run still moves on other events."""
-    world = World(DEAD_END)
-    rt = runtime(reopen(), world)
-    rt.start(DEAD_END, XID)
-    (fired,) = rt.tick(COOL_MS)
-    assert fired.kind == "rejected" and "no branch of choice 'one_route'" in str(fired)
-    store = reopen()
-    assert store.due_timers(10**15) == []
-    assert runtime(store, world).tick(2 * COOL_MS) == []
-    assert store.log(XID)[-1].decision == "rejected"
-    assert isinstance(rt.deliver(XID, Event("go-1", "go"), COOL_MS + 1), Accepted)
-    assert execution(store).state == "end"
-    assert rt.replay(XID) == execution(store)
-
-
 # -- 4. replay ---------------------------------------------------------------------------------
 
 
@@ -837,80 +914,3 @@ def test_replay_rebuilds_a_parallel_run_and_names_a_region_that_differs(
     with pytest.raises(ReplayMismatchError, match=r"diverges at sequence 3: recorded "
                                                   r"transition"):
         fresh.replay(XID)
-
-
-def test_a_regions_step_timeout_and_retry_fire_from_the_store_into_the_region(
-        reopen: Callable[[], EventStore]) -> None:
-    """The ledger region's call outlasts its timeout: a new process's tick fires the
-    region's step timeout, then its retry timer, and the second attempt goes out under the
-    same key beside the first; the first lands late and is ignored, the second moves the
-    region, and the other region's call was never disturbed."""
-    world = World(FANOUT)
-    rt = runtime(reopen(), world)
-    rt.start(FANOUT, XID)
-    rt.deliver(XID, Event("go-1", "go"), 0)
-    timeout = f"{POST}/timeout"
-    assert [t.id for _, t in reopen().due_timers(HOUR)] == [timeout]
-
-    later = runtime(reopen(), world)
-    (fired,) = later.tick(HOUR)
-    assert isinstance(fired, Accepted)
-    ex = execution(later.store)
-    (retry,) = [t for t in ex.regions[0].timers if t.purpose == TimerPurpose.RETRY]
-    assert [t.id for _, t in later.store.due_timers(10**15)] == [retry.id]
-    (fired,) = later.tick(retry.fire_at)
-    assert isinstance(fired, Accepted)
-    second = f"{POST[:-2]}#2"
-    assert later.in_flight(XID) == [POST, MAIL, second]
-    late = later.complete(XID, POST, retry.fire_at + 1)
-    assert late is not None and late.kind == "ignored"
-    assert execution(later.store).regions[0].state == "post_call"
-    later.complete(XID, second, retry.fire_at + 2)
-    later.complete(XID, MAIL, retry.fire_at + 3)
-    ex = execution(later.store)
-    assert ex.state == "each"
-    assert world.invoked[("ledger.post", POST[:-2])] == 2
-    assert world.applied[("ledger.post", POST[:-2])] == 1
-    assert later.replay(XID) == ex
-
-
-def cancelling() -> WorkflowDefinition:
-    """Gives the fan-out whose regions are cancelled when one fails, the ledger's call
-    undone by a void."""
-    spec = FANOUT.spec.model_dump(mode="json", exclude_unset=True)
-    spec["name"] = "fanout_cancel"
-    spec["tools"]["ledger.void"] = {"idempotency_keys": True}
-    spec["compensation_failed"] = "failed"
-    spec["states"]["fan"]["on_region_failure"] = "cancel"
-    spec["states"]["post_call"]["step"]["compensation"] = {"tool": "ledger.void"}
-    return load_definition(spec)
-
-
-@pytest.mark.parametrize(("point", "hit"), [("after_commit_before_dispatch", 3),
-                                            ("after_apply_before_record", 1),
-                                            ("before_commit", 4)])
-def test_recovery_sends_no_abandoned_regions_call_only_its_undo(
-        reopen: Callable[[], EventStore], point: str, hit: int) -> None:
-    """The mail region fails for good, so the ledger region is abandoned with its call in
-    flight, and the call's undo is committed (it may land all the same); a crash before the
-    undo is answered: recovery finishes the undo, and never sends the abandoned call."""
-    definition = cancelling()
-    world = World(definition)
-    crashed = Runtime(reopen(), [definition], world.tools(), defer_effects=True,
-                      crash=crash_at(point, hit))
-    crashed.start(definition, XID)
-    crashed.deliver(XID, Event("go-1", "go"), 1)
-    undo = f"{POST[:-2]}/undo#1"
-    with pytest.raises(Crash):
-        crashed.deliver(XID, Event("mail-lost", "step.failed", "tool",
-                                   {"category": "permanent"}, MAIL), 2)
-        crashed.complete(XID, undo, 3)
-    store = reopen()
-    ex = execution(store)
-    assert ex.status == Status.COMPENSATING and ex.regions == ()
-    assert pending_effect(ex, POST) is None and pending_effect(ex, undo) is not None
-    Runtime(store, [definition], world.tools(), defer_effects=True).recover(now=4)
-    ex = execution(store)
-    assert (ex.state, ex.outcome) == ("failed", "failure")
-    assert world.applied == {("ledger.void", undo[:-2]): 1}  # sent again after a lost answer
-    assert ("ledger.post", POST[:-2]) not in world.invoked
