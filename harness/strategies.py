@@ -138,12 +138,15 @@ def _step(draw: st.DrawFn, index: int, gated: bool, condition: str | None = None
     return {"step": step, "tools": tools, "refers": refers, "guarded": guarded}
 
 
-@st.composite
-def workflow_specs(draw: st.DrawFn, *, blocks_max: int = 5,
-                   statecharts: bool | StatechartOptions = False) -> dict[str, Any]:
-    """Draws a valid workflow definition as the mapping a definition file holds; with
+def workflow_specs(*, blocks_max: int = 5, statecharts: bool | StatechartOptions = False
+                   ) -> st.SearchStrategy[dict[str, Any]]:
+    """Draws valid workflow definitions as the mapping a definition file holds; with
     `statecharts` (True, or the constructs wanted) statechart constructs too."""
-    charts = _options(statecharts)
+    return _specs(blocks_max, _options(statecharts))
+
+
+@st.composite
+def _specs(draw: st.DrawFn, blocks_max: int, charts: StatechartOptions) -> dict[str, Any]:
     draft = _Draft(charts, context={"order": "o-1", "round": 0, "count": 0})
     if charts != StatechartOptions.none():
         draft.context.update(pings=0, entered=0, left=0,
