@@ -289,7 +289,11 @@ class MachineFailed(NamedTuple):
 
 class Observed(NamedTuple):
     """What the simulator saw of an execution after a step, when it changed: its state, status,
-    version and outcome, and the approval request it waits on (with the hash to approve)."""
+    version and outcome, and the approval request it waits on (with the hash to approve).
+
+    In a parallel or map state, `approvals` holds (request id, action hash) of every request
+    its regions wait on, in region order (`request` is the first); left out of the JSON line
+    while empty."""
 
     step: int
     at: int
@@ -300,6 +304,7 @@ class Observed(NamedTuple):
     outcome: str | None = None
     request: str = ""
     action_hash: str = ""
+    approvals: tuple[tuple[str, str], ...] = ()
 
     @property
     def kind(self) -> Literal["observed"]:
@@ -361,7 +366,7 @@ HistoryRecord = (RunStarted | Started | Delivered | Decided | Committed | Dispat
 
 #: Fields added after the first history format: left out of a line while empty, so that a run
 #: that does not use them writes the lines it did.
-_LEFT_OUT_EMPTY = {"committed": ("via", "inner", "regions")}
+_LEFT_OUT_EMPTY = {"committed": ("via", "inner", "regions"), "observed": ("approvals",)}
 
 
 def as_dict(record: HistoryRecord) -> dict[str, Any]:

@@ -20,10 +20,13 @@ from reference_machine import (
     Commit,
     Event,
     EventStore,
+    Execution,
     MemoryStore,
+    PendingApproval,
     RunCompensation,
     RunEffect,
     Runtime,
+    Status,
     StoreError,
     Tool,
     WorkflowDefinition,
@@ -65,7 +68,13 @@ class Observation(NamedTuple):
 
     `status` is one of created, running, waiting, compensating, final; `timers` holds
     (timer id, fire time) pairs; `calls` the tool calls in flight (empty for a machine that
-    calls its tools synchronously)."""
+    calls its tools synchronously).
+
+    In a parallel or map state (statecharts), `active` names the state each started region
+    (map item) is in, nested regions' too, depth first, and `approvals` every approval
+    request a region waits on, in region order (`approval` is then the first of them). A
+    machine that leaves `active` empty is offered every event a state inside takes; one that
+    leaves `approvals` empty has `approval` decided alone, the next one once it is."""
 
     state: str
     status: str
@@ -74,6 +83,8 @@ class Observation(NamedTuple):
     timers: tuple[tuple[str, int], ...] = ()
     approval: ApprovalWait | None = None
     calls: tuple[Call, ...] = ()
+    active: tuple[str, ...] = ()
+    approvals: tuple[ApprovalWait, ...] = ()
 
 
 @runtime_checkable
@@ -171,12 +182,13 @@ class ReferenceMachine:
                           for e in self.store.pending(execution_id)
                           if e.result is None and isinstance(e.command,
                                                              RunEffect | RunCompensation))
+        regions = ex.regions
         return Observation(
             ex.state, str(ex.status), stored.version, ex.outcome,
             tuple((t.id, t.fire_at) for t in ex.timers),
-            None if approval is None else ApprovalWait(
-                approval.request_id, approval.roles, approval.action_hash, approval.expires_at),
-            calls)
+            None if approval is None else _wait(approval), calls,
+            _active(regions) if regions else (),
+            tuple(_wait(a) for a in _approvals(regions)) if regions else ())
 
     def fingerprint(self, execution_id: str, now: int) -> tuple[Any, ...]:
         """Gives what the store holds of an execution that decides what it does next (times
@@ -205,6 +217,33 @@ class ReferenceMachine:
         twin = copy.copy(self)  # the same disk (store, vault), its own memory (runtime)
         twin.runtime = twin._runtime()
         return twin
+
+
+def _wait(approval: PendingApproval) -> ApprovalWait:
+    return ApprovalWait(approval.request_id, approval.roles, approval.action_hash,
+                        approval.expires_at)
+
+
+def _active(regions: tuple[Execution, ...]) -> tuple[str, ...]:
+    """Gives the state of every started region, and of the regions inside it, depth first."""
+    states: list[str] = []
+    for region in regions:
+        if region.status != Status.CREATED:  # a map item not started yet is in no state
+            states.append(region.state)
+            states += _active(region.regions)
+    return tuple(states)
+
+
+def _approvals(regions: tuple[Execution, ...]) -> list[PendingApproval]:
+    """Gives every approval request the regions wait on, in region order (a region in a
+    parallel or map state of its own only mirrors its regions' first: theirs are given)."""
+    found: list[PendingApproval] = []
+    for region in regions:
+        if region.regions:
+            found += _approvals(region.regions)
+        elif region.approval is not None and region.status != Status.FINAL:
+            found.append(region.approval)
+    return found
 
 
 def _said(decision: object) -> str | None:
