@@ -93,6 +93,7 @@ FROZEN_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 _STATUSES = frozenset({"created", "running", "waiting", "compensating", "final"})
 _DECISIONS = frozenset({"accepted", "ignored", "rejected"})
 _KEEP_VIA = frozenset({"forged", "late", "duplicate", "agent"})
+_CHARTED = frozenset({"parallel", "map"})
 _START, _EXTERNAL, _COMPLETE, _APPROVE, _QUEUED, _ADVANCE = range(6)
 
 
@@ -252,6 +253,12 @@ class Simulator:
                 raise HarnessError(f"options.honour_keys: {definition.name!r} has no tool "
                                    f"{tool!r}{did_you_mean(tool, list(definition.tools))}")
         self._external = {name: _enabled_events(definition, name) for name in definition.states}
+        # in a parallel or map state the events are those its regions' states take: offered
+        # by the states a machine says are active (memoised), else by every state inside
+        self._charted = {name: _events_inside(definition, name)
+                         for name, state in definition.states.items()
+                         if state.kind in _CHARTED}
+        self._offers: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
         # how often the sender sends an event to one execution, where the definition bounds it
         self._sends_max = {name: spec.sends_max for name, spec in definition.spec.events.items()
                            if spec.sends_max is not None}
@@ -272,6 +279,28 @@ class Simulator:
     def begin(self, seed: int | None = None, *, choices: Choices | None = None) -> _Run:
         """Gives a run not started yet, for engines that drive it one step at a time."""
         return _Run(self, self.options.seed if seed is None else seed, choices)
+
+    def offered(self, obs: Observation) -> tuple[str, ...]:
+        """Gives the user events some transition of an execution so observed takes, sorted:
+        its state's (and parents'); in a parallel or map state also those of the states its
+        regions are in (up to the region) or, when the machine does not say, of every state
+        inside it."""
+        state = obs.state
+        inside = self._charted.get(state)
+        if inside is None:
+            return self._external.get(state, ())
+        active = obs.active
+        if not active:
+            return inside
+        key = (state, active)
+        names = self._offers.get(key)
+        if names is None:
+            external = self._external
+            found = set(external.get(state, ()))
+            for name in active:
+                found.update(external.get(name, ()))
+            names = self._offers[key] = tuple(sorted(found))
+        return names
 
 
 def check_points(plan: FaultPlan, named: Sequence[str]) -> None:
@@ -571,7 +600,7 @@ class _Run:
             waiting.append("call")
         if obs.approval is not None:
             waiting.append("approval")
-        if self._sendable(eid, obs.state):
+        if self._sendable(eid, obs):
             waiting.append("event")
         if any(queued.execution == eid for queued in self.queue):
             waiting.append("queued")
@@ -598,16 +627,24 @@ class _Run:
         now, offset = self.clock.now, self.offset
         soonest: int | None = None
         what = ""  # what the clock would move to: a timer, a queued delivery, a landing
-        external, bounded = self.sim._external, self.sim._sends_max
+        sim = self.sim
+        external, charted, bounded = sim._external, sim._charted, sim._sends_max
         for eid, obs in self.obs.items():
             if obs.status == "final":
                 continue
             for call in obs.calls:
                 actions.append((_COMPLETE, eid, call))
-            if obs.approval is not None:
-                actions.append((_APPROVE, eid, obs.approval))
-            if (self._sendable(eid, obs.state) if bounded else external.get(obs.state)):
-                actions.append((_EXTERNAL, eid, obs.state))
+            approval = obs.approval
+            if obs.approvals:  # several regions wait on one: each may be decided first
+                for each in obs.approvals:
+                    actions.append((_APPROVE, eid, each) if each == approval
+                                   else (_APPROVE, eid, each, each.request_id))
+            elif approval is not None:
+                actions.append((_APPROVE, eid, approval))
+            state = obs.state
+            if (self._sendable(eid, obs) if bounded or state in charted
+                    else external.get(state)):
+                actions.append((_EXTERNAL, eid, obs))
             for timer, fire_at in obs.timers:  # the machine's time; the clock's is behind
                 if soonest is None or fire_at - offset < soonest:
                     soonest, what = fire_at - offset, timer
@@ -653,10 +690,10 @@ class _Run:
             self.unstarted.remove(eid)
             self._seen(eid, self._observation(eid))
 
-    def _sendable(self, eid: str, state: str) -> tuple[str, ...]:
-        """Gives the events the sender may still send an execution in `state`: those its
+    def _sendable(self, eid: str, obs: Observation) -> tuple[str, ...]:
+        """Gives the events the sender may still send an execution so observed: those its
         transitions take, less the bounded ones it has sent as often as the bound says."""
-        names = self.sim._external.get(state, ())
+        names = self.sim.offered(obs)
         bounds = self.sim._sends_max
         if not bounds or not names:
             return names
@@ -664,9 +701,9 @@ class _Run:
         return tuple(name for name in names
                      if name not in bounds or sent.get((eid, name), 0) < bounds[name])
 
-    def _external(self, eid: str, state: str) -> None:
+    def _external(self, eid: str, obs: Observation) -> None:
         rng = self.rng
-        names = self._sendable(eid, state)
+        names = self._sendable(eid, obs)
         name = names[rng.branch(len(names))]
         spec = self.definition.spec.events[name]
         generator = self.sim._payloads.get(name)
@@ -697,8 +734,10 @@ class _Run:
             elif variant == "wrong_role":
                 payload["role"] = f"not-{role}"
             elif variant == "stale_request":
-                answered = self.last_request.get(eid)  # still current if its answer was lost
-                answers = (answered if answered and answered != approval.request_id
+                # the request last answered, unless it still waits (its answer was lost, or
+                # another region asks it)
+                answered = self.last_request.get(eid)
+                answers = (answered if answered and not self._pending(eid, answered)
                            else f"{approval.request_id}-stale")
             else:
                 payload["action_hash"] = _changed(approval.action_hash)
@@ -710,6 +749,15 @@ class _Run:
         kind = APPROVAL_GRANTED if rng.flip(self.options.grant_rate) else APPROVAL_DENIED
         self._send(eid, Event(self._new_id(), kind, "human", payload, approval.request_id),
                    "approval")
+
+    def _pending(self, eid: str, request_id: str) -> bool:
+        """Tells whether an execution was last seen waiting on approval request `request_id`."""
+        obs = self.obs.get(eid)
+        if obs is None:
+            return False
+        if obs.approval is not None and obs.approval.request_id == request_id:
+            return True
+        return any(each.request_id == request_id for each in obs.approvals)
 
     def _complete(self, eid: str, call: Call) -> None:
         activity = "compensation" if call.compensation else "tool call"
@@ -943,13 +991,15 @@ class _Run:
         """Keeps the observation; logs it when what it says of the execution changed."""
         before = self.obs.get(eid)
         self.obs[eid] = obs
-        if before is not None and before[:4] == obs[:4] and before.approval == obs.approval:
+        if (before is not None and before[:4] == obs[:4] and before.approval == obs.approval
+                and before.approvals == obs.approvals):
             return
         approval = obs.approval
         clock = self.clock
         self.emit(Observed(clock.step, clock.now, eid, obs.state, obs.status, obs.version,
                            obs.outcome, approval.request_id if approval is not None else "",
-                           approval.action_hash if approval is not None else ""))
+                           approval.action_hash if approval is not None else "",
+                           tuple((a.request_id, a.action_hash) for a in obs.approvals)))
 
     def _observation(self, eid: str) -> Observation:
         obs = self.machine.observe(eid)
@@ -962,8 +1012,13 @@ class _Run:
             raise _Nonsense(f"execution {eid!r} has status {obs.status!r}; expected one of "
                             f"{', '.join(sorted(_STATUSES))}")
         if not _well_formed(obs):
-            raise _Nonsense(f"execution {eid!r}: timers must be (id, time) pairs, calls `Call`s "
-                            f"and the approval an `ApprovalWait` or None; got {obs!r}")
+            raise _Nonsense(f"execution {eid!r}: timers must be (id, time) pairs, calls `Call`s, "
+                            f"the approval an `ApprovalWait` or None, active a tuple of state "
+                            f"names and approvals of `ApprovalWait`s; got {obs!r}")
+        for name in obs.active:
+            if name not in self.definition.states:
+                raise _Nonsense(f"execution {eid!r} has a region in state {name!r}, which the "
+                                f"definition {self.definition.name!r} lacks")
         if not isinstance(obs.version, int) or isinstance(obs.version, bool):
             raise _Nonsense(f"execution {eid!r} has version {obs.version!r}; expected a whole "
                             "number")
@@ -1041,8 +1096,16 @@ def _region_states(regions: tuple[Any, ...]) -> tuple[tuple[str, str, str], ...]
 def _well_formed(obs: Observation) -> bool:
     """Tells whether an observation's timers, calls and approval have their types."""
     timers, calls, approval = obs.timers, obs.calls, obs.approval
-    if type(timers) is not tuple or type(calls) is not tuple:
+    active, approvals = obs.active, obs.approvals
+    if (type(timers) is not tuple or type(calls) is not tuple or type(active) is not tuple
+            or type(approvals) is not tuple):
         return False
+    for name in active:
+        if type(name) is not str:
+            return False
+    for each in approvals:
+        if type(each) is not ApprovalWait:
+            return False
     for timer in timers:
         if type(timer) is not tuple or len(timer) != 2 or type(timer[1]) is not int:
             return False
@@ -1050,6 +1113,16 @@ def _well_formed(obs: Observation) -> bool:
         if type(call) is not Call:
             return False
     return approval is None or type(approval) is ApprovalWait
+
+
+def _events_inside(definition: WorkflowDefinition, charted: str) -> tuple[str, ...]:
+    """Gives the user events any state inside a parallel or map state takes, or the state
+    itself (or a parent), sorted."""
+    names = set(_enabled_events(definition, charted))
+    for name, state in definition.states.items():
+        if charted in state.ancestors:
+            names.update(_enabled_events(definition, name))
+    return tuple(sorted(names))
 
 
 def _enabled_events(definition: WorkflowDefinition, state: str) -> tuple[str, ...]:
@@ -1072,8 +1145,9 @@ def _label(action: tuple[Any, ...]) -> str:
     if kind == _COMPLETE:
         call = action[2]
         return f"complete {action[1]} {call.tool} | {call.id}"
-    if kind == _APPROVE:
-        return f"approve {action[1]}"
+    if kind == _APPROVE:  # a region's request past the first one is told apart by its id
+        return f"approve {action[1]}" if len(action) == 3 else (
+            f"approve {action[1]} | {action[3]}")
     if kind == _EXTERNAL:
         return f"event {action[1]}"
     if kind == _QUEUED:
