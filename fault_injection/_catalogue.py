@@ -38,6 +38,7 @@ class FaultKind(StrEnum):
     STORE_WRITE_FAILURE = "store_write_failure"
     SECOND_WORKER = "second_worker"
     FORGED_APPROVAL = "forged_approval"
+    WRONG_CORRELATION = "wrong_correlation"
 
 
 TOOL_FAULTS: frozenset[FaultKind] = frozenset(
@@ -83,6 +84,10 @@ DESCRIPTIONS: Mapping[FaultKind, str] = MappingProxyType(
         FaultKind.SECOND_WORKER: "a second worker advances the same execution concurrently",
         FaultKind.FORGED_APPROVAL: (
             "a forged approval arrives (wrong source, role, request or hash)"
+        ),
+        FaultKind.WRONG_CORRELATION: (
+            "an event meant for another run arrives: a field its `correlate:` ties to the "
+            "context holds another value"
         ),
     }
 )

@@ -15,6 +15,7 @@ handful of each without drowning the workflow in faults:
 
 - crash, store_write_failure, second_worker, forged_approval: 0.02 (each costs a recovery);
 - duplicate_event, tool_transient, slow_tool, timer_skew: 0.05 (cheap and common in production);
+- wrong_correlation: 0.05 (a rejection only; it strikes only events that declare `correlate:`);
 - late_event, reordered_events, dropped_event, tool_rate_limited, tool_permanent,
   tool_timeout_before_apply, tool_timeout_after_apply, malformed_output: 0.03.
 """
@@ -89,6 +90,7 @@ DEFAULT_RATES: Mapping[FaultKind, float] = MappingProxyType(
         FaultKind.STORE_WRITE_FAILURE: 0.02,
         FaultKind.SECOND_WORKER: 0.02,
         FaultKind.FORGED_APPROVAL: 0.02,
+        FaultKind.WRONG_CORRELATION: 0.05,
     }
 )
 """The rates of `default_plan()`, by kind."""
@@ -200,6 +202,7 @@ SPECS: Mapping[FaultKind, type[FaultSpec]] = MappingProxyType(
         FaultKind.STORE_WRITE_FAILURE: FaultSpec,
         FaultKind.SECOND_WORKER: FaultSpec,
         FaultKind.FORGED_APPROVAL: ForgedApprovalSpec,
+        FaultKind.WRONG_CORRELATION: FaultSpec,
     }
 )
 """The pydantic model of each kind's spec."""
@@ -226,6 +229,7 @@ class FaultsSpec(BaseModel):
     store_write_failure: Annotated[FaultSpec | None, BeforeValidator(_bare_rate)] = None
     second_worker: Annotated[FaultSpec | None, BeforeValidator(_bare_rate)] = None
     forged_approval: Annotated[ForgedApprovalSpec | None, BeforeValidator(_bare_rate)] = None
+    wrong_correlation: Annotated[FaultSpec | None, BeforeValidator(_bare_rate)] = None
 
 
 class PlanSpec(BaseModel):

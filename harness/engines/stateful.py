@@ -321,7 +321,7 @@ class _Menu(NamedTuple):
 
 _DELIVERY_KINDS = frozenset({FaultKind.DUPLICATE_EVENT, FaultKind.LATE_EVENT,
                              FaultKind.REORDERED_EVENTS, FaultKind.DROPPED_EVENT,
-                             FaultKind.FORGED_APPROVAL})
+                             FaultKind.FORGED_APPROVAL, FaultKind.WRONG_CORRELATION})
 
 
 def _fault_menu(plan: FaultPlan, points: Sequence[str]) -> _Menu:

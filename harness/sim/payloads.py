@@ -3,17 +3,22 @@
 A schema is compiled once into small closures; `valid` and `invalid` then only draw from the
 caller's `random.Random`. Realistic strings come from small pools that Faker fills at compile time
 from the generator's seed, so equal seeds give equal values in any process.
+
+`correlated` ties a drawn payload to the run it is for: each field an event's `correlate:`
+names takes the value its expression gives on that execution's context (or, for the
+`wrong_correlation` fault, one field takes another value of the same type).
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import math
 import random
 import re
 import re._parser as re_parser  # type: ignore[import-not-found]  # private, no stub; 3.11+
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
@@ -21,9 +26,12 @@ from pydantic import BaseModel
 
 from reference_machine._schema import GENERATED_LENGTH_MAX, GENERATED_SIZE_MAX
 
-__all__ = ["PayloadGenerator", "schema_of"]
+__all__ = ["Correlation", "PayloadGenerator", "correlated", "schema_of"]
 
 Gen = Callable[[random.Random], Any]
+#: (payload field, the expression `(context, event) -> value` it must equal, its text): a
+#: compiled event's `correlate`
+Correlation = tuple[str, Callable[[Mapping[str, Any], Any], Any], str]
 Break = tuple[str, Gen, bool]  # how it breaks, what makes the value, whether that is a mapping
 
 HOWS = ("missing_field", "wrong_type", "out_of_range", "not_in_enum", "extra_field", "wrong_shape")
@@ -109,6 +117,80 @@ class PayloadGenerator:
             return None
         how, makers = groups[int(rng.random() * len(groups))]
         return makers[int(rng.random() * len(makers))](rng), how
+
+
+def correlated(payload: Any, correlate: Sequence[Correlation], context: Mapping[str, Any],
+               event: Any, rng: random.Random, *, wrong: bool = False,
+               generator: PayloadGenerator | None = None) -> tuple[Any, str]:
+    """Gives the payload with each correlated field set to what its expression gives on
+    `context` (`event` is what the expression reads as `event`), and the field made wrong.
+
+    With `wrong`, one field (drawn) instead holds another value of the same type: one the
+    generator draws when it has one (so the payload still fits its schema), else the
+    expected value changed. A field whose expression raises is left alone, and so is a payload
+    that is not a mapping; the field made wrong is "" when none could be."""
+    if not isinstance(payload, Mapping) or not correlate:
+        return payload, ""
+    made = dict(payload)
+    fields: list[tuple[str, Any]] = []
+    for name, expression, _ in correlate:
+        try:
+            expected = expression(context, event)
+        except Exception:  # the machine's to refuse (a guard error), not the sender's
+            continue
+        made[name] = _copied(expected)
+        fields.append((name, expected))
+    if not wrong or not fields:
+        return made, ""
+    name, expected = fields[int(rng.random() * len(fields))] if len(fields) > 1 else fields[0]
+    made[name] = _other(expected, _drawn(generator, name, rng), rng)
+    return made, name
+
+
+def _copied(value: Any) -> Any:
+    """Gives a copy of a context value to put in a payload (a scalar is its own copy)."""
+    if value is None or isinstance(value, str | int | float):
+        return value
+    try:
+        return copy.deepcopy(value)
+    except TypeError:  # a read-only view: handed as it is, which a payload only reads
+        return value
+
+
+def _drawn(generator: PayloadGenerator | None, name: str, rng: random.Random,
+           tries: int = 4) -> list[Any]:
+    """Gives the values of field `name` in a few payloads the generator draws."""
+    if generator is None:
+        return []
+    values = []
+    for _ in range(tries):
+        drawn = generator.valid(rng)
+        if isinstance(drawn, Mapping) and name in drawn:
+            values.append(drawn[name])
+    return values
+
+
+def _other(expected: Any, drawn: Sequence[Any], rng: random.Random) -> Any:
+    """Gives a value of the type of `expected` that is not equal to it: one of `drawn` if any
+    fits, else `expected` changed (None has no other value of its type: a string then)."""
+    for value in drawn:
+        if type(value) is type(expected) and value != expected:
+            return value
+    if isinstance(expected, bool):
+        return not expected
+    if isinstance(expected, int):
+        return expected + 1 + int(rng.random() * 9)
+    if isinstance(expected, float):
+        return expected + 1.0 + rng.random() if math.isfinite(expected) else 0.0
+    if isinstance(expected, str):
+        return f"{expected}-other" if expected else "other"
+    if isinstance(expected, list | tuple):
+        return type(expected)([*expected, expected[0] if expected else None])
+    if isinstance(expected, Mapping):
+        key = next(k for k in (f"other{n}" if n else "other" for n in range(len(expected) + 1))
+                   if k not in expected)
+        return {**expected, key: True}
+    return "other"
 
 
 class _Node(NamedTuple):

@@ -3,8 +3,11 @@
 Each step the seeded scheduler picks one enabled action: start an execution, deliver an external
 event enabled in an execution's state (its payload valid or, sometimes, invalid by its schema),
 complete a tool call in flight, decide a pending approval, deliver a queued event (redelivered,
-duplicated, reordered, late), or advance the clock to the next timer. Faults of the plan are
-drawn where they can happen: at delivery (drop, duplicate, reorder, late, forged approval), at
+duplicated, reordered, late), or advance the clock to the next timer. In a parallel or map state
+the events enabled are those the states its regions are in take, and each region's approval and
+call is one to decide or complete. A payload's correlated fields (`correlate:`) hold the values
+of its execution's context as last committed. Faults of the plan are drawn where they can
+happen: at delivery (drop, duplicate, reorder, late, forged approval, wrong correlation), at
 the tool world (tool failures), at the clock (skew), and inside the machine at its probe points
 (crash, store write failure, a second worker on the same execution). A crash drops the
 machine's memory; the simulator recovers it from the store and sends again what got no answer.
@@ -71,7 +74,7 @@ from harness.sim.machine import (
     Observation,
     ReferenceMachine,
 )
-from harness.sim.payloads import schema_of
+from harness.sim.payloads import correlated, schema_of
 from harness.sim.watchdog import Overran, Watchdog
 from harness.sim.world import Clock, LedgerEntry, ToolWorld, fault_tables, generator
 from reference_machine import (
@@ -259,6 +262,9 @@ class Simulator:
                          for name, state in definition.states.items()
                          if state.kind in _CHARTED}
         self._offers: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
+        # the fields each correlated event must match on its execution's context
+        self._correlated = {name: event.correlate for name, event in definition.events.items()
+                            if event.correlate}
         # how often the sender sends an event to one execution, where the definition bounds it
         self._sends_max = {name: spec.sends_max for name, spec in definition.spec.events.items()
                            if spec.sends_max is not None}
@@ -318,11 +324,15 @@ def check_points(plan: FaultPlan, named: Sequence[str]) -> None:
 
 def plan_for(definition: WorkflowDefinition, *, swarm: bool = False) -> FaultPlan:
     """Gives the default plan less what the definition cannot take (tool faults without
-    tools)."""
+    tools, wrong correlations without an event that declares `correlate:`)."""
     plan = default_plan(swarm=swarm)
-    if definition.tools:
+    tools = bool(definition.tools)
+    correlates = any(event.correlate for event in definition.events.values())
+    if tools and correlates:
         return plan
-    return replace(plan, rates=tuple(r for r in plan.rates if r.kind not in TOOL_FAULTS))
+    return replace(plan, rates=tuple(
+        r for r in plan.rates if (tools or r.kind not in TOOL_FAULTS)
+        and (correlates or r.kind is not FaultKind.WRONG_CORRELATION)))
 
 
 def simulate(definition: WorkflowDefinition, seed: int = 0, **options: Any) -> SimulationResult:
@@ -383,6 +393,7 @@ class _Run:
         self.current: tuple[str, Event] | None = None
         self.last_request: dict[str, str] = {}
         self.last_state: dict[str, str] = {}  # each execution's state at its last commit
+        self.contexts: dict[str, Mapping[str, Any]] = {}  # each one's context at its last commit
         # made by _build before the first step; None only while a factory that raised is told of
         self.machine: MachineUnderTest = None  # type: ignore[assignment]
         self.points: frozenset[str] = frozenset()
@@ -427,6 +438,7 @@ class _Run:
         self.r_late = plan.rate(FaultKind.LATE_EVENT)
         self.r_skew = plan.rate(FaultKind.TIMER_SKEW)
         self.r_forged = plan.rate(FaultKind.FORGED_APPROVAL)
+        self.r_wrong = plan.rate(FaultKind.WRONG_CORRELATION)
         dropped, late = plan.get(FaultKind.DROPPED_EVENT), plan.get(FaultKind.LATE_EVENT)
         skew, forged = plan.get(FaultKind.TIMER_SKEW), plan.get(FaultKind.FORGED_APPROVAL)
         self.redeliver_after = dropped.redeliver_after_ms if dropped else 0
@@ -713,12 +725,31 @@ class _Run:
             broken = (generator.invalid(rng, mapping_only=True)
                       if rng.chance("invalid_payload", self.options.invalid_rate) else None)
             payload = broken[0] if broken is not None else generator.valid(rng)
-        if name in self.sim._sends_max and broken is None:
-            # a payload made invalid is a fault of the run, not one of the sender's sends
+        wrong = ""
+        correlate = self.sim._correlated.get(name) if broken is None else None
+        if correlate is not None:  # the sender's event is for this run (or, faulted, another)
+            payload, wrong = self._correlate(eid, name, payload, correlate, generator)
+        if name in self.sim._sends_max and broken is None and not wrong:
+            # a payload made invalid, or another run's, is a fault of the run, not one of the
+            # sender's sends
             self.sent[(eid, name)] = self.sent.get((eid, name), 0) + 1
         sources = sorted(str(s) for s in spec.sources) if spec.sources else ["system"]
         source = sources[rng.below(len(sources))]
-        self._send(eid, Event(self._new_id(), name, source, payload, ""), "external")
+        event = Event(self._new_id(), name, source, payload, "")
+        if wrong:
+            self._fault(FaultKind.WRONG_CORRELATION, eid, f"{event.id} payload.{wrong}")
+        self._send(eid, event, "external")
+
+    def _correlate(self, eid: str, name: str, payload: Any, correlate: Any,
+                   generator: Any) -> tuple[Any, str]:
+        """Gives the payload with its correlated fields set from the execution's context as
+        last committed (the start context for a machine that does not tell its commits), one
+        of them wrong when the fault strikes; and the field made wrong ("" when none)."""
+        rng = self.rng
+        wrong = bool(self.r_wrong) and rng.chance(FaultKind.WRONG_CORRELATION, self.r_wrong)
+        context = self.contexts.get(eid, self.options.context)
+        return correlated(payload, correlate, context, Event("", name, "system", payload), rng,
+                          wrong=wrong, generator=generator)
 
     def _approve(self, eid: str, approval: ApprovalWait) -> None:
         rng = self.rng
@@ -1043,6 +1074,7 @@ class _Run:
                                 event.source, event.answers, event.payload))
             return
         self.last_state[eid] = execution.state
+        self.contexts[eid] = execution.context
         effects = tuple(Commanded(c.effect_id, c.tool, c.key, type(c) is RunCompensation)
                         for c in commit.commands if type(c) is RunEffect
                         or type(c) is RunCompensation)

@@ -135,11 +135,14 @@ def test_no_machine_failure(campaign: Campaign) -> None:
 
 
 def test_every_fault_kind_injected(campaign: Campaign) -> None:
-    """Each of the 16 fault kinds of the catalogue is injected at least once."""
+    """Each of the 17 fault kinds of the catalogue is injected at least once, but
+    wrong_correlation: the workflows declare no `correlate:` (tests/simulation/
+    test_chart_simulation.py runs it)."""
     injected = Counter(record.fault for run in campaign.runs for record in run.result.history
                        if isinstance(record, FaultInjected))
-    assert len(FaultKind) == 16
-    missing = [str(kind) for kind in FaultKind if injected[kind] == 0]
+    assert len(FaultKind) == 17
+    missing = [str(kind) for kind in FaultKind
+               if injected[kind] == 0 and kind is not FaultKind.WRONG_CORRELATION]
     assert not missing, f"never injected: {missing}; injected: {dict(injected)}"
 
 

@@ -191,6 +191,7 @@ class TestHypothesisMachine:
         menu = _fault_menu(default_plan(), PLANTED["key_per_attempt"][0].crash_points)
         assert "crash:after_commit_before_dispatch" in menu.crash
         assert "forged_approval:wrong_source" in menu.delivery
+        assert "wrong_correlation" in menu.delivery
         assert "malformed_output:wrong_shape" in menu.tool
         assert menu.clock == ("timer_skew",)
         assert set(menu.other) == {"store_write_failure", "second_worker"}

@@ -45,6 +45,25 @@ SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 REFUND = load_definition(SCENARIOS / "refund_escalation.yaml")
 TRIAGE = load_definition(SCENARIOS / "support_triage.yaml")
 
+#: The bundled workflows declare no `correlate:`; a wrong correlation needs an event that does.
+WEBHOOK = load_definition({
+    "name": "ci_webhook",
+    "context": {"issue_id": "ISS-7"},
+    "tools": {"build": {"idempotency_keys": True}},
+    "events": {"ci.finished": {
+        "payload": {"type": "object", "properties": {"issue_id": {"type": "string"}},
+                    "required": ["issue_id"]},
+        "correlate": {"issue_id": "context.issue_id"}}},
+    "states": {
+        "build": {"initial": True, "step": {"tool": "build"},
+                  "on": {"step.succeeded": "waiting", "step.failed": "failed"}},
+        "waiting": {"type": "wait", "on": {"ci.finished": "done"},
+                    "after": {"delay": "10m", "target": "failed"}},
+        "done": {"type": "final", "outcome": "success"},
+        "failed": {"type": "final", "outcome": "failure"},
+    },
+})
+
 K = FaultKind
 #: The rate each kind runs at alone; 0.4 unless said here (a crash costs a recovery).
 RATES: Mapping[FaultKind, float] = {K.CRASH: 0.2, K.STORE_WRITE_FAILURE: 0.2,
@@ -93,6 +112,8 @@ def runs(kind: FaultKind) -> tuple[Run, ...]:
     faults = {kind.value: {"rate": RATES.get(kind, 0.4)}}
     if kind is K.FORGED_APPROVAL:
         return tuple(simulate(REFUND, faults, seed, executions=4) for seed in FORGED_SEEDS)
+    if kind is K.WRONG_CORRELATION:
+        return tuple(simulate(WEBHOOK, faults, seed) for seed in SEEDS)
     return tuple(simulate(definition, faults, seed)
                  for definition in (REFUND, TRIAGE) for seed in SEEDS)
 

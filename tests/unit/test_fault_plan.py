@@ -75,7 +75,7 @@ class TestCatalogue:
             "crash", "duplicate_event", "late_event", "reordered_events", "dropped_event",
             "tool_transient", "tool_rate_limited", "tool_permanent", "tool_timeout_before_apply",
             "tool_timeout_after_apply", "slow_tool", "malformed_output", "timer_skew",
-            "store_write_failure", "second_worker", "forged_approval",
+            "store_write_failure", "second_worker", "forged_approval", "wrong_correlation",
         ]
 
     def test_tool_faults(self) -> None:
