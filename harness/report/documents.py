@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import html
+import itertools
 import json
 import os
 import re
 import shlex
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from importlib.metadata import PackageNotFoundError, version
@@ -30,7 +31,6 @@ from harness.checks.coverage import (
     UNSEEN_EVENT,
     Coverage,
     _universe,
-    covered_transitions,
     transition_label,
 )
 from harness.errors import HarnessError
@@ -38,7 +38,7 @@ from harness.report.redact import redact, secret_values
 from harness.sim.history import Committed
 from harness.sim.identity import definition_digest
 from harness.sim.simulator import SimulationResult
-from reference_machine import DefinitionSyntaxError, WorkflowDefinition
+from reference_machine import TIMER_FIRED, DefinitionSyntaxError, WorkflowDefinition
 from reference_machine._load import document_problem, read_document
 
 __all__ = ["REPORT_FORMAT", "ReportError", "ReportFiles", "diagram_of", "ensure_writable",
@@ -75,31 +75,235 @@ def tool_version() -> str:
 
 def diagram_of(definition: WorkflowDefinition, coverage: Coverage | None = None,
                path: Sequence[tuple[str, str, str]] = ()) -> dict[str, Any]:
-    """Gives the workflow's graph: leaf states (grouped by their compound parents), every
-    declared transition and every move a run made that no event declares (forced moves), each
-    marked covered or not and on the counterexample's path or not."""
+    """Gives the workflow's graph: its states (grouped by their compound parents; a parallel
+    state's children are its regions), every declared transition (eventless `always` and join
+    `done` edges with their guards, internal transitions as self-loops, a transition into a
+    compound with history drawn to its history marker) and every move a run made that no event
+    declares (forced moves), each marked covered or not and on the counterexample's path or
+    not. Keys added for statecharts are left out where they hold nothing, so a definition with
+    no statechart construct gives the graph it always gave."""
     universe = _universe(definition)
-    taken = coverage.transitions if coverage is not None else frozenset()
-    reached = covered_transitions(taken, universe["transitions"]) | set(taken)
+    declared = _declared_edges(definition, universe["transitions"])
+    chart = _ChartIndex(definition, declared)
+    taken = set(coverage.transitions) if coverage is not None else set()
     states_reached = coverage.states if coverage is not None else frozenset()
-    on_path = set(path)
-    edges = (set(universe["transitions"]) | on_path |
-             {t for t in reached if t[0] and t[2] and t[1] != UNSEEN_EVENT
-              and t not in universe["transitions"]})
-    states = [{"name": name, "parent": state.parent or "", "final": state.final,
-               "outcome": state.outcome or "", "reached": name in states_reached}
-              for name, state in definition.states.items()]
+    covered, seen_only = chart.marked(taken)
+    moves = set(path)
+    on_path, path_only = chart.marked(moves)
+    extra = path_only | {t for t in seen_only if t[0] and t[2] and t[1] != UNSEEN_EVENT}
+    states = []
+    for name, state in definition.states.items():
+        entry: dict[str, Any] = {"name": name, "parent": state.parent or "",
+                                 "final": state.final, "outcome": state.outcome or "",
+                                 "reached": name in states_reached}
+        states.append({**entry, **_state_extras(definition, name)})
+    edges: list[dict[str, Any]] = []
+    for key in sorted(set(declared) | {(*t, "", "") for t in extra}):
+        source, event, target, kind, history = key
+        edge: dict[str, Any] = {
+            "source": source, "event": event, "target": target,
+            "declared": key in declared,
+            "covered": key in covered or (key not in declared and key[:3] in taken),
+            "on_path": key in on_path or (key not in declared and key[:3] in moves)}
+        if kind:
+            edge["kind"] = kind
+        if declared.get(key):
+            edge["guard"] = declared[key]
+        if history:
+            edge["history"] = history
+        edges.append(edge)
     return {
         "initial": definition.initial,
         "states": states,
-        "transitions": [
-            {"source": source, "event": event, "target": target,
-             "declared": (source, event, target) in universe["transitions"],
-             "covered": (source, event, target) in reached,
-             "on_path": (source, event, target) in on_path}
-            for source, event, target in sorted(edges)],
+        "transitions": edges,
         "path": [list(step) for step in path],
     }
+
+
+#: A drawn edge: (source, event, target, kind, history). `kind` is "", "always", "done" or
+#: "internal"; `history` names the compound whose history marker the edge is drawn to ("" when
+#: none). Coverage keys are (source, event, target) triples.
+EdgeKey = tuple[str, str, str, str, str]
+
+_SCOPED_KINDS = ("parallel", "map")
+
+
+def _declared_edges(definition: WorkflowDefinition,
+                    universe: Iterable[tuple[str, str, str]]) -> dict[EdgeKey, str]:
+    """Gives every transition the definition declares, as drawn edges with their guards' text
+    ("" for an edge whose kind shows no guard, or that some unguarded transition also takes).
+    A leaf holds what it inherits; a parallel or map state holds its own transitions (those
+    leave it, abandoning the regions), its `done` joins and its eventless moves."""
+    parents = {state.parent for state in definition.states.values() if state.parent}
+    guards: dict[EdgeKey, list[str]] = {}
+
+    def add(source: str, event: str, target: str, kind: str = "", declared_target: str = "",
+            guard: str = "") -> None:
+        aimed = definition.states.get(declared_target)
+        history = declared_target if (aimed is not None and aimed.history
+                                      and declared_target != target) else ""
+        guards.setdefault((source, event, target, kind, history), []).append(guard)
+
+    for name, state in definition.states.items():
+        if state.final:
+            continue
+        if name not in parents or state.kind in _SCOPED_KINDS:
+            for event, transitions in state.on.items():
+                for transition in transitions:
+                    if transition.internal:
+                        add(name, event, name, "internal")
+                    else:
+                        add(name, event, transition.target_leaf, "", transition.target)
+            if state.after_target is not None:
+                spec = definition.spec.states.get(name)
+                after = spec.after if spec is not None else None
+                add(name, TIMER_FIRED, state.after_target, "",
+                    after.target if after is not None else "")
+        for transition in (*state.always, *state.done):
+            add(name, transition.event, transition.target_leaf, transition.event,
+                transition.target, transition.guard_text)
+    leaves = _leaves_below(definition)
+    drawn = {alias for key in guards for alias in _aliases(key, leaves)}
+    for source, event, target in universe:  # whatever else the checks count as declared
+        if target and (source, event, target) not in drawn:
+            add(source, event, target)
+    return {key: (" or ".join(dict.fromkeys(texts)) if key[3] in ("always", "done")
+                  and all(texts) else "")
+            for key, texts in guards.items()}
+
+
+def _leaves_below(definition: WorkflowDefinition) -> dict[str, set[str]]:
+    """Gives each compound state's leaves, however deep."""
+    leaves: dict[str, set[str]] = {}
+    parents = {state.parent for state in definition.states.values() if state.parent}
+    for name, state in definition.states.items():
+        if name not in parents:
+            for ancestor in state.ancestors:
+                leaves.setdefault(ancestor, set()).add(name)
+    return leaves
+
+
+def _aliases(edge: EdgeKey, leaves: Mapping[str, set[str]]) -> set[tuple[str, str, str]]:
+    """Gives the coverage keys that name a drawn edge: its own; for an internal transition,
+    one with no target or `forced:internal`; for one into a compound with history, one to
+    each leaf the compound can resume."""
+    source, event, target, kind, history = edge
+    aliases = {(source, event, end) for end in {target} | leaves.get(history, set())}
+    if kind == "internal":
+        aliases |= {(source, event, ""), (source, "forced:internal", source)}
+    return aliases
+
+
+class _ChartIndex:
+    """Tells which drawn edges a set of coverage keys (or a path's moves) took. A key names an
+    edge by (source, event, target); an internal transition may be keyed with no target or as
+    `forced:internal`; a move into a compound with history lands on whichever leaf it resumed;
+    a key that skips the states an eventless run passed through (a choice, a join's next
+    state) is the one route of declared edges that explains it; a parallel or map state that
+    stays where it is while one of its regions moved is no move of its own."""
+
+    def __init__(self, definition: WorkflowDefinition, declared: Mapping[EdgeKey, str]) -> None:
+        self.kinds = {name: state.kind for name, state in definition.states.items()}
+        leaves = _leaves_below(definition)
+        self.by_key: dict[tuple[str, str, str], list[EdgeKey]] = {}
+        self.by_pair: dict[tuple[str, str], list[EdgeKey]] = {}
+        self.starts: dict[tuple[str, str], list[EdgeKey]] = {}
+        self.eventless: dict[str, list[EdgeKey]] = {}
+        self.ends: dict[EdgeKey, set[str]] = {}
+        for edge in declared:
+            source, event, target, kind, history = edge
+            ends = {target} | leaves.get(history, set())
+            self.ends[edge] = ends
+            for alias in _aliases(edge, leaves):
+                self.by_key.setdefault(alias, []).append(edge)
+            for end in ends:
+                self.by_pair.setdefault((source, end), []).append(edge)
+            if kind != "internal":
+                self.starts.setdefault((source, event), []).append(edge)
+            if kind in ("always", "done"):
+                self.eventless.setdefault(source, []).append(edge)
+
+    def marked(self, keys: set[tuple[str, str, str]]
+               ) -> tuple[set[EdgeKey], set[tuple[str, str, str]]]:
+        """Gives the drawn edges `keys` took, and the keys no declared edge explains."""
+        hit: set[EdgeKey] = set()
+        left: set[tuple[str, str, str]] = set()
+        for key in keys:
+            source, event, target = key
+            if event == UNSEEN_EVENT:  # seen from outside: any edge between the two states
+                hit.update(self.by_pair.get((source, target), ()))
+                continue
+            if key in self.by_key:
+                hit.update(self.by_key[key])
+                continue
+            explained = self._explain(key)
+            if explained is None:
+                left.add(key)
+            else:
+                hit |= explained
+        return hit, left
+
+    def _explain(self, key: tuple[str, str, str]) -> set[EdgeKey] | None:
+        """Gives the edges a key that names no edge took (none, when it is a region's move or
+        more than one route explains it), or None when nothing declared explains it."""
+        source, event, target = key
+        if self.kinds.get(source) in _SCOPED_KINDS and target == source:
+            return set()
+        routes: list[list[EdgeKey]] = []
+        for first in self.starts.get((source, event), ()):
+            for rest in self._routes(first[2], target, {source, first[2]}):
+                routes.append([first, *rest])
+                if len(routes) > 1:
+                    return set()
+        return set(routes[0]) if routes else None
+
+    def _routes(self, start: str, target: str, seen: set[str]) -> Iterator[list[EdgeKey]]:
+        """Gives each way eventless edges lead from `start` to `target`, visiting no state
+        twice."""
+        for edge in self.eventless.get(start, ()):
+            if target in self.ends[edge]:
+                yield [edge]
+            elif edge[2] not in seen:
+                for rest in self._routes(edge[2], target, seen | {edge[2]}):
+                    yield [edge, *rest]
+
+
+def _state_extras(definition: WorkflowDefinition, name: str) -> dict[str, Any]:
+    """Gives what a diagram tells of a state's statechart constructs (nothing for a plain
+    state): its kind, history, regions and their initial leaves, a map's items, a conditional
+    approval, entry and exit actions."""
+    state = definition.states[name]
+    extras: dict[str, Any] = {}
+    if state.kind in ("choice", *_SCOPED_KINDS):
+        extras["kind"] = state.kind
+    if state.history:
+        extras["history"] = state.history
+    if state.kind in _SCOPED_KINDS:
+        extras["regions"] = [[region, leaf] for region, leaf in state.regions]
+        if state.on_region_failure != "cancel":
+            extras["on_region_failure"] = state.on_region_failure
+    if state.kind == "map":
+        extras.update(items=state.items_text, concurrency_max=state.concurrency_max,
+                      tolerated_failures=state.tolerated_failures)
+    if state.step is not None and state.step.approval_text:
+        extras["approval_if"] = state.step.approval_text
+    spec = definition.spec.states.get(name)
+    for when in ("entry", "exit"):
+        actions = getattr(spec, when, None) or []
+        if actions:
+            extras[when] = [_action_text(action) for action in actions]
+    return extras
+
+
+def _action_text(action: Any) -> str:
+    """Gives an entry or exit action in a few words: the keys it assigns, or the function it
+    calls."""
+    if getattr(action, "assign", None):
+        return "assign " + ", ".join(action.assign)
+    function = getattr(action, "function", None)
+    if isinstance(function, str):
+        return function
+    return str(getattr(function, "__name__", "") or "function")
 
 
 class Counterexample(Protocol):
@@ -131,14 +335,40 @@ def trace_heading(section: Mapping[str, Any], failure: Mapping[str, Any]) -> str
             f"{failure.get('original_steps')}), seed {failure.get('seed')}")
 
 
-def counterexample_path(counterexample: Counterexample) -> list[tuple[str, str, str]]:
+def counterexample_path(counterexample: Counterexample,
+                        definition: WorkflowDefinition | None = None
+                        ) -> list[tuple[str, str, str]]:
     """Gives the moves the counterexample made, up to the violation, in order (of the violating
-    execution, when the violation names one)."""
+    execution, when the violation names one). A statechart's macrostep is told move by move:
+    what its regions did, then the move its event made and each eventless move after it (an
+    `always`, or a join's `done` out of a parallel or map state)."""
     execution = counterexample.violation.execution
     last = counterexample.violation.step
-    return [(r.from_state, transition_label(r), r.state) for r in counterexample.result.history
-            if type(r) is Committed and r.step <= last and r.decision == "accepted"
-            and r.moved and r.from_state and (not execution or r.execution == execution)]
+    kinds = {name: state.kind for name, state in definition.states.items()} if definition \
+        else {}
+    moves: list[tuple[str, str, str]] = []
+    for r in counterexample.result.history:
+        if (type(r) is Committed and r.step <= last and r.decision == "accepted" and r.moved
+                and (not execution or r.execution == execution)):
+            moves += _record_moves(r, kinds)
+    return moves
+
+
+def _record_moves(record: Committed, kinds: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """Gives the moves one committed macrostep made, keyed as the diagram's edges are."""
+    inner = [move for move in record.inner if move[0]]  # "": a region starting
+    if record.forced == "internal":
+        return [(record.from_state, record.moved, record.from_state)] if record.from_state \
+            else []
+    if (inner and record.from_state == record.state and not record.via
+            and kinds.get(record.state) in _SCOPED_KINDS):
+        return inner  # a region moved; the parallel or map state stayed
+    chain = [record.from_state, *record.via, record.state]
+    hops = [(source, transition_label(record) if index == 0 else
+             "done" if kinds.get(source) in _SCOPED_KINDS else "always", target)
+            for index, (source, target) in enumerate(itertools.pairwise(chain))
+            if source]
+    return [*inner, *hops]
 
 
 def target_section(name: str, engine: str, definition: WorkflowDefinition, machine: str,
@@ -162,14 +392,14 @@ def target_section(name: str, engine: str, definition: WorkflowDefinition, machi
             "violation": violation.to_dict(), "message": str(violation),
             "shrunk_steps": counterexample.steps, "original_steps": counterexample.original_steps,
             "faults": counterexample.faults, "trace": counterexample.trace(),
-            "path": [list(step) for step in counterexample_path(counterexample)],
+            "path": [list(step) for step in counterexample_path(counterexample, definition)],
             "replay_file": str(replay_file) if replay_file else None,
             # quoted as a shell reads it: a path with a space or a quote pastes as it is
             "replay_command": shlex.join(["fsmharness", "replay", str(replay_file)])
             if replay_file else "",
         })
     first = next((c for c, _ in counterexamples if c is not None), None)
-    path = counterexample_path(first) if first is not None else []
+    path = counterexample_path(first, definition) if first is not None else []
     secrets = secret_values(definition, first.result.history if first else ())
     section = {
         "name": name, "engine": engine,
@@ -256,9 +486,14 @@ def _inconsistent(diagram: Mapping[str, Any]) -> str:
     for state in diagram["states"]:
         if state["parent"] and state["parent"] not in names:
             return f"state {state['name']!r} has an unknown parent {state['parent']!r}"
+        for region, leaf in state.get("regions", ()):
+            for named in (region, leaf):
+                if named and named not in names:
+                    return (f"state {state['name']!r} has a region or initial leaf {named!r} "
+                            "that is not among the states")
     for edge in diagram["transitions"]:
-        for end in ("source", "target"):
-            if edge[end] not in names:
+        for end in ("source", "target", "history"):
+            if end in edge and edge[end] not in names:
                 return f"a transition's {end} {edge[end]!r} is not among the states"
     return ""
 
@@ -359,38 +594,182 @@ def _plain(text: str) -> str:
     return re.sub(r"[^\w .\-/]", " ", text).strip() or "-"
 
 
+#: What Mermaid would take for syntax in a label, and a look-alike it shows instead: a label
+#: ends at `:` or `;` (entity codes such as `#58;` are not decoded in a state diagram's labels)
+_MERMAID_LOOKALIKES = {ord(":"): "\u2236", ord(";"): "\u037e"}
+
+
+def _mermaid_text(text: str, *, quoted: bool = False) -> str:
+    """Gives an expression (a guard, a map's items) as Mermaid shows it, on one line: `:` and
+    `;` as look-alikes; a space after a `<` or `&` that a browser would read as the start of a
+    tag or a character reference (`a<b`, `&lt`); `%%` (a directive) split; inside a quoted
+    title, `'` for `"`."""
+    text = re.sub(r"[\x00-\x1f\x7f\u2028\u2029\x85]", " ", text)
+    text = re.sub(r"([<&])(?=[A-Za-z/!?#])", r"\1 ", text.translate(_MERMAID_LOOKALIKES))
+    text = re.sub(r"%(?=%)", "% ", text)
+    return text.replace('"', "'") if quoted else text
+
+
+class _Shape:
+    """What both renderers read of a diagram beyond its lists: states by name, children by
+    parent, and the region or map state each state runs inside."""
+
+    def __init__(self, diagram: Mapping[str, Any]) -> None:
+        self.states = {state["name"]: state for state in diagram["states"]}
+        self.children: dict[str, list[Mapping[str, Any]]] = {}
+        for state in diagram["states"]:
+            self.children.setdefault(state["parent"], []).append(state)
+        #: a region's or map state's initial leaf
+        self.starts: dict[str, str] = {}
+        for state in diagram["states"]:
+            for region, leaf in state.get("regions", ()):
+                self.starts[region or state["name"]] = leaf
+
+    def kind(self, name: str) -> str:
+        return str(self.states[name].get("kind", "")) if name in self.states else ""
+
+    def is_root(self, name: str) -> bool:
+        """Tells whether `name` is a region (a parallel state's child) or a map state: what a
+        region's or item's flow runs inside."""
+        return self.kind(name) == "map" or (
+            name in self.states and self.kind(self.states[name]["parent"]) == "parallel")
+
+    def scope(self, name: str) -> str:
+        """Gives the region or map state `name` runs inside ("" at the top)."""
+        parent = self.states[name]["parent"] if name in self.states else ""
+        while parent:
+            if self.is_root(parent):
+                return str(parent)
+            parent = self.states[parent]["parent"] if parent in self.states else ""
+        return ""
+
+    def anchor(self, name: str) -> str:
+        """Gives the leaf an edge to or from a compound `name` is drawn at (its initial one
+        where known)."""
+        while name in self.children:
+            name = self.starts.get(name) or self.children[name][0]["name"]
+        return name
+
+
+def _title(state: Mapping[str, Any]) -> str:
+    """Gives what a compound's label adds to its name: parallel, or what a map maps over and
+    how many items run at once ("" for a plain compound)."""
+    kind = state.get("kind", "")
+    waits = state.get("on_region_failure") == "wait"
+    if kind == "parallel":
+        return "parallel" + (", a failed region waits for the others" if waits else "")
+    if kind != "map":
+        return ""
+    limit = state.get("concurrency_max")
+    tolerated = int(state.get("tolerated_failures") or 0)
+    words = [f"map over {state.get('items', '')}",
+             f"{limit} at once" if limit else "all at once"]
+    if tolerated:
+        words.append(f"{tolerated} failure{'s' if tolerated > 1 else ''} tolerated")
+    if waits:
+        words.append("a failed item waits for the others")
+    return ", ".join(words)
+
+
+def _notes(state: Mapping[str, Any]) -> list[str]:
+    """Gives the lines a state's box adds below its name: a conditional approval, its entry
+    and exit actions."""
+    notes = [f"needs approval if {state['approval_if']}"] if state.get("approval_if") else []
+    notes += [f"{when} / {', '.join(state[when])}" for when in ("entry", "exit")
+              if state.get(when)]
+    return notes
+
+
+def _history_mark(state: Mapping[str, Any]) -> str:
+    return "H*" if state.get("history") == "deep" else "H"
+
+
 def mermaid(diagram: Mapping[str, Any]) -> str:
     """Gives the workflow as a Mermaid `stateDiagram-v2`; edges never covered are drawn with
-    a dotted label, those on the counterexample's path are marked."""
+    a dotted label, those on the counterexample's path are marked.
+
+    Compound states are composite states; a parallel state's regions are separated by `--`
+    (Mermaid's concurrency), each region (and a map's flow) holding its own start, moves and
+    ends; a choice is a `<<choice>>`; a compound with history holds an `H` (shallow) or `H*`
+    (deep) state that the transitions into the compound go to; a conditional approval and
+    entry and exit actions are lines of the state's description."""
     ids = _ids(diagram)
-    children: dict[str, list[Mapping[str, Any]]] = {}
-    for state in diagram["states"]:
-        children.setdefault(state["parent"], []).append(state)
+    shape = _Shape(diagram)
     lines = ["stateDiagram-v2"]
 
     def declare(parent: str, depth: int) -> None:
+        states = shape.children.get(parent, [])
+        for index, state in enumerate(states):
+            if index and shape.kind(parent) == "parallel":
+                lines.append("    " * depth + "--")
+            declare_one(state, depth)
+
+    def declare_one(state: Mapping[str, Any], depth: int) -> None:
         pad = "    " * depth
-        for state in children.get(parent, []):
-            name, sid = state["name"], ids[state["name"]]
-            lines.append(f'{pad}state "{_plain(name)}" as {sid}')
-            if name in children:
-                lines.append(f"{pad}state {sid} {{")
-                declare(name, depth + 1)
-                lines.append(f"{pad}}}")
+        name, sid = state["name"], ids[state["name"]]
+        if state.get("kind") == "choice":
+            lines.extend([f"{pad}%% {_plain(name)}", f"{pad}state {sid} <<choice>>"])
+            return
+        title = _title(state)
+        extra = f" ({_mermaid_text(title, quoted=True)})" if title else ""
+        lines.append(f'{pad}state "{_plain(name)}{extra}" as {sid}')
+        if name not in shape.children:
+            lines.extend(f"{pad}{sid}: {_mermaid_text(note)}" for note in _notes(state))
+            return
+        lines.append(f"{pad}state {sid} {{")
+        declare(name, depth + 1)
+        if state.get("history"):
+            lines.append(f'{pad}    state "{_history_mark(state)}" as {sid}h')
+        if shape.is_root(name):
+            moves(name, depth + 1)
+        lines.append(f"{pad}}}")
+
+    def moves(scope: str, depth: int) -> None:
+        """Adds the start, transitions and ends of the top level or of one region's flow."""
+        pad = "    " * depth
+        initial = shape.starts.get(scope, "") if scope else diagram["initial"]
+        if initial in ids:
+            lines.append(f"{pad}[*] --> {ids[initial]}")
+        for edge in diagram["transitions"]:
+            if _edge_scope(shape, edge) == scope:
+                target = (f"{ids[edge['history']]}h" if edge.get("history") in ids
+                          else ids[edge["target"]])
+                lines.append(f"{pad}{ids[edge['source']]} --> {target}: "
+                             f"{_mermaid_label(edge)}")
+        for state in diagram["states"]:
+            if state["final"] and shape.scope(state["name"]) == scope:
+                lines.append(f"{pad}{ids[state['name']]} --> [*]")
 
     declare("", 1)
-    lines.append(f"    [*] --> {ids[diagram['initial']]}")
-    for edge in diagram["transitions"]:
-        label = _plain(edge["event"])
-        if edge["on_path"]:
-            label += " (counterexample)"
-        elif not edge["covered"]:
-            label += " (never taken)"
-        lines.append(f"    {ids[edge['source']]} --> {ids[edge['target']]}: {label}")
-    for state in diagram["states"]:
-        if state["final"]:
-            lines.append(f"    {ids[state['name']]} --> [*]")
+    moves("", 1)
     return "\n".join(lines) + "\n"
+
+
+def _edge_scope(shape: _Shape, edge: Mapping[str, Any]) -> str:
+    """Gives the region or map state an edge runs inside ("" at the top, where an edge whose
+    ends lie in different scopes is drawn too)."""
+    scope = shape.scope(edge["source"])
+    return scope if scope == shape.scope(edge["target"]) else ""
+
+
+def _edge_text(edge: Mapping[str, Any], plain: Any = str, expression: Any = str) -> str:
+    """Gives an edge's label: its event, `(internal)` after an internal transition's, and an
+    eventless or join edge's guard in brackets."""
+    text = plain(edge["event"])
+    if edge.get("kind") == "internal":
+        text += " (internal)"
+    elif edge.get("guard"):
+        text += f" [{expression(edge['guard'])}]"
+    return str(text)
+
+
+def _mermaid_label(edge: Mapping[str, Any]) -> str:
+    label = _edge_text(edge, _plain, _mermaid_text)
+    if edge["on_path"]:
+        label += " (counterexample)"
+    elif not edge["covered"]:
+        label += " (never taken)"
+    return label
 
 
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+!|~])")
@@ -503,54 +882,28 @@ def _dot_label(text: str) -> str:
     return f"{text} " if text.startswith("<") and text.endswith(">") else text
 
 
+def _dot_lines(lines: Sequence[str]) -> str:
+    """Gives lines Graphviz shows one under the other, each as written."""
+    text = "\\n".join(line.replace("\\", "\\\\").replace("\n", " ") for line in lines)
+    return f"{text} " if text.startswith("<") and text.endswith(">") else text
+
+
+_CLUSTER_STYLE = {  # kind -> attributes; a region's cluster is drawn inside its parallel one
+    "parallel": {"style": "rounded", "color": "#555555"},
+    "map": {"style": "rounded,bold", "color": "#555555"},
+    "region": {"style": "dashed", "color": "#999999"},
+}
+
+
 def svg(diagram: Mapping[str, Any]) -> str:
     """Draws the workflow with Graphviz's dot layout; gives the SVG element (no prolog, no
-    comments), or raises `ReportError` when Graphviz is missing."""
-    try:
-        import pygraphviz
-    except ImportError as exc:  # pragma: no cover - pygraphviz is a dependency
-        raise ReportError(f"drawing the workflow needs pygraphviz: {exc}") from exc
-    ids = _ids(diagram)
-    graph = pygraphviz.AGraph(directed=True, strict=False, compound=True, rankdir="LR")
-    graph.graph_attr.update(fontname="Helvetica", fontsize="11", nodesep="0.35",
-                            ranksep="0.5", bgcolor="transparent")
-    graph.node_attr.update(shape="box", style="rounded,filled", fontname="Helvetica",
-                           fontsize="11", fillcolor="#ffffff", color="#555555")
-    graph.edge_attr.update(fontname="Helvetica", fontsize="9", arrowsize="0.7")
-    parents = {state["parent"] for state in diagram["states"] if state["parent"]}
-    clusters: dict[str, Any] = {"": graph}
+    comments), or raises `ReportError` when Graphviz is missing.
 
-    def holder(name: str) -> Any:
-        if name in clusters:
-            return clusters[name]
-        state = next(s for s in diagram["states"] if s["name"] == name)
-        cluster = holder(state["parent"]).add_subgraph(
-            name=f"cluster_{ids[name]}", label=_dot_label(name), style="rounded,dashed",
-            color="#777777", fontname="Helvetica", fontsize="11")
-        clusters[name] = cluster
-        return cluster
-
-    graph.add_node("start", label="", shape="circle", width="0.18", style="filled",
-                   fillcolor="#333333")
-    for state in diagram["states"]:
-        if state["name"] in parents:
-            holder(state["name"])
-            continue
-        attributes = {"label": _dot_label(state["name"]), "id": f"state-{ids[state['name']]}",
-                      "tooltip": _dot_label(state["name"])}
-        if state["final"]:
-            attributes.update(peripheries="2", fillcolor="#eef3fb")
-        if not state["reached"]:
-            attributes.update(fillcolor="#f4f4f4", fontcolor="#888888", color="#aaaaaa")
-        holder(state["parent"]).add_node(ids[state["name"]], **attributes)
-    graph.add_edge("start", ids[diagram["initial"]], color="#333333")
-    for index, edge in enumerate(diagram["transitions"]):
-        style = dict(_EDGE_STYLE[(edge["on_path"], edge["covered"])])
-        if not edge["declared"] and not edge["on_path"]:
-            style["style"] = "dotted"
-        graph.add_edge(ids[edge["source"]], ids[edge["target"]], key=str(index),
-                       label=_dot_label(edge["event"]), id=f"edge-{index}",
-                       tooltip=_dot_label(f"{edge['source']} -> {edge['target']}"), **style)
+    Compound states are clusters; a parallel state is a cluster holding one dashed cluster per
+    region (`id` parallel-*, region-*), a map state one cluster labelled with what it maps over
+    (map-*); each region and map flow has its own start; a choice is a diamond; a compound with
+    history holds an H or H* marker (history-*) the transitions into it point to."""
+    graph = _dot_graph(diagram)
     with _quiet_stderr():
         drawn = graph.draw(format="svg", prog="dot")
     text = drawn.decode("utf-8") if isinstance(drawn, bytes) else str(drawn)
@@ -562,6 +915,92 @@ def svg(diagram: Mapping[str, Any]) -> str:
     # fit the page's width, keeping the drawing's proportions (the viewBox stays)
     return re.sub(r'^<svg width="[^"]*" height="[^"]*"',
                   '<svg class="workflow" preserveAspectRatio="xMinYMin meet"', text, count=1)
+
+
+def _dot_graph(diagram: Mapping[str, Any]) -> Any:
+    """Gives the workflow as a Graphviz graph (a `pygraphviz.AGraph`), not laid out yet."""
+    try:
+        import pygraphviz
+    except ImportError as exc:  # pragma: no cover - pygraphviz is a dependency
+        raise ReportError(f"drawing the workflow needs pygraphviz: {exc}") from exc
+    ids = _ids(diagram)
+    shape = _Shape(diagram)
+    graph = pygraphviz.AGraph(directed=True, strict=False, compound=True, rankdir="LR")
+    graph.graph_attr.update(fontname="Helvetica", fontsize="11", nodesep="0.35",
+                            ranksep="0.5", bgcolor="transparent")
+    graph.node_attr.update(shape="box", style="rounded,filled", fontname="Helvetica",
+                           fontsize="11", fillcolor="#ffffff", color="#555555")
+    graph.edge_attr.update(fontname="Helvetica", fontsize="9", arrowsize="0.7")
+    clusters: dict[str, Any] = {"": graph}
+
+    def holder(name: str) -> Any:
+        if name in clusters:
+            return clusters[name]
+        state = shape.states[name]
+        title = _title(state)
+        lines = [f"{name} ({title})" if title else name, *_notes(state)]
+        attributes = {"label": _dot_lines(lines), "style": "rounded,dashed",
+                      "color": "#777777", "fontname": "Helvetica", "fontsize": "11"}
+        kind = "region" if shape.kind(state["parent"]) == "parallel" else state.get("kind")
+        if kind in _CLUSTER_STYLE:
+            attributes.update(_CLUSTER_STYLE[str(kind)], id=f"{kind}-{ids[name]}")
+        cluster = holder(state["parent"]).add_subgraph(name=f"cluster_{ids[name]}",
+                                                        **attributes)
+        clusters[name] = cluster
+        return cluster
+
+    def end(name: str, side: str) -> tuple[str, dict[str, str]]:
+        """Gives the node an edge is drawn at, and where a compound's it clips at its box."""
+        if name not in shape.children:
+            return ids[name], {}
+        return ids[shape.anchor(name)], {side: f"cluster_{ids[name]}"}
+
+    graph.add_node("start", label="", shape="circle", width="0.18", style="filled",
+                   fillcolor="#333333")
+    for state in diagram["states"]:
+        name = state["name"]
+        if name in shape.children:
+            cluster = holder(name)
+            sid = ids[name]
+            if state.get("history"):
+                mark = _history_mark(state)
+                cluster.add_node(f"{sid}h", label=mark, shape="circle", width="0.3",
+                                 fixedsize="true", fontsize="9", id=f"history-{sid}",
+                                 tooltip=_dot_label(f"{name}: history ({state['history']})"))
+            if shape.is_root(name) and name in shape.starts:
+                cluster.add_node(f"start_{sid}", label="", shape="circle", width="0.12",
+                                 style="filled", fillcolor="#333333", id=f"start-{sid}")
+            continue
+        attributes = {"label": _dot_lines([name, *_notes(state)]),
+                      "id": f"state-{ids[name]}", "tooltip": _dot_label(name)}
+        if state.get("kind") == "choice":
+            attributes.update(shape="diamond", style="filled", fontsize="9")
+        if state["final"]:
+            attributes.update(peripheries="2", fillcolor="#eef3fb")
+        if not state["reached"]:
+            attributes.update(fillcolor="#f4f4f4", fontcolor="#888888", color="#aaaaaa")
+        holder(state["parent"]).add_node(ids[name], **attributes)
+    head, clip = end(diagram["initial"], "lhead")
+    graph.add_edge("start", head, color="#333333", **clip)
+    for root, leaf in shape.starts.items():
+        if root in shape.children and leaf in ids:
+            head, clip = end(leaf, "lhead")
+            graph.add_edge(f"start_{ids[root]}", head, color="#333333", **clip)
+    for index, edge in enumerate(diagram["transitions"]):
+        style = dict(_EDGE_STYLE[(edge["on_path"], edge["covered"])])
+        if not edge["declared"] and not edge["on_path"]:
+            style["style"] = "dotted"
+        tail, tail_clip = end(edge["source"], "ltail")
+        head_clip: dict[str, str] = {}
+        if edge.get("history") in ids:
+            head = f"{ids[edge['history']]}h"
+        else:
+            head, head_clip = end(edge["target"], "lhead")
+        graph.add_edge(tail, head, key=str(index), label=_dot_label(_edge_text(edge)),
+                       id=f"edge-{index}",
+                       tooltip=_dot_label(f"{edge['source']} -> {edge['target']}"),
+                       **style, **tail_clip, **head_clip)
+    return graph
 
 
 @contextlib.contextmanager

@@ -71,9 +71,7 @@ def _part(record: HistoryRecord) -> str:
                     f"call {record.answers}: stale or already answered")
         if record.decision != "accepted" or not record.moved:
             return ""
-        forced = f", forced by {record.forced}" if record.forced else ""
-        return (f"{record.execution}: {record.from_state or '(start)'} -> {record.state} "
-                f"on {record.moved}{forced}")
+        return _move(record)
     if type(record) is Dispatched:
         during = "" if record.during in ("tool call", "compensation") else (
             f" during {record.during}")
@@ -93,3 +91,22 @@ def _part(record: HistoryRecord) -> str:
     if type(record) is MachineFailed:
         return f"machine {record.problem}: {record.error}: {record.message}"
     return ""
+
+
+def _move(record: Committed) -> str:
+    """Tells a committed move: from where to where on what; for a statechart, the states an
+    eventless run passed through and what the regions did (a region's move alone leaves the
+    parallel or map state where it was)."""
+    inner = [f"{source or '(start)'} -> {target}" + (f" on {event}" if event != record.moved
+                                                      else "")
+             for source, event, target in record.inner]
+    if record.forced == "internal":
+        return f"{record.execution}: {record.state} on {record.moved} (internal)"
+    if (inner and record.from_state == record.state and not record.via and not record.forced
+            and all(source for source, _, _ in record.inner)):
+        return f"{record.execution}: in {record.state}, {', '.join(inner)} on {record.moved}"
+    forced = f", forced by {record.forced}" if record.forced else ""
+    via = f" via {', '.join(record.via)}" if record.via else ""
+    regions = f" (regions: {', '.join(inner)})" if inner else ""
+    return (f"{record.execution}: {record.from_state or '(start)'} -> {record.state} "
+            f"on {record.moved}{via}{forced}{regions}")
