@@ -165,7 +165,7 @@ def _specs(draw: st.DrawFn, blocks_max: int, charts: StatechartOptions) -> dict[
             _wait(draw, draft, i, after, entries[low:i])
             continue
         if kind == "choice":
-            _choice(draw, draft, i, after)
+            _choice(draw, draft, i, after, entries[i + 2] if i + 2 < count else "done")
             continue
         if kind == "parallel":
             _parallel(draw, draft, i, after)
@@ -289,15 +289,19 @@ def _entry_exit(draw: st.DrawFn, draft: _Draft, name: str) -> None:
         state["exit"] = [{"assign": {"left": "context.left + 1"}}]
 
 
-def _choice(draw: st.DrawFn, draft: _Draft, i: int, after: str) -> None:
-    """Draws a choice block: one or two guarded branches, then an unguarded default."""
+def _choice(draw: st.DrawFn, draft: _Draft, i: int, after: str, beyond: str) -> None:
+    """Draws a choice block: a guarded branch that skips the next block (on to `beyond`),
+    maybe one out of the run once it has looped, then the default on to `after` (so that a
+    choice the run starts in does not end it there: the context it starts with holds no
+    guard)."""
     guard = draw(st.sampled_from(("context.count > 0", "context.round > 0", _LARGE)))
-    branches: list[Any] = [{"target": after, "guard": guard,
+    branches: list[Any] = [{"target": beyond, "guard": guard,
                             "actions": [{"assign": {"count": "context.count + 1"}}]}]
     if draw(st.booleans()):
-        branches.append({"target": "rejected", "guard": "context.round > 2"})
-        draft.refers.add("rejected")
-    branches.append(draw(st.sampled_from((after, "failed"))))
+        out = draw(st.sampled_from(("rejected", "failed")))
+        branches.append({"target": out, "guard": "context.round > 2"})
+        draft.refers.add(out)
+    branches.append(after)
     draft.states[f"c{i}"] = {"type": "choice", "always": branches}
     _entry_exit(draw, draft, f"c{i}")
 
