@@ -569,7 +569,20 @@ def _on_step_failure(definition: WorkflowDefinition, ex: Execution, event: Event
             uncertain and step.compensation is not None)):
         return _begin_compensation(definition, ex, event, now, transitions, answered,
                                    uncertain)
-    return _take(definition, ex, event, now, transitions, answered=answered)
+    decision = _take(definition, ex, event, now, transitions, answered=answered)
+    if uncertain and definition.scope and step.compensation is not None and isinstance(
+            decision, Accepted):
+        # inside a region or map item: the failed step may have taken effect, so its undo is
+        # kept with the completed ones, for the parallel or map state's failure to run
+        try:
+            undo_input = step.compensation.input(ex.context)
+        except Exception as exc:  # the undo's input is user expressions: a failure is a reject
+            return _input_failed(ex.state, "compensation input", exc)
+        after = decision.execution
+        done = CompletedStep(ex.state, effect.key, step.compensation.tool, undo_input,
+                             step.compensation.attempts_max, step.compensation.retry_safe)
+        return decision._replace(execution=after._replace(completed=(*after.completed, done)))
+    return decision
 
 
 def _backoff(step: CompiledStep, attempt: int, fraction: float) -> int:

@@ -38,6 +38,7 @@ from reference_machine._records import (
     RequestApproval,
     RunCompensation,
     RunEffect,
+    Status,
 )
 from reference_machine._secrets import (
     MemoryVault,
@@ -346,12 +347,15 @@ class Runtime:
         result = entry.result
         if result is None:
             command = entry.command
-            effect = pending_effect(self.store.load(execution_id).execution, call_id)
-            if not command.idempotent and effect is None:
-                # the run moved on (the step timed out, or escalated) before this call went
-                # out; a tool that honours no key is not sent it after the fact: its effect
-                # would come behind the back of whoever has the run now, and a send lost
-                # before may have taken effect already
+            execution = self.store.load(execution_id).execution
+            effect = pending_effect(execution, call_id)
+            if effect is None and (not command.idempotent
+                                   or not _key_pending(execution, command.key)):
+                # the run moved on (the step timed out, or escalated, or its region was
+                # abandoned) before this call went out; it is not sent after the fact: its
+                # effect would come behind the back of whoever has the run now (after the
+                # undo planned for it, even). Only a retry under the same key may still be
+                # answered by an older attempt of a tool that honours keys.
                 result = self._record(execution_id, command, Failure(
                     Category.TIMEOUT, "superseded before it was sent: not sent"))
             else:
@@ -505,6 +509,18 @@ def _commit(execution_id: str, version: int, event: Event, decision: Decision,
         return Commit(execution_id, version, event, decision.kind, now, decision.execution,
                       decision.commands, decision.transition)
     return Commit(execution_id, version, event, decision.kind, now)
+
+
+def _key_pending(execution: Execution, key: str) -> bool:
+    """Tells whether a step (or undo) under idempotency `key` is still the run's to finish:
+    in flight, or waiting to retry, in the execution or one of its regions."""
+    effect = execution.effect
+    if effect is not None and effect.key == key:
+        return True
+    if execution.status != Status.FINAL and key == (
+            f"{execution.id}/{execution.state}/{execution.visits.get(execution.state, 0)}"):
+        return True
+    return any(_key_pending(region, key) for region in execution.regions)
 
 
 def _result_event(command: RunEffect | RunCompensation, outcome: ToolOutcome,

@@ -730,6 +730,25 @@ def test_recovery_sends_no_abandoned_regions_call_only_its_undo(
     assert ("ledger.post", POST[:-2]) not in world.invoked
 
 
+def test_an_abandoned_regions_call_is_never_sent_after_the_fact(
+        reopen: Callable[[], EventStore]) -> None:
+    """The ledger region is abandoned with its call still in the outbox: completing that call
+    later sends nothing (the tool honours keys, but no step of the run holds the key any
+    more: its effect would land after its undo), and the run ends undone."""
+    definition = cancelling()
+    world = World(definition)
+    rt = runtime(reopen(), world)
+    rt.start(definition, XID)
+    rt.deliver(XID, Event("go-1", "go"), 1)
+    rt.deliver(XID, Event("mail-lost", "step.failed", "tool", {"category": "permanent"}, MAIL),
+               2)
+    assert POST in rt.in_flight(XID)
+    rt.complete(XID, POST, 3)  # the abandoned call: recorded as not sent
+    rt.complete(XID, f"{POST[:-2]}/undo#1", 4)
+    assert (execution(rt.store).state, execution(rt.store).outcome) == ("failed", "failure")
+    assert ("ledger.post", POST[:-2]) not in world.invoked
+
+
 # -- 3. two workers racing two regions' results ----------------------------------------------
 
 

@@ -644,3 +644,20 @@ def test_a_parallel_state_whose_regions_end_at_once_joins_in_the_same_macrostep(
     assert decision.transition.source == "idle" and decision.transition.via == ("both",
                                                                                 "check")
     assert driver.ex.sequence == 2
+
+
+def test_a_region_that_fails_after_an_uncertain_attempt_has_that_attempt_undone() -> None:
+    """The hold timed out (it may have held), its retries ran out, the region failed: the
+    parallel state's failure undoes the hold though it never completed."""
+    spec = parallel_spec("cancel")
+    states = dict(spec["states"])
+    states["crm_hold"] = {**states["crm_hold"], "step": {
+        "tool": "hold", "compensation": {"tool": "release"}, "retry": {"attempts_max": 1}}}
+    driver = Driver(load_definition({**spec, "states": states}))
+    driver.start()
+    driver.answer("billing", {"amount": 5})
+    driver.answer("crm", {"name": "Ann"})
+    decision = driver.answer("hold", {"category": "timeout", "error": "slow"}, ok=False)
+    assert driver.ex.status == "compensating"
+    undo = [c.compensates for c in decision.commands if isinstance(c, RunCompensation)]
+    assert undo == ["e/fetch/1/crm/crm_hold/1"]
