@@ -91,11 +91,13 @@ def diagram_of(definition: WorkflowDefinition, coverage: Coverage | None = None,
     moves = set(path)
     on_path, path_only = chart.marked(moves)
     extra = path_only | {t for t in seen_only if t[0] and t[2] and t[1] != UNSEEN_EVENT}
+    # a run only passes through a choice (it never rests there): one left was reached
+    passed = {key[0] for key in covered if definition.states[key[0]].kind == "choice"}
     states = []
     for name, state in definition.states.items():
         entry: dict[str, Any] = {"name": name, "parent": state.parent or "",
                                  "final": state.final, "outcome": state.outcome or "",
-                                 "reached": name in states_reached}
+                                 "reached": name in states_reached or name in passed}
         states.append({**entry, **_state_extras(definition, name)})
     edges: list[dict[str, Any]] = []
     for key in sorted(set(declared) | {(*t, "", "") for t in extra}):

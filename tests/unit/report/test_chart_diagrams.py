@@ -666,6 +666,14 @@ class TestCoverage:
         assert forced == {"source": "idle", "event": "forced:deadline", "target": "odd",
                           "declared": False, "covered": True, "on_path": False}
 
+    def test_a_choice_left_by_a_covered_edge_is_reached(self) -> None:
+        """A run passes through a choice and never rests there, so no run's states hold
+        it."""
+        diagram = drawn(CHOICE, Coverage(states=frozenset({"idle", "large"}),
+                                         transitions=frozenset({("idle", "go", "large")})))
+        assert {s["name"] for s in diagram["states"] if s["reached"]} == {
+            "idle", "route", "large"}
+
     def test_a_counterexamples_macrosteps_are_told_move_by_move_on_the_diagram(self) -> None:
         """Region moves, the move the event made and each eventless move after it (a join's
         `done` out of the parallel state) are the path's moves; an internal transition is
