@@ -236,7 +236,14 @@ StateType = Literal["normal", "wait", "final", "choice", "parallel", "map"]
 
 
 class StateSpec(_Spec):
-    type: StateType = "normal"
+    type: StateType = Field(
+        "normal",
+        description="normal (runs an optional step), wait (suspended until an event, an "
+                    "approval or its `after:`), final (with an outcome), choice (only "
+                    "`always:`: left at once), parallel (its children are regions, run at "
+                    "once, joined by `done:`), map (its children's flow runs once per item "
+                    "of `items:`, joined by `done:`).",
+    )
     initial: bool = False
     parent: Name | None = None
     outcome: Name | None = Field(None, description="Final states only: success, failure, ...")
