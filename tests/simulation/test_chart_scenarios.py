@@ -30,7 +30,7 @@ from reference_machine import (
 TRIAGE = load_definition(SCENARIOS / "parallel_triage.yaml")
 BATCH = load_definition(SCENARIOS / "batch_documents.yaml")
 NAIVE_TRIAGE = load_definition(SCENARIOS / "naive" / "triage_credit_twice.yaml")
-NAIVE_BATCH = load_definition(SCENARIOS / "naive" / "batch_refile_on_retry.yaml")
+NAIVE_BATCH = load_definition(SCENARIOS / "naive" / "batch_refile_on_changes.yaml")
 TICKET = "TCK-4821"
 
 
@@ -270,12 +270,27 @@ def test_a_failed_batch_is_taken_out_of_the_archive_and_the_sender_asked_to_rese
     assert len(run.keys("archive.file_document")) == 2  # att-1 and att-3, once each
 
 
-def test_the_naive_batch_files_again_what_its_failed_round_filed() -> None:
-    run = Chart(NAIVE_BATCH)
-    fail_first_round(run)
-    assert run.ex.state == "awaiting_operator" and not run.keys("archive.unfile_document")
-    run.apply(run.user("batch.retry"))
-    assert run.ex.state == "filing_batch" and run.ex.context["batch_rounds"] == 2
+def summarized(definition: WorkflowDefinition = BATCH) -> Chart:
+    """Gives a batch run with all four attachments filed and summarised, being read."""
+    run = Chart(definition)
+    run.start()
+    for index in range(4):
+        file_item(run, index)
+    run.answer("x1/summarizing/1", {"summary": "four documents filed"})
+    return run
+
+
+@pytest.mark.parametrize("definition", [BATCH, NAIVE_BATCH], ids=lambda d: d.name)
+def test_changes_requested_summarise_again_and_the_naive_batch_files_everything_twice(
+        definition: WorkflowDefinition) -> None:
+    run = summarized(definition)
+    run.apply(run.user("review.changes_requested"))
+    if definition is BATCH:
+        assert run.ex.state == "summarizing" and run.keys("agent.summarize_batch")[-1] == (
+            "x1/summarizing/2")
+        assert len(run.keys("archive.file_document")) == 4
+        return
+    assert run.ex.state == "filing_batch"
     file_item(run, 0, round_=2)
     first, again = [c for c in run.calls if c.tool == "archive.file_document"
                     and c.input["attachment_id"] == "att-1"]
@@ -286,11 +301,7 @@ def test_the_naive_batch_files_again_what_its_failed_round_filed() -> None:
 @pytest.mark.parametrize(("checked", "resumed"), [(False, "reading"), (True, "signing_off")])
 def test_a_paused_review_resumes_in_the_step_it_was_paused_in(checked: bool, resumed: str
                                                              ) -> None:
-    run = Chart(BATCH)
-    run.start()
-    for index in range(4):
-        file_item(run, index)
-    run.answer("x1/summarizing/1", {"summary": "four documents filed"})
+    run = summarized()
     assert run.ex.state == "reading"
     if checked:
         run.apply(run.user("review.checked"))
