@@ -62,6 +62,7 @@ History = Sequence[HistoryRecord]
 T = TypeVar("T")
 _BUDGET_REASONS = frozenset({"transitions_max", "visits_max", "cost_max", "deadline", "cycle"})
 _APPROVALS = frozenset({APPROVAL_GRANTED, APPROVAL_DENIED})
+_UNDO = "/undo"  # a compensation's key is its step's key plus this (the reference's way)
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,55 +329,255 @@ def _has_commits(history: History) -> bool:
 
 class _Owner(NamedTuple):
     execution: str
-    state: str
+    state: str  # the state whose step commanded it (a region's, for a region's effect)
     compensation: bool
+    key: str = ""
+    position: int = -1  # the commit that first commanded it
+    #: the execution's context when it was commanded (None for a region's: not recorded)
+    context: Mapping[str, Any] | None = None
 
 
 @per_history
 def _owners_of(definition: WorkflowDefinition, history: History) -> dict[str, _Owner]:
-    return _owners(history)
+    return _owners(history, definition)
 
 
-def _owners(history: History) -> dict[str, _Owner]:
+def _owners(history: History, definition: WorkflowDefinition | None = None
+            ) -> dict[str, _Owner]:
     """Gives, for each key (and id) a commit commanded a call under, whose call it was: the
-    execution, the state that commanded it, and whether it was a compensation. For effects
-    whose key does not name their execution, and tools that several states use."""
+    execution, the state that commanded it (inside a parallel or map state, the region's state
+    its key names), and whether it was a compensation. For effects whose key does not name
+    their execution, and tools that several states use."""
     owners: dict[str, _Owner] = {}
-    for record in history:
+    chart = _chart(definition) if definition is not None else None
+    for index, record in enumerate(history):
         if type(record) is Committed and record.effects:
             for effect in record.effects:
-                owner = _Owner(record.execution, record.state, effect.compensation)
+                if effect.key in owners and effect.id in owners:
+                    continue
+                state, context = record.state, record.context
+                if chart is not None and chart.scoped and not effect.compensation and (
+                        record.state in chart.scoped or record.state not in chart.states):
+                    inner = _key_state(chart, effect.key)
+                    if inner:
+                        state, context = inner, None
+                owner = _Owner(record.execution, state, effect.compensation, effect.key, index,
+                               context)
                 owners.setdefault(effect.key, owner)
                 owners.setdefault(effect.id, owner)
     return owners
+
+
+# -- statecharts: what the checks derive of a definition ---------------------------------------
+
+_INTERNAL = "internal"
+_ALWAYS = "always"
+_DONE = "done"
+_COMPENSATED = "compensated"
+_FORCED_TARGETS = ("transitions_max", "visits_max", "cost_max", "deadline")
+_SCOPED_KINDS = frozenset({"parallel", "map"})
+
+
+class _Chart(NamedTuple):
+    """What the checks need to know of a definition's statechart constructs, derived once."""
+
+    used: bool  # some construct is used: without one, every statechart step is skipped
+    states: Mapping[str, Any]
+    scoped: frozenset[str]  # the parallel and map states
+    roots: Mapping[str, frozenset[str]]  # parallel/map state -> the scopes its regions run in
+    owner: Mapping[str, str]  # scope (a region, or a map state) -> its parallel/map state
+    starts: Mapping[str, str]  # scope -> the leaf a region or map item starts in
+    landings: Mapping[str, frozenset[str]]  # declared target -> every leaf a move there enters
+    onward: Mapping[str, frozenset[str]]  # state -> where its eventless moves may carry a run
+    internal: frozenset[tuple[str, str]]  # (state, event) some transition without target takes
+    resumed: Mapping[str, tuple[str, ...]]  # leaf -> each child of a history compound above it
+    conditional: frozenset[str]  # states whose step needs an approval only when a guard holds
+    results_kept: frozenset[str]  # maps whose results key no action can overwrite
+    memo: dict[tuple[str, str], frozenset[str]]  # region moves' targets, filled as asked
+
+
+@per_definition
+def _chart(definition: WorkflowDefinition) -> _Chart:
+    """Gives what the statechart checks derive of a definition."""
+    states = definition.states
+    children: dict[str, list[str]] = defaultdict(list)
+    for name, state in states.items():
+        if state.parent:
+            children[state.parent].append(name)
+    scoped = frozenset(name for name, state in states.items() if state.kind in _SCOPED_KINDS)
+    roots: dict[str, frozenset[str]] = {}
+    owner: dict[str, str] = {}
+    for name in scoped:
+        state = states[name]
+        roots[name] = (frozenset({name}) if state.kind == "map"
+                       else frozenset(region for region, _ in state.regions))
+        for root in roots[name]:
+            owner[root] = name
+    landings: dict[str, frozenset[str]] = {}
+
+    def land(name: str) -> frozenset[str]:
+        known = landings.get(name)
+        if known is not None:
+            return known
+        state = states[name]
+        child = state.initial_child
+        if child is None or child not in states or state.kind in _SCOPED_KINDS:
+            found = {name}
+        else:
+            found = set(land(child))
+            if definition.scoped and state.history == "deep":
+                found |= {below for below, inner in states.items() if name in inner.ancestors
+                          and inner.scope == state.scope
+                          and (below not in children or inner.kind in _SCOPED_KINDS)}
+            elif definition.scoped and state.history == "shallow":
+                for member in children[name]:
+                    found |= land(member)
+        landings[name] = frozenset(found)
+        return landings[name]
+
+    edges: dict[str, set[str]] = {}
+    resumed: dict[str, tuple[str, ...]] = {}
+    internal: set[tuple[str, str]] = set()
+    for name, state in states.items():
+        land(name)
+        for transition in (*state.always, *state.done):
+            edges.setdefault(name, set()).update(land(transition.target))
+        for event, transitions in state.on.items():
+            if any(transition.internal for transition in transitions):
+                internal.add((name, event))
+        chain = (name, *state.ancestors)
+        above = tuple(chain[position - 1] for position in range(1, len(chain))
+                      if states[chain[position]].history)
+        if above and definition.scoped:
+            resumed[name] = above
+    onward: dict[str, frozenset[str]] = {}
+    for name in edges:
+        seen: set[str] = set()
+        todo = list(edges[name])
+        while todo:
+            reached = todo.pop()
+            if reached not in seen:
+                seen.add(reached)
+                todo += edges.get(reached, ())
+        onward[name] = frozenset(seen)
+    conditional = frozenset(name for name, state in states.items()
+                            if state.step is not None and state.step.approval_when is not None)
+    used = bool(scoped or internal or edges or resumed or conditional)
+    return _Chart(used, states, scoped, roots, owner,
+                  {root: scope.initial for root, scope in definition.scopes.items()},
+                  landings, onward, frozenset(internal), resumed, conditional,
+                  _results_kept(definition, scoped), {})
+
+
+def _results_kept(definition: WorkflowDefinition, scoped: frozenset[str]) -> frozenset[str]:
+    """Gives the map states whose `results` key only their join writes: no action assigns it,
+    no other map shares it, and no action is a function (which may assign anything)."""
+    assigned: set[str] = set()
+    for spec in definition.spec.states.values():
+        lists = [spec.entry, spec.exit, *(t.actions for t in spec.eventless()),
+                 *(t.actions for t in spec.joins()),
+                 *(t.actions for event in spec.on for t in spec.transitions(event))]
+        for actions in lists:
+            for action in actions:
+                if action.function is not None:
+                    return frozenset()
+                assigned.update(action.assign or ())
+    keys = [definition.states[name].results for name in scoped
+            if definition.states[name].kind == "map"]
+    return frozenset(name for name in scoped if definition.states[name].kind == "map"
+                     and definition.states[name].results not in assigned
+                     and keys.count(definition.states[name].results) == 1)
+
+
+def _key_state(chart: _Chart, key: str) -> str:
+    """Gives the state a region's effect key names (`{region}/{state}/{visit}`, with or without
+    `/undo`), or "" when the key names no state inside a region or map item."""
+    if key.endswith(_UNDO):
+        key = key[:-len(_UNDO)]
+    head, _, visit = key.rpartition("/")
+    state = head.rpartition("/")[2]
+    inner = chart.states.get(state)
+    if inner is None or inner.scope is None or not visit.isdigit():
+        return ""
+    return state
+
+
+def _region_identity(chart: _Chart, key: str) -> str:
+    """Gives the region (or map item) a region effect's key belongs to, without its visit
+    numbers (`{execution}/{P}/{region}`): what makes two effects of one input two actions.
+    "" for a key of no region."""
+    if not _key_state(chart, key):
+        return ""
+    parts = (key[:-len(_UNDO)] if key.endswith(_UNDO) else key).split("/")[:-2]
+    kept: list[str] = []
+    while len(parts) >= 3 and parts[-3] in chart.scoped and parts[-2].isdigit():
+        kept[:0] = (parts[-3], parts[-1])
+        del parts[-3:]
+    return "/".join((*parts, *kept)) if kept else ""
+
+
+def _visit_prefixes(regions: tuple[tuple[str, str, str], ...]) -> set[str]:
+    """Gives the visits of parallel and map states a commit's region snapshot shows active
+    (`{execution}/{P}/{visit}/`, nested ones too)."""
+    return {rid[:rid.rindex("/") + 1] for rid, _, _ in regions if "/" in rid}
+
+
+def _own_visits(regions: tuple[tuple[str, str, str], ...], base: str) -> set[str]:
+    """Gives the visits (`{base}{visit}/`) of one parallel or map state (`base` is
+    `{execution}/{state}/`) that a region snapshot shows, its nested states' left out."""
+    return {prefix for prefix in _visit_prefixes(regions)
+            if prefix.startswith(base) and prefix.count("/") == base.count("/") + 1}
+
+
+def _resumes(chart: _Chart, leaf: str, visited: set[str]) -> bool:
+    """Tells whether a run that was in `visited` may resume `leaf` through history: some
+    child of a history compound above `leaf` (on its way to it) was active before."""
+    states = chart.states
+    for child in chart.resumed.get(leaf, ()):
+        for seen in visited:
+            inner = states.get(seen)
+            if seen == child or (inner is not None and child in inner.ancestors):
+                return True
+    return False
 
 
 # -- side effects --------------------------------------------------------------------------
 
 
 @_builtin("no_duplicate_effect", "no logical action takes effect twice: the same tool, "
-                                 "execution and input applied once (tools marked repeatable "
-                                 "excepted; an effect its compensation undid may be done again)")
+                                 "execution (region, map item) and input applied once (tools "
+                                 "marked repeatable excepted; an effect its compensation undid "
+                                 "may be done again)")
 def no_duplicate_effect(definition: WorkflowDefinition, history: History
                         ) -> Iterator[Violation]:
     repeatable = {name for name, tool in definition.tools.items() if tool.repeatable}
     first: dict[tuple[str, str, str], int] = {}
     undone_at: dict[int, int] | None = None  # effect -> the undo that took it back
+    undoing: dict[int, int] = {}  # undo -> the effect it took back
+    chart = _chart(definition)
     for index, record in enumerate(history):
         if type(record) is not Applied or record.tool in repeatable:
             continue
-        # an effect whose execution is unknown is one logical action per key
-        action = ((record.execution, record.tool, record.input) if record.execution
+        # an effect whose execution is unknown is one logical action per key; two regions
+        # (two map items) of one run are two actions, whatever their inputs
+        region = _region_identity(chart, record.key) if chart.scoped and record.execution \
+            else ""
+        action = ((region or record.execution, record.tool, record.input) if record.execution
                   else ("", record.tool, record.key))
         seen = first.get(action)
         if seen is None:
             first[action] = index
             continue
         if undone_at is None:  # built only when a repeat is seen: the common case pays nothing
-            undone_at = {pair.forward: pair.position for pairs in
-                         _undos(definition, history).pairs.values() for pair in pairs}
+            pairs = [pair for found in _undos(definition, history).pairs.values()
+                     for pair in found]
+            undone_at = {pair.forward: pair.position for pair in pairs}
+            undoing = {pair.position: pair.forward for pair in pairs}
         if undone_at.get(seen, index) < index:  # undone before: doing it again is a new action
             first[action] = index
+            continue
+        if undoing.get(seen, -1) != undoing.get(index, -1) and index in undoing:
+            first[action] = index  # an undo of an effect done again: undoing it is new too
             continue
         earlier = history[seen]
         assert type(earlier) is Applied
@@ -484,7 +685,9 @@ def _after_final(history: History, ended: int, index: int, eid: str, what: str) 
 def legal_targets(definition: WorkflowDefinition, source: str, moved: str, forced: str
                   ) -> frozenset[str]:
     """Gives the states a transition from `source` on `moved` may reach when `forced` (a
-    budget, a policy or "") is what forced it."""
+    budget, a policy, "internal" or "") is what forced it. `moved` may be `always` (the
+    state's eventless transitions) or `done` (a parallel or map state's join); a target that
+    is a compound with history gives every leaf it may resume."""
     return _legal_table(definition).get((source, moved, forced), frozenset())
 
 
@@ -495,45 +698,86 @@ def _budgeted(definition: WorkflowDefinition) -> bool:
     return budgets.any_limit or budgets.cost_max is not None or budgets.deadline_ms is not None
 
 
-def _legal_table(definition: WorkflowDefinition
-                 ) -> dict[tuple[str, str, str], frozenset[str]]:
+Table = dict[tuple[str, str, str], frozenset[str]]
+
+
+def _legal_table(definition: WorkflowDefinition) -> Table:
     """Gives every (source, event, forced) -> targets the definition allows (built once)."""
-    table: dict[tuple[str, str, str], set[str]] = defaultdict(set)
-    table[("", STARTED, "")].add(definition.initial)
+    return _tables(definition)[0]
+
+
+def _plain_table(definition: WorkflowDefinition) -> Table:
+    """Gives `_legal_table` without the leaves only history can resume: where each declared
+    transition goes the first time."""
+    return _tables(definition)[1]
+
+
+@per_definition
+def _tables(definition: WorkflowDefinition) -> tuple[Table, Table]:
+    """Gives the legal table and the plain one (see `_plain_table`)."""
+    chart = _chart(definition)
+    legal: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+    plain: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+
+    def add(key: tuple[str, str, str], leaf: str, declared: str = "") -> None:
+        plain[key].add(leaf)
+        legal[key].add(leaf)
+        if declared:
+            legal[key].update(chart.landings.get(declared, ()))
+
+    def onward(key: tuple[str, str, str], transitions: Iterable[CompiledTransition]) -> None:
+        # where a run goes once undone was chosen when undoing began, eventless moves after
+        # it included (the choice is kept, not the path)
+        for transition in transitions:
+            for leaf in chart.landings.get(transition.target, {transition.target_leaf}):
+                add(key, leaf)
+                for later in chart.onward.get(leaf, ()):
+                    add(key, later)
+
+    add(("", STARTED, ""), definition.initial)
     budgets = definition.budgets
-    for reason in ("transitions_max", "visits_max", "cost_max", "deadline"):
+    for reason in _FORCED_TARGETS:
         if budgets.on_exceeded:  # the first step may already be over a budget (its cost)
-            table[("", "*", reason)].add(budgets.on_exceeded)
+            add(("", "*", reason), budgets.on_exceeded)
     for name, state in definition.states.items():
         if state.final:
             continue
         for event, transitions in state.on.items():
             for transition in transitions:
-                table[(name, event, "")].add(transition.target_leaf)
+                if transition.internal:
+                    add((name, event, _INTERNAL), name)
+                else:
+                    add((name, event, ""), transition.target_leaf, transition.target)
+        for transition in state.always:
+            add((name, _ALWAYS, ""), transition.target_leaf, transition.target)
+        for transition in state.done:
+            add((name, _DONE, ""), transition.target_leaf, transition.target)
+        if state.done:
+            onward((name, "*", _COMPENSATED), state.done)
         if state.after_target is not None:
-            table[(name, TIMER_FIRED, "")].add(state.after_target)
-        for reason in ("transitions_max", "visits_max", "cost_max", "deadline"):
+            add((name, TIMER_FIRED, ""), state.after_target)
+        for reason in _FORCED_TARGETS:
             if budgets.on_exceeded:
-                table[(name, "*", reason)].add(budgets.on_exceeded)
+                add((name, "*", reason), budgets.on_exceeded)
         if budgets.on_cycle:
-            table[(name, "*", "cycle")].add(budgets.on_cycle)
+            add((name, "*", "cycle"), budgets.on_cycle)
         if definition.compensation_failed:
-            table[(name, "*", "compensation_failed")].add(definition.compensation_failed)
+            add((name, "*", "compensation_failed"), definition.compensation_failed)
         step = state.step
         if step is not None:
             if step.escalate_to:
-                table[(name, "*", "ambiguous_failure")].add(step.escalate_to)
-                table[(name, "*", "retries_exhausted")].add(step.escalate_to)
-            for transition in state.on.get("step.failed", ()):
-                table[(name, "*", "compensated")].add(transition.target_leaf)
+                add((name, "*", "ambiguous_failure"), step.escalate_to)
+                add((name, "*", "retries_exhausted"), step.escalate_to)
+            onward((name, "*", _COMPENSATED), state.on.get("step.failed", ()))
             # where the run goes once undone is chosen when undoing begins: a budget
             # exceeded then sends it to the budget's state
             for target in (budgets.on_exceeded, budgets.on_cycle):
                 if target and _budgeted(definition):
-                    table[(name, "*", "compensated")].add(target)
+                    add((name, "*", _COMPENSATED), target)
         if state.approval is not None and state.approval.escalate_to:
-            table[(name, "*", "approval_expired")].add(state.approval.escalate_to)
-    return {key: frozenset(targets) for key, targets in table.items()}
+            add((name, "*", "approval_expired"), state.approval.escalate_to)
+    return ({key: frozenset(targets) for key, targets in legal.items()},
+            {key: frozenset(targets) for key, targets in plain.items()})
 
 
 @per_definition
@@ -556,19 +800,37 @@ def _reachable(definition: WorkflowDefinition) -> dict[str, frozenset[str]]:
 
 
 @_builtin("legal_transitions", "every transition is one the definition declares (an event's, "
-                               "a timeout's, or a budget's or policy's forced move)")
+                               "a timeout's, or a budget's or policy's forced move), and so is "
+                               "every eventless move, join, history resume and region move a "
+                               "statechart made")
 def legal_transitions(definition: WorkflowDefinition, history: History
                       ) -> Iterator[Violation]:
     table = _legal_table(definition)
+    chart = _chart(definition)
     committed: set[str] = set()
     last_seen: dict[str, tuple[int, str]] = {}
+    visited: dict[str, set[str]] = {}  # per execution, the states it was in (for history)
     reach = None
     for index, record in enumerate(history):
         if type(record) is Committed:
-            if record.decision != "accepted" or not record.moved:
+            if record.decision != "accepted":
                 continue
             eid = record.execution
             committed.add(eid)
+            if chart.used:
+                seen = visited.setdefault(eid, set())
+                problem = _move_problem(definition, chart, record, seen) if record.moved else ""
+                if not problem:
+                    problem = next(filter(None, (_region_move_problem(definition, chart, move)
+                                                 for move in record.inner)), "")
+                seen.update(record.via)
+                seen.add(record.state)
+                if problem:
+                    yield Violation("legal_transitions", f"{eid} {problem}", eid, record.step,
+                                    (index,))
+                continue
+            if not record.moved:
+                continue
             source, moved, forced = record.from_state, record.moved, record.forced
             key = (source, "*" if forced else moved, forced)
             if record.state in table.get(key, ()):
@@ -601,69 +863,510 @@ def legal_transitions(definition: WorkflowDefinition, history: History
                     (before[0], index))
 
 
+def _move_problem(definition: WorkflowDefinition, chart: _Chart, record: Committed,
+                  visited: set[str]) -> str:
+    """Gives why a committed move is not one the definition declares ("" when it is): the
+    event's transition (or the forced move) from where the run was, then each eventless move
+    through `via` (an `always`, or a parallel or map state's join), each landing where its
+    target, or the target's history, leads."""
+    source, moved, forced, state = record.from_state, record.moved, record.forced, record.state
+    states = definition.states
+    if source and source in states and states[source].final:
+        return ""  # terminal_stays_terminal tells of it
+    if source == state and source in chart.scoped:
+        return ""  # a region moved (its moves are judged apart), or the join began undoing
+    legal, plain = _tables(definition)
+    nodes = (*record.via, state)
+    how = f"forced by {forced}" if forced and forced != _INTERNAL else f"on {moved}"
+    through = (f" through {', '.join(map(repr, record.via))}" if record.via else "")
+    if forced == _INTERNAL:
+        if (source, moved) not in chart.internal or nodes[0] != source:
+            return (f"made an internal transition in {source!r} on {moved} and ended in "
+                    f"{state!r}{through}; {source!r} has no transition without a target on "
+                    f"{moved}" if (source, moved) not in chart.internal else
+                    f"made an internal transition in {source!r} on {moved}, yet its path "
+                    f"starts in {nodes[0]!r}: an internal transition leaves nothing")
+    else:
+        keys = [(source, "*" if forced else moved, forced)]
+        if forced:  # a budget may have struck on an eventless move after the event's
+            keys.append((source, moved, ""))
+        landed = nodes[0]
+        if not any(landed in legal.get(key, ()) for key in keys):
+            allowed = sorted({target for key in keys for target in legal.get(key, ())})
+            if not record.via:
+                return (f"moved from {source or '(start)'!r} to {state!r} {how}; the definition "
+                        f"allows {', '.join(map(repr, allowed)) or 'no such transition'}")
+            return (f"moved from {source or '(start)'!r} to {state!r} {how}{through}; its first "
+                    f"move, to {landed!r}, is none the definition allows (it allows "
+                    f"{', '.join(map(repr, allowed)) or 'no such transition'})")
+        if not any(landed in plain.get(key, ()) for key in keys) and not _resumes(
+                chart, landed, visited):
+            return (f"moved from {source or '(start)'!r} to {landed!r} {how}, a state its "
+                    "target's history could resume only had the run been there before")
+    for position in range(1, len(nodes)):
+        before, landed = nodes[position - 1], nodes[position]
+        keys = [(before, _ALWAYS, ""), (before, _DONE, "")]
+        if forced and forced != _INTERNAL:
+            keys.append((before, "*", forced))
+        if not any(landed in legal.get(key, ()) for key in keys):
+            allowed = sorted({target for key in keys for target in legal.get(key, ())})
+            return (f"moved from {source or '(start)'!r} to {state!r} {how}{through}; "
+                    f"{before!r} -> {landed!r} is no eventless move the definition declares "
+                    f"(from {before!r} it allows "
+                    f"{', '.join(map(repr, allowed)) or 'none'})")
+        if not any(landed in plain.get(key, ()) for key in keys) and not _resumes(
+                chart, landed, visited):
+            return (f"moved from {source or '(start)'!r} to {state!r} {how}{through}; "
+                    f"{before!r} -> {landed!r} resumes a history the run never made")
+    return ""
+
+
+def _region_move_problem(definition: WorkflowDefinition, chart: _Chart,
+                         move: tuple[str, str, str]) -> str:
+    """Gives why a move a region (or map item) made is not one its flow declares ("" when it
+    is): a region starts in its initial leaf, and moves as the transitions of its states (its
+    region's included) say, with the eventless moves after them."""
+    source, event, target = move
+    states = definition.states
+    if not source:
+        scope = states[target].scope if target in states else None
+        start = chart.starts.get(scope or "")
+        if start is None:
+            return (f"started a region in {target!r}, which is in no region or map item")
+        if target == start or target in chart.onward.get(start, ()):
+            return ""
+        return (f"started a region of {chart.owner.get(scope or '', '?')!r} in {target!r}; "
+                f"{scope!r} starts in {start!r}")
+    if source in chart.scoped and target == source:
+        return ""  # a region of a nested parallel or map state moved
+    inner = states.get(source)
+    if inner is None or inner.scope is None:
+        return (f"had a region move from {source!r} to {target!r} on {event}, but "
+                f"{source!r} is in no region or map item")
+    if inner.final:
+        return ""  # terminal_stays_terminal's kind of fault, told by the join's rule
+    allowed = _region_targets(definition, chart, source, event)
+    if target in allowed:
+        return ""
+    return (f"had a region of {chart.owner.get(inner.scope, '?')!r} move from {source!r} to "
+            f"{target!r} on {event}; the definition allows "
+            f"{', '.join(map(repr, sorted(allowed))) or 'no such transition'}")
+
+
+def _region_targets(definition: WorkflowDefinition, chart: _Chart, source: str, event: str
+                    ) -> frozenset[str]:
+    """Gives where a region in `source` may move on `event`: its transitions, a forced move
+    of its step or approval (a region records no reason), an internal transition, a nested
+    join, each followed by the eventless moves it may lead on to."""
+    known = chart.memo.get((source, event))
+    if known is not None:
+        return known
+    legal = _legal_table(definition)
+    first = set(legal.get((source, event, ""), ()))
+    for reason in ("ambiguous_failure", "retries_exhausted", "approval_expired"):
+        first.update(legal.get((source, "*", reason), ()))
+    if (source, event) in chart.internal:
+        first.add(source)
+    found = set(first)
+    for reached in first:
+        found.update(chart.onward.get(reached, ()))
+    chart.memo[(source, event)] = frozenset(found)
+    return chart.memo[(source, event)]
+
+
 @_builtin("guards_held", "a guarded transition is crossed only when its guard held, and the "
-                         "first transition whose guard holds is the one taken")
+                         "first transition whose guard holds is the one taken (an eventless "
+                         "move's, a choice's and a join's included)")
 def guards_held(definition: WorkflowDefinition, history: History) -> Iterator[Violation]:
-    contexts: dict[str, Mapping[str, Any]] = {}
+    for index, record, judged in _judgements(definition, history):
+        if judged.problem:
+            eid = record.execution
+            yield Violation("guards_held", f"{eid} {judged.problem}", eid, record.step,
+                            (index,))
+
+
+GuardOutcome = tuple[str, str, int, bool]  # (state, event or always/done, index, held)
+
+
+class _Judged(NamedTuple):
+    outcomes: tuple[GuardOutcome, ...]
+    problem: str
+    #: the eventless moves and the join on the path were judged too (else coverage infers
+    #: their outcomes from the path)
+    whole: bool = False
+
+
+_NOTHING = _Judged((), "")
+
+
+def _judgements(definition: WorkflowDefinition, history: History
+                ) -> list[tuple[int, Committed, _Judged]]:
+    """Gives, for each accepted commit whose guards can be evaluated again, the outcomes of the
+    guards its move was chosen by and what was wrong with the choice."""
+    found: list[tuple[int, Committed, _Judged]] = []
+    last: dict[str, Committed] = {}
     for index, record in enumerate(history):
         if type(record) is not Committed or record.decision != "accepted":
             continue
-        eid = record.execution
-        before = contexts.get(eid)
-        if record.context is not None:
-            contexts[eid] = record.context
-        moved, source = record.moved, record.from_state
-        if (not moved or record.forced or moved != record.event_type or before is None
-                or source not in definition.states):
-            continue  # a forced move, a substituted event (a timeout, an invalid output)
-        candidates = definition.states[source].on.get(moved, ())
-        if not candidates or all(t.guard is None for t in candidates):
-            continue
-        event = Event(record.event_id, record.event_type, record.event_source,
-                      record.payload or {}, record.answers)
-        chosen, problem = _first_holding(candidates, before, event)
-        if problem:
-            yield Violation("guards_held", f"{eid} moved {source!r} -> {record.state!r} on "
-                                           f"{moved}, but {problem}", eid, record.step,
-                            (index,))
-        elif chosen is None:
-            texts = ", ".join(repr(t.guard_text) for t in candidates)
-            yield Violation("guards_held", f"{eid} moved {source!r} -> {record.state!r} on "
-                                           f"{moved} though no guard held ({texts})", eid,
-                            record.step, (index,))
-        elif chosen.target_leaf != record.state:
-            yield Violation(
-                "guards_held",
-                f"{eid} moved {source!r} -> {record.state!r} on {moved}, but the first "
-                f"transition whose guard holds goes to {chosen.target_leaf!r}"
-                + (f" (guard {chosen.guard_text!r})" if chosen.guard_text else ""),
-                eid, record.step, (index,))
+        prev = last.get(record.execution)
+        last[record.execution] = record
+        if record.moved:
+            judged = _judged(definition, record, prev)
+            if judged is not _NOTHING:
+                found.append((index, record, judged))
+    return found
 
 
-def _first_holding(candidates: Sequence[CompiledTransition], context: Mapping[str, Any],
-                   event: Event) -> tuple[CompiledTransition | None, str]:
-    """Gives the first transition whose guard holds, or a sentence if a guard raised."""
-    for transition in candidates:
+def _judged(definition: WorkflowDefinition, record: Committed, prev: Committed | None
+            ) -> _Judged:
+    """Evaluates again the guards a committed move was chosen by, on the context the previous
+    commit recorded: its event's transitions from where the run was, and then (a statechart)
+    each eventless transition on its path and the join's `done:` (replaying the context the
+    moves' actions made; those are judged only when the replay gives the context the commit
+    recorded, so nothing is judged on a context the run never had)."""
+    chart = _chart(definition)
+    states = definition.states
+    moved, source, forced = record.moved, record.from_state, record.forced
+    if forced and forced != _INTERNAL:
+        return _NOTHING  # a forced move, chosen by no guard
+    if source and (source not in states or states[source].final):
+        return _NOTHING
+    if source == record.state and source in chart.scoped and moved != _DONE:
+        return _NOTHING  # a region moved: its context is not recorded
+    if moved == _DONE and source in chart.scoped:
+        return _judged_join(definition, chart, record, prev) if chart.used else _NOTHING
+    if moved != record.event_type:
+        return _NOTHING  # a substituted event (a timeout, an invalid output)
+    event = Event(record.event_id, record.event_type, record.event_source,
+                  record.payload or {}, record.answers)
+    nodes = (*record.via, record.state)
+    if not source:
+        if moved != STARTED or not chart.used:
+            return _NOTHING
+        before: Mapping[str, Any] = {**definition.initial_context, **(record.payload or {})}
+        first: CompiledTransition | None = None
+        target = definition.initial
+    elif prev is None or prev.context is None:
+        return _NOTHING
+    else:
+        before = prev.context
+        candidates = states[source].on.get(moved, ())
+        outcomes: list[GuardOutcome] = []
+        if not candidates:
+            after = states[source].after_target
+            if moved != TIMER_FIRED or after is None or not chart.used:
+                return _NOTHING
+            first, target = None, after
+        else:
+            chosen, problem = _first_held(candidates, before, event, source, moved, outcomes)
+            said = f"moved {source!r} -> {record.state!r} on {moved}"
+            guarded = any(transition.guard is not None for transition in candidates)
+            if problem:
+                return _Judged(tuple(outcomes), f"{said}, but {problem}")
+            if chosen is None:
+                texts = ", ".join(repr(t.guard_text) for t in candidates)
+                return _Judged(tuple(outcomes), f"{said} though no guard held ({texts})")
+            if chosen.internal != (forced == _INTERNAL):
+                return _Judged(tuple(outcomes), (
+                    f"{said}, but the first transition whose guard holds "
+                    + (f"is internal: the run stays in {source!r}" if chosen.internal else
+                       f"goes to {chosen.target_leaf!r}")
+                    + (f" (guard {chosen.guard_text!r})" if chosen.guard_text else "")))
+            if guarded and not chosen.internal and nodes[0] != chosen.target_leaf and (
+                    nodes[0] not in chart.landings.get(chosen.target, ())):
+                return _Judged(tuple(outcomes), (
+                    f"{said}, but the first transition whose guard holds goes to "
+                    f"{chosen.target_leaf!r}"
+                    + (f" (guard {chosen.guard_text!r})" if chosen.guard_text else "")))
+            if not chart.used:
+                return _Judged(tuple(outcomes), "") if guarded else _NOTHING
+            first, target = chosen, chosen.target
+        base = tuple(outcomes)
+        replayed = _replay(definition, chart, record, before, event, first, target)
+        return _Judged((*base, *replayed.outcomes), replayed.problem, replayed.whole) if (
+            base or replayed is not _NOTHING) else _NOTHING
+    return _replay(definition, chart, record, before, event, first, target)
+
+
+def _first_held(candidates: Sequence[CompiledTransition], context: Mapping[str, Any],
+                event: Event, state: str, label: str, outcomes: list[GuardOutcome]
+                ) -> tuple[CompiledTransition | None, str]:
+    """Gives the first transition whose guard holds (or a sentence if a guard raised), adding
+    the outcome of each guard tried to `outcomes`."""
+    for position, transition in enumerate(candidates):
         if transition.guard is None:
             return transition, ""
         try:
-            if transition.guard(context, event):
-                return transition, ""
+            held = bool(transition.guard(context, event))
         except Exception as exc:  # the machine should have rejected the event
             return None, (f"guard {transition.guard_text!r} raises {type(exc).__name__}: "
                           f"{exc} on what was recorded")
+        outcomes.append((state, label, position, held))
+        if held:
+            return transition, ""
     return None, ""
+
+
+def _replay(definition: WorkflowDefinition, chart: _Chart, record: Committed,
+            context: Mapping[str, Any], event: Event, first: CompiledTransition | None,
+            target: str, *, acted_max: int | None = None) -> _Judged:
+    """Replays a committed path's context from `context`: its first move (`first`, or a
+    timeout's or the start's move to `target`), then each eventless move on to where it
+    settled, judging each eventless choice. Gives the outcomes and the first wrong choice,
+    or nothing when the replay does not give the context the commit recorded (a region's
+    merge, a function that is not pure: then the guards' context is not known). With
+    `acted_max`, a path that ran more actions than that is not judged either."""
+    states = definition.states
+    nodes = (*record.via, record.state)
+    acted = [0]
+    if first is not None and first.internal:
+        ctx = _run_actions(context, event, first.actions, acted)
+    else:
+        ctx = _moved_context(definition, context, event, record.from_state,
+                             first.declared_in if first is not None else "", target, nodes[0],
+                             first.actions if first is not None else (), acted)
+    outcomes: list[GuardOutcome] = []
+    problem = ""
+    for position, node in enumerate(nodes):
+        if ctx is None:
+            return _NOTHING
+        ahead = nodes[position + 1] if position + 1 < len(nodes) else None
+        if node in chart.scoped:
+            if ahead is None:
+                break  # entered a parallel or map state: its regions start apart
+            return _NOTHING  # a join on entering: the regions' contexts are not recorded
+        eventless = states[node].always if node in states else ()
+        taken, raised = _first_held(eventless, ctx, event, node, _ALWAYS, outcomes)
+        if raised:
+            return _NOTHING  # the machine would have refused: judged on a replay, not told
+        if ahead is None:
+            if taken is not None and not problem:
+                problem = (f"settled in {node!r} on {record.moved}, though its eventless "
+                           f"transition to {taken.target!r} holds"
+                           + (f" (guard {taken.guard_text!r})" if taken.guard_text else ""))
+            break
+        made = taken if taken is not None and (ahead == taken.target_leaf or ahead in (
+            chart.landings.get(taken.target, ()))) else next(
+            (t for t in eventless if ahead == t.target_leaf
+             or ahead in chart.landings.get(t.target, ())), None)
+        if made is None:
+            return _NOTHING  # no declared eventless move: legal_transitions tells of it
+        if made is not taken and not problem:
+            problem = (f"moved on from {node!r} to {ahead!r} on {record.moved}, but "
+                       + (f"the first eventless transition whose guard holds goes to "
+                          f"{taken.target_leaf!r}" if taken is not None else
+                          "no guard of its eventless transitions held ("
+                          + ", ".join(repr(t.guard_text) for t in eventless) + ")"))
+        ctx = _moved_context(definition, ctx, event, node, made.declared_in, made.target,
+                             ahead, made.actions, acted)
+    if ctx is None or ctx != record.context or (acted_max is not None and acted[0] > acted_max):
+        return _NOTHING
+    return _Judged(tuple(outcomes), problem, True)
+
+
+def _moved_context(definition: WorkflowDefinition, context: Mapping[str, Any], event: Event,
+                   leaving: str, declared: str, target: str, landed: str,
+                   actions: Sequence[Any], acted: list[int]) -> dict[str, Any] | None:
+    """Gives the context after a move from the leaf `leaving` (none: a start) to `landed` by
+    a transition declared in `declared` to `target`: exit actions innermost first, the
+    transition's, then entry actions outermost first, below the lowest compound state that
+    holds both its source and its target (SCXML's order); None when an action raises."""
+    states = definition.states
+    exits: tuple[str, ...] = ()
+    entries: tuple[str, ...] = ()
+    if definition.scoped and landed in states:
+        domain = _domain(states, declared or leaving, target if target in states else landed)
+        if leaving in states:
+            exits = _chain_below(states, leaving, domain)
+        entries = tuple(reversed(_chain_below(states, landed, domain)))
+    steps = [action for name in exits for action in states[name].exit]
+    steps += actions
+    steps += [action for name in entries for action in states[name].entry]
+    return _run_actions(context, event, steps, acted)
+
+
+def _run_actions(context: Mapping[str, Any], event: Event, actions: Sequence[Any],
+                 acted: list[int]) -> dict[str, Any] | None:
+    updated = dict(context)
+    for action in actions:
+        acted[0] += 1
+        try:
+            changed = action(updated, event)
+        except Exception:  # the machine would have refused the event
+            return None
+        if changed:
+            updated.update(changed)
+    return updated
+
+
+def _domain(states: Mapping[str, Any], source: str, target: str) -> str | None:
+    """Gives the lowest compound state that is a proper ancestor of both (None: the top)."""
+    if not source or source not in states:
+        return None
+    above = states[target].ancestors
+    for ancestor in states[source].ancestors:
+        if ancestor in above:
+            return ancestor
+    return None
+
+
+def _chain_below(states: Mapping[str, Any], leaf: str, domain: str | None) -> tuple[str, ...]:
+    """Gives `leaf` and its ancestors below `domain`, innermost first."""
+    chain = (leaf, *states[leaf].ancestors)
+    return chain[:chain.index(domain)] if domain in chain else chain
+
+
+def _judged_join(definition: WorkflowDefinition, chart: _Chart, record: Committed,
+                 prev: Committed | None) -> _Judged:
+    """Evaluates again the `done:` guards of a join, on the event the regions' outcomes make
+    (`failed`, `outcomes`, `failing`) and the context the join merged: a map's is the one
+    before plus its results; a parallel state's is known only when no action ran on the way
+    out, when it is the one recorded."""
+    source = record.from_state
+    state = definition.states[source]
+    view = _join_view(definition, chart, record, prev, source)
+    if view is None or view.outcomes is None or prev is None or prev.context is None or (
+            record.context is None):
+        return _NOTHING
+    if state.kind == "map":
+        if source not in chart.results_kept:
+            return _NOTHING
+        context: Mapping[str, Any] = {**prev.context,
+                                      state.results: record.context.get(state.results)}
+        failed: list[Any] = [int(name) for name, outcome in view.outcomes
+                             if outcome is not None and outcome != "success"]
+        acted_max = None
+    else:
+        context = record.context
+        failed = [name for name, outcome in view.outcomes
+                  if outcome is not None and outcome != "success"]
+        acted_max = 0
+    payload = {"failed": failed, "outcomes": dict(view.outcomes), "failing": view.failing}
+    event = Event(record.event_id, _DONE, record.event_source, payload, record.answers)
+    outcomes: list[GuardOutcome] = []
+    chosen, problem = _first_held(state.done, context, event, source, _DONE, outcomes)
+    said = f"joined {source!r} and moved to {record.state!r}"
+    if problem:
+        return _Judged(tuple(outcomes), f"{said}, but {problem}") if acted_max is None else (
+            _NOTHING)
+    if chosen is None:
+        texts = ", ".join(repr(t.guard_text) for t in state.done)
+        judged = _Judged(tuple(outcomes), f"{said} though no guard of its done: held ({texts})")
+        return judged if acted_max is None else _NOTHING
+    landed = (*record.via, record.state)[0]
+    if record.state == source:
+        return _Judged(tuple(outcomes), "")  # undoing first: where it goes is kept for later
+    if landed != chosen.target_leaf and landed not in chart.landings.get(chosen.target, ()):
+        wrong = _Judged(tuple(outcomes), (
+            f"{said}, but the first done transition whose guard holds goes to "
+            f"{chosen.target_leaf!r}" + (f" (guard {chosen.guard_text!r})"
+                                          if chosen.guard_text else "")
+            + f" (failed: {failed!r})"))
+        if acted_max is None:
+            return wrong
+        replayed = _replay(definition, chart, record, context, event, None, landed,
+                           acted_max=acted_max)
+        return wrong if replayed is not _NOTHING else _NOTHING
+    replayed = _replay(definition, chart, record, context, event, chosen, chosen.target,
+                       acted_max=acted_max)
+    if replayed is _NOTHING:
+        return _Judged(tuple(outcomes), "") if acted_max is None else _NOTHING
+    return _Judged((*outcomes, *replayed.outcomes), replayed.problem, True)
+
+
+class _JoinView(NamedTuple):
+    """What a parallel or map state's regions (items) had come to when it joined."""
+
+    regions: int
+    final: int
+    failed: int
+    failing: bool
+    #: (region name or item index, outcome: None while not final), in order, when each move
+    #: could be told to its region
+    outcomes: tuple[tuple[str, str | None], ...] | None
+    #: the state was entered by the commit that joined it (its regions were never recorded)
+    instant: bool
+
+
+def _join_view(definition: WorkflowDefinition, chart: _Chart, record: Committed,
+               prev: Committed | None, parallel: str) -> _JoinView | None:
+    """Gives what the regions of `parallel` (a parallel or map state the commit joined) had
+    come to: their states after the previous commit, and the moves this commit made in them
+    (a region by its scope, an item by the call, timer or request its event answers, or by
+    being the only one where the move began). None when the previous commit did not record
+    the regions."""
+    states = definition.states
+    state = states[parallel]
+    roots = chart.roots.get(parallel, frozenset())
+    base = f"{record.execution}/{parallel}/"
+    rows: list[list[str]] = []  # [name, id, state, status]
+    instant = record.from_state != parallel or prev is None or prev.state != parallel
+    if not instant:
+        assert prev is not None
+        for rid, at, status in prev.regions:
+            if rid.startswith(base):
+                visit, _, name = rid[len(base):].partition("/")
+                if visit.isdigit() and name and "/" not in name:
+                    rows.append([name, rid, at, status])
+        if not rows:
+            return None
+    elif state.kind == "parallel":
+        rows = [[region, "", "", "created"] for region, _ in state.regions]
+    if state.kind == "map":
+        rows.sort(key=lambda row: int(row[0]) if row[0].isdigit() else -1)
+    by_name = {row[0]: row for row in rows}
+    moved: set[int] = set()
+    exact = True
+    loose: list[str] = []  # targets of moves no region could be told for
+    for source, _, target in record.inner:
+        inner = states.get(target)
+        if inner is None or inner.scope not in roots:
+            continue
+        row: list[str] | None = None
+        if state.kind == "parallel":
+            row = by_name.get(inner.scope or "")
+        elif not source:
+            row = next((r for r in rows if r[3] == "created" and id(r) not in moved), None)
+            if row is None and instant:
+                row = [str(len(rows)), "", "", "created"]
+                rows.append(row)
+        else:
+            answered = [r for r in rows if r[1] and record.answers.startswith(f"{r[1]}/")]
+            if len(answered) != 1:
+                answered = [r for r in rows if r[2] == source and r[3] != "final"
+                            and id(r) not in moved]
+            row = answered[0] if len(answered) == 1 else None
+        if row is None:
+            exact = False
+            loose.append(target)
+            continue
+        moved.add(id(row))
+        row[2], row[3] = target, "final" if inner.final else "running"
+    final = sum(1 for row in rows if row[3] == "final") + sum(
+        1 for target in loose if states[target].final)
+    failed = sum(1 for row in rows if row[3] == "final" and states[row[2]].outcome != "success"
+                 ) + sum(1 for target in loose if states[target].final
+                         and states[target].outcome != "success")
+    failing = failed > state.tolerated_failures if state.kind == "map" else failed > 0
+    outcomes = tuple((row[0], states[row[2]].outcome if row[3] == "final" else None)
+                     for row in rows) if exact else None
+    return _JoinView(len(rows), final, failed, failing, outcomes, instant)
 
 
 def guard_outcomes(definition: WorkflowDefinition, history: History
                    ) -> Iterator[tuple[str, str, int, bool]]:
     """Gives (state, event, transition index, held) for each guard the history shows evaluated
     (for coverage): by an accepted transition (the guards before the one taken did not hold),
-    and by an event the machine refused because no guard held (`rejected:guard_false`)."""
+    by an event the machine refused because no guard held (`rejected:guard_false`), by an
+    eventless move (event `always`) or a join (`done`) evaluated again on a replayed context,
+    and, inside regions (whose contexts are not recorded), by the transition a region's move
+    took (the guards before it did not hold)."""
     contexts: dict[str, Mapping[str, Any]] = {}
     states: dict[str, str] = {}
     delivered: dict[tuple[str, str], Delivered] = {}
-    for record in history:
+    judged = {index: found for index, _, found in _judgements(definition, history)}
+    chart = _chart(definition)
+    for index, record in enumerate(history):
         if type(record) is Delivered:
             delivered[(record.execution, record.event_id)] = record
             continue
@@ -678,17 +1381,52 @@ def guard_outcomes(definition: WorkflowDefinition, history: History
             continue
         if type(record) is not Committed or record.decision != "accepted":
             continue
-        before = contexts.get(record.execution)
         if record.context is not None:
             contexts[record.execution] = record.context
         states[record.execution] = record.state
-        moved, source = record.moved, record.from_state
-        if (not moved or record.forced or moved != record.event_type or before is None
-                or source not in definition.states):
-            continue
-        yield from _guards_tried(definition, source, before, Event(
-            record.event_id, record.event_type, record.event_source, record.payload or {},
-            record.answers))
+        found = judged.get(index)
+        if found is not None:
+            yield from found.outcomes
+        if chart.used:
+            if record.moved and (found is None or not found.whole):
+                yield from _inferred_outcomes(chart, record)
+            for source, event, target in record.inner:
+                inner = chart.states.get(source)
+                if inner is not None:
+                    yield from _taken(chart, source, event, inner.on.get(event, ()), target)
+
+
+def _inferred_outcomes(chart: _Chart, record: Committed) -> Iterator[GuardOutcome]:
+    """Gives the outcomes of the eventless and `done:` guards a committed path shows, told by
+    where each move went (for coverage, where the context they read is not known)."""
+    states = chart.states
+    nodes = (*record.via, record.state)
+    source = record.from_state
+    if source in chart.scoped and source != record.state and (
+            record.moved == _DONE or record.forced == _COMPENSATED):
+        yield from _taken(chart, source, _DONE, states[source].done, nodes[0])
+    for position, node in enumerate(nodes[:-1]):
+        inner = states.get(node)
+        if inner is not None:
+            label = _DONE if node in chart.scoped else _ALWAYS
+            yield from _taken(chart, node, label, inner.done if label == _DONE
+                              else inner.always, nodes[position + 1])
+
+
+def _taken(chart: _Chart, state: str, label: str, candidates: Sequence[CompiledTransition],
+           landed: str) -> Iterator[GuardOutcome]:
+    """Gives the guard outcomes a move from `state` that ended in `landed` shows: the
+    transition whose target leads there held, the guarded ones before it did not."""
+    if not any(transition.guard is not None for transition in candidates):
+        return
+    for position, transition in enumerate(candidates):
+        lands = (state,) if transition.internal else chart.landings.get(
+            transition.target, (transition.target_leaf,))
+        taken = landed in lands or any(landed in chart.onward.get(leaf, ()) for leaf in lands)
+        if transition.guard is not None:
+            yield state, label, position, taken
+        if taken or transition.guard is None:
+            return
 
 
 _GUARD_FALSE = "rejected:guard_false"
@@ -739,9 +1477,11 @@ def _approval_decisions(definition: WorkflowDefinition, history: History
 def _each_approval_decision(definition: WorkflowDefinition, history: History
                             ) -> Iterator[tuple[int, str, Event, str, str]]:
     commits = _has_commits(history)
+    chart = _chart(definition)
     requests: dict[str, Observed] = {}
     states: dict[str, str] = {}
     contexts: dict[str, Mapping[str, Any]] = {}
+    regions: dict[str, tuple[tuple[str, str, str], ...]] = {}
     delivered: dict[tuple[str, str], Delivered] = {}
     for index, record in enumerate(history):
         if type(record) is Observed:
@@ -757,7 +1497,9 @@ def _each_approval_decision(definition: WorkflowDefinition, history: History
                 continue
             eid = record.execution
             before_state, before_context = states.get(eid, ""), contexts.get(eid)
+            before_regions = regions.get(eid, ())
             states[eid] = record.state
+            regions[eid] = record.regions
             if record.context is not None:
                 contexts[eid] = record.context
             if record.event_type not in _APPROVALS:
@@ -765,6 +1507,11 @@ def _each_approval_decision(definition: WorkflowDefinition, history: History
             event = Event(record.event_id, record.event_type, record.event_source,
                           record.payload or {}, record.answers)
             state = record.from_state or before_state
+            if state in chart.scoped:  # a region's request: the region in it decides
+                asking = [(rid, at) for rid, at, _ in before_regions
+                          if record.answers.startswith(f"{rid}/")]
+                if asking:
+                    state, before_context = max(asking, key=lambda pair: len(pair[0]))[1], None
         elif type(record) is Decided and not commits:
             if record.decision.partition(":")[0] != "accepted":
                 continue
@@ -794,11 +1541,14 @@ def _not_genuine(definition: WorkflowDefinition, event: Event, state: str,
     role = payload.get("role")
     if role not in approval.roles:
         return f"role {role!r} may not decide it (roles: {', '.join(sorted(approval.roles))})"
-    if seen is None or not seen.request:
+    pending = {seen.request: seen.action_hash} if seen is not None and seen.request else {}
+    if seen is not None:  # inside a parallel or map state, every region's request
+        pending.update(dict(getattr(seen, "approvals", ()) or ()))
+    if seen is None or not pending:
         return "no approval request was pending"
-    if event.answers != seen.request:
+    if event.answers not in pending:
         return f"it answers request {event.answers!r}, not the current {seen.request!r}"
-    expected = seen.action_hash
+    expected = pending[event.answers]
     if context is not None and not definition.secrets:
         try:
             gated = definition.states[approval.for_state].step
@@ -821,11 +1571,12 @@ def approved_effects(definition: WorkflowDefinition, history: History) -> Iterat
         if state.step is not None:
             if state.step.needs_approval:
                 gated[state.step.tool].append(name)
-            else:
+            if not state.step.needs_approval or state.step.approval_when is not None:
                 ungated.add(state.step.tool)
     if not gated:
         return
     owners = _owners_of(definition, history)
+    conditional = _chart(definition).conditional
     decisions = {index: (event, problem) for index, _, event, _, problem in
                  _approval_decisions(definition, history)}
     grants: dict[str, list[_Grant]] = defaultdict(list)
@@ -843,6 +1594,9 @@ def approved_effects(definition: WorkflowDefinition, history: History) -> Iterat
         owner = owners.get(record.key)
         if owner is not None:  # the commit that commanded it says which state's it was
             if owner.compensation or owner.state not in gated[record.tool]:
+                continue
+            if owner.state in conditional and not _approval_needed(definition, history,
+                                                                     owner):
                 continue
             states, execution = [owner.state], record.execution or owner.execution
         elif record.tool in ungated:
@@ -873,6 +1627,25 @@ def approved_effects(definition: WorkflowDefinition, history: History) -> Iterat
             continue
         available.remove(match)
         done[action] = index
+
+
+def _approval_needed(definition: WorkflowDefinition, history: History, owner: _Owner) -> bool:
+    """Tells whether a conditional approval (`needs_approval: <expression>`) held on the
+    context the step's state was entered with (the commit that commanded its call, and its
+    event); one that raises asks for a person, as the machine does. A region's context is not
+    recorded: its step is not judged (False)."""
+    step = definition.states[owner.state].step
+    if step is None or step.approval_when is None:
+        return True
+    entered = history[owner.position] if owner.position >= 0 else None
+    if owner.context is None or type(entered) is not Committed:
+        return False
+    event = Event(entered.event_id, entered.event_type, entered.event_source,
+                  entered.payload or {}, entered.answers)
+    try:
+        return bool(step.approval_when(owner.context, event))
+    except Exception:  # the safe side of a broken condition is to ask a person
+        return True
 
 
 def _hashes(definition: WorkflowDefinition, states: Sequence[str], text: str
@@ -908,6 +1681,8 @@ def retries_within_bounds(definition: WorkflowDefinition, history: History
     attempts: dict[str, set[str]] = {}  # execution -> effect ids in the current visit
     undos: dict[tuple[str, str], set[str]] = defaultdict(set)
     reported: set[tuple[str, str]] = set()
+    chart = _chart(definition)
+    in_regions: dict[str, set[str]] = defaultdict(set)  # a region's key -> its effect ids
     for index, record in enumerate(history):
         if type(record) is not Committed or record.decision != "accepted":
             continue
@@ -917,6 +1692,21 @@ def retries_within_bounds(definition: WorkflowDefinition, history: History
         step = definition.states[record.state].step if record.state in definition.states \
             else None
         for effect in record.effects:
+            inner = _key_state(chart, effect.key) if chart.scoped and (
+                not effect.compensation) and (step is None or step.tool != effect.tool) else ""
+            if inner:  # a region's step: its key is one entry into its state
+                seen = in_regions[effect.key]
+                seen.add(effect.id)
+                bounded = definition.states[inner].step
+                if bounded is not None and bounded.tool == effect.tool and (
+                        len(seen) > bounded.attempts_max) and (eid, effect.key) not in reported:
+                    reported.add((eid, effect.key))
+                    yield Violation("retries_within_bounds",
+                                    f"{eid} attempted {effect.tool} in {inner!r} (a region's, "
+                                    f"key {effect.key!r}) {len(seen)} times in one entry into "
+                                    f"the state; attempts_max is {bounded.attempts_max}", eid,
+                                    record.step, (index,))
+                continue
             if effect.compensation:
                 seen = undos[(eid, effect.key)]
                 seen.add(effect.id)
@@ -953,6 +1743,8 @@ def budgets_within_bounds(definition: WorkflowDefinition, history: History
     visits: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     cost: dict[str, float] = defaultdict(float)
     exceeded: set[str] = set()
+    chart = _chart(definition)
+    previous: dict[str, Committed] = {}
     for index, record in enumerate(history):
         if type(record) is not Committed or record.decision != "accepted":
             continue
@@ -963,18 +1755,22 @@ def budgets_within_bounds(definition: WorkflowDefinition, history: History
             exceeded.add(eid)
             continue
         problem = ""
-        if record.moved:
+        entered = _entered(chart, record, previous.get(eid)) if record.moved else ()
+        previous[eid] = record
+        for state in entered:
             transitions[eid] += 1
-            visits[eid][record.state] += 1
-            if not record.forced:
+            visits[eid][state] += 1
+            if not record.forced or record.forced == _INTERNAL:
                 if budgets.transitions_max is not None and (
                         transitions[eid] > budgets.transitions_max):
                     problem = (f"made transition {transitions[eid]}; transitions_max is "
                                f"{budgets.transitions_max}")
                 elif budgets.visits_max is not None and (
-                        visits[eid][record.state] > budgets.visits_max):
-                    problem = (f"entered {record.state!r} {visits[eid][record.state]} times; "
+                        visits[eid][state] > budgets.visits_max):
+                    problem = (f"entered {state!r} {visits[eid][state]} times; "
                                f"visits_max is {budgets.visits_max}")
+            if problem:
+                break
         for effect in record.effects:
             if effect.compensation:
                 continue
@@ -992,6 +1788,26 @@ def budgets_within_bounds(definition: WorkflowDefinition, history: History
                             record.step, (index,))
 
 
+def _entered(chart: _Chart, record: Committed, prev: Committed | None) -> tuple[str, ...]:
+    """Gives the states a committed move entered, one per transition it made, as the machine
+    counts them against its budgets: the eventless ones on its path included; none for an
+    internal transition's own move, for a region's move inside a parallel or map state (the
+    state is not entered again), or for a join that began undoing."""
+    if not chart.used:
+        return (record.state,)
+    nodes = (*record.via, record.state)
+    if record.forced == _INTERNAL:
+        return nodes[1:]
+    source = record.from_state
+    if source == record.state and source in chart.scoped and not record.via:
+        if record.moved == _DONE or prev is None:
+            return ()
+        base = f"{record.execution}/{source}/"
+        again = _own_visits(record.regions, base) - _own_visits(prev.regions, base)
+        return (source,) if again else ()  # entered again: a new visit
+    return nodes
+
+
 # -- compensation --------------------------------------------------------------------------
 
 
@@ -1006,9 +1822,6 @@ def _compensable(definition: WorkflowDefinition) -> dict[str, tuple[str, ...]]:
     return {tool: tuple(forward) for tool, forward in undoes.items()}
 
 
-_UNDO = "/undo"  # a compensation's key is its step's key plus this (the reference's way)
-
-
 class _Undo(NamedTuple):
     position: int  # the compensation's Applied record
     forward: int  # the Applied record of the effect it undid
@@ -1019,10 +1832,22 @@ class _Saga(NamedTuple):
     forward: dict[str, list[int]]  # per execution, every compensable effect
     undo_tools: dict[str, tuple[str, ...]]
     owners: dict[str, _Owner]
+    completed: dict[str, int]  # per key, the last accepted commit that answered a call of it
 
     def execution_of(self, record: Applied | Dispatched) -> str:
         owner = self.owners.get(record.key)
         return record.execution or (owner.execution if owner is not None else "")
+
+    def newer(self, history: History, effect: int, than: int) -> bool:
+        """Tells whether the effect applied at `effect` is newer than the one at `than`: it
+        was commanded once `than`'s call had been answered (so regions running side by side
+        are neither newer), or, without commits to tell, applied after it."""
+        later = self.owners.get(history[effect].key)  # type: ignore[union-attr]
+        earlier = self.owners.get(history[than].key)  # type: ignore[union-attr]
+        if later is None or earlier is None or later.position < 0 or earlier.position < 0:
+            return than < effect
+        answered = self.completed.get(earlier.key)
+        return answered is not None and answered <= later.position
 
 
 @per_history
@@ -1032,7 +1857,7 @@ def _undos(definition: WorkflowDefinition, history: History) -> _Saga:
     tools not undone yet. A compensable effect is one of a state whose step declares a
     compensation (told by the commit that commanded it, or by its tool when no state without
     a compensation uses that tool); one applied again with the same input is the same logical
-    effect, which one undo covers."""
+    effect (of the same region or map item), which one undo covers."""
     undoes = _compensable(definition)
     compensable = {name for name, state in definition.states.items()
                    if state.step is not None and state.step.compensation is not None}
@@ -1040,9 +1865,17 @@ def _undos(definition: WorkflowDefinition, history: History) -> _Saga:
              if state.step is not None and state.step.compensation is None}
     forward_tools = {tool for tools in undoes.values() for tool in tools}
     owners = _owners_of(definition, history)
-    saga = _Saga(defaultdict(list), defaultdict(list), undoes, owners)
-    actions: set[tuple[str, str, str]] = set()
+    chart = _chart(definition)
+    saga = _Saga(defaultdict(list), defaultdict(list), undoes, owners, {})
+    actions: dict[tuple[str, str, str], int] = {}  # each logical effect's latest application
+    taken_back: set[int] = set()  # the effects an undo paired with
     for index, record in enumerate(history):
+        if type(record) is Committed:
+            if record.answers and record.decision == "accepted":
+                answered = owners.get(record.answers)
+                if answered is not None:
+                    saga.completed[answered.key] = index
+            continue
         if type(record) is not Applied:
             continue
         owner = owners.get(record.key)
@@ -1061,6 +1894,7 @@ def _undos(definition: WorkflowDefinition, history: History) -> _Saga:
                               None)
             if target is not None:
                 saga.pairs[eid].append(_Undo(index, target))
+                taken_back.add(target)
             continue
         if record.tool not in forward_tools:
             continue
@@ -1069,22 +1903,27 @@ def _undos(definition: WorkflowDefinition, history: History) -> _Saga:
                 continue
         elif record.tool in plain:
             continue  # a state without a compensation uses the tool too: cannot tell
-        action = (eid, record.tool, record.input)
-        if action not in actions:
-            actions.add(action)
+        region = _region_identity(chart, record.key) if chart.scoped else ""
+        action = (region or eid, record.tool, record.input)
+        if action not in actions or actions[action] in taken_back:  # new, or done again
+            actions[action] = index
             saga.forward[eid].append(index)
     return saga
 
 
-@_builtin("compensation_order", "completed steps are undone newest first")
+@_builtin("compensation_order", "completed steps are undone newest first (a step is newer than "
+                                "another when it began after that one was answered: steps of "
+                                "regions that ran side by side may be undone in either order)")
 def compensation_order(definition: WorkflowDefinition, history: History
                        ) -> Iterator[Violation]:
-    for eid, undos in _undos(definition, history).pairs.items():
+    saga = _undos(definition, history)
+    for eid, undos in saga.pairs.items():
         for position, later in enumerate(undos):
             for earlier in undos[:position]:
                 # an older effect was undone while a newer one, applied before that undo,
                 # still waited for its own
-                if earlier.forward < later.forward < earlier.position:
+                if later.forward < earlier.position and saga.newer(
+                        history, later.forward, earlier.forward):
                     old, new = history[earlier.forward], history[later.forward]
                     yield Violation(
                         "compensation_order",
@@ -1096,41 +1935,80 @@ def compensation_order(definition: WorkflowDefinition, history: History
 
 
 @_builtin("compensation_complete", "once compensation begins, every compensable effect applied "
-                                   "before it is undone by the end, or a human is asked",
-          final_only=True)
+                                   "before it is undone by the end, or a human is asked (a "
+                                   "parallel or map state's failure undoes its own regions' "
+                                   "effects)", final_only=True)
 def compensation_complete(definition: WorkflowDefinition, history: History
                           ) -> Iterator[Violation]:
     saga = _undos(definition, history)
     if not saga.undo_tools:
         return
     pairs, forward = saga.pairs, saga.forward
-    begun: dict[str, int] = {}
+    chart = _chart(definition)
+    begun: dict[str, list[tuple[int, str]]] = defaultdict(list)  # (first undo sent, scope)
+    undoing: dict[str, str | None] = {}  # per execution, the scope of the undoing under way
+    waiting: dict[str, str] = {}  # an undoing begun whose first undo was not sent yet
     humans: set[str] = set()
     finished: dict[str, int] = {}
+    commits = _has_commits(history)
     for index, record in enumerate(history):
+        if type(record) is Committed and record.decision == "accepted":
+            eid = record.execution
+            if record.forced in (_COMPENSATED, "compensation_failed"):
+                undoing.pop(eid, None)
+            elif eid not in undoing and any(e.compensation for e in record.effects):
+                scope = _undo_scope(chart, record)
+                undoing[eid] = waiting[eid] = scope
         if type(record) is Dispatched and record.tool in saga.undo_tools:
             owner = saga.owners.get(record.key)
             if owner is None or owner.compensation:
-                begun.setdefault(saga.execution_of(record), index)
+                eid = saga.execution_of(record)
+                if not commits:
+                    if not begun[eid]:
+                        begun[eid].append((index, ""))
+                elif eid in waiting:
+                    begun[eid].append((index, waiting.pop(eid)))
         elif isinstance(record, Committed | Observed) and definition.compensation_failed and (
                 getattr(record, "state", "") == definition.compensation_failed):
             humans.add(record.execution)
         elif type(record) is Finished and record.status == "final":
             finished[record.execution] = index
-    for eid, start in begun.items():
+    for eid, episodes in begun.items():
         if eid not in finished or eid in humans:
             continue
         undone = {pair.forward for pair in pairs.get(eid, ())}
-        left = [i for i in forward.get(eid, ()) if i < start and i not in undone]
-        if left:
+        for start, scope in episodes:
+            left = [i for i in forward.get(eid, ()) if i < start and i not in undone
+                    and history[i].key.startswith(scope)]  # type: ignore[union-attr]
+            if not left:
+                continue
             names = ", ".join(f"{history[i].tool} (step {history[i].step})"  # type: ignore[union-attr]
                               for i in left)
             end = history[finished[eid]]
+            what = f" the regions of {scope.split('/')[-3]!r}" if scope else ""
+            human = definition.compensation_failed or "(none declared)"
             yield Violation("compensation_complete",
-                            f"{eid} began compensating at step {history[start].step} and ended "
-                            f"in {end.state!r} with {names} not undone, and no human was asked "  # type: ignore[union-attr]
-                            f"(state {definition.compensation_failed or '(none declared)'!r})",
+                            f"{eid} began compensating{what} at step {history[start].step} and "
+                            f"ended in {end.state!r} with {names} not undone, and no human was "  # type: ignore[union-attr]
+                            f"asked (state {human!r})",
                             eid, end.step, (start, *left, finished[eid]))
+            break
+
+
+def _undo_scope(chart: _Chart, record: Committed) -> str:
+    """Gives what the undoing a commit began covers: a parallel or map state's failure (its
+    join) undoes the effects of that visit's regions (keys `{execution}/{state}/{visit}/`);
+    any other undoing, every effect the run applied ("")."""
+    source = record.from_state
+    if record.moved != _DONE or source not in chart.scoped:
+        return ""
+    base = f"{record.execution}/{source}/"
+    for effect in record.effects:
+        if effect.compensation and effect.key.startswith(base):
+            visit = effect.key[len(base):].split("/", 1)[0]
+            if visit.isdigit():
+                return f"{base}{visit}/"
+    return ""
 
 
 # -- durability ----------------------------------------------------------------------------
