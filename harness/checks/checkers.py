@@ -39,6 +39,7 @@ from harness.sim.history import (
 from reference_machine import (
     APPROVAL_DENIED,
     APPROVAL_GRANTED,
+    EVENTLESS_MAX,
     STARTED,
     TIMER_FIRED,
     CompiledTransition,
@@ -2106,6 +2107,217 @@ def versions_increase(definition: WorkflowDefinition, history: History) -> Itera
                 yield Violation("versions_increase",
                                 f"{eid} was seen at version {record.version} after version "
                                 f"{seen[1]}", eid, record.step, (seen[0], index))
+
+
+# -- statecharts: joins, map results, regions left, eventless runaways ------------------------
+
+
+class _Join(NamedTuple):
+    position: int  # the commit's record
+    record: Committed
+    state: str  # the parallel or map state joined
+    view: _JoinView
+
+
+def _joins(definition: WorkflowDefinition, history: History) -> Iterator[_Join]:
+    """Gives each join the commits show: a commit whose move is a parallel or map state's
+    `done` (or that began undoing its failure), and a state entered and joined at once on a
+    commit's eventless path."""
+    chart = _chart(definition)
+    if not chart.scoped:
+        return
+    last: dict[str, Committed] = {}
+    for index, record in enumerate(history):
+        if type(record) is not Committed or record.decision != "accepted":
+            continue
+        prev = last.get(record.execution)
+        last[record.execution] = record
+        if not record.moved:
+            continue
+        nodes = (*record.via, record.state)
+        joined = [node for node in nodes[:-1] if node in chart.scoped]
+        if record.moved == _DONE and record.from_state in chart.scoped:
+            joined.insert(0, record.from_state)
+        for state in joined:
+            if joined.count(state) > 1 or (state == record.from_state and state in nodes[:-1]):
+                continue  # entered again on the same path: its visits cannot be told apart
+            view = _join_view(definition, chart, record, prev, state)
+            if view is not None:
+                yield _Join(index, record, state, view)
+
+
+@_builtin("join_after_regions", "a parallel or map state takes its done: only once every region "
+                                "(map item) is final, or, with on_region_failure: cancel, once "
+                                "one failed (a map: once more than tolerated_failures failed)")
+def join_after_regions(definition: WorkflowDefinition, history: History
+                       ) -> Iterator[Violation]:
+    for join in _joins(definition, history):
+        view, state = join.view, definition.states[join.state]
+        if view.final >= view.regions or (view.failing and state.on_region_failure == "cancel"):
+            continue
+        what = "items" if state.kind == "map" else "regions"
+        eid = join.record.execution
+        failure = (f"{view.failed} failed, and it tolerates {state.tolerated_failures}"
+                   if state.kind == "map" else f"{view.failed} failed")
+        waits = ("it waits for every one (on_region_failure: wait)"
+                 if state.on_region_failure == "wait" and view.failing else
+                 "no failure allows an early join")
+        yield Violation("join_after_regions",
+                        f"{eid} joined {join.state!r} (moving to {join.record.state!r} on "
+                        f"{join.record.moved}) with {view.final} of its {view.regions} {what} "
+                        f"final ({failure}); {waits}", eid, join.record.step, (join.position,))
+
+
+@_builtin("map_results_per_item", "after a map state's join, its results key holds a list with "
+                                  "one entry per item (the item's final context; none for an "
+                                  "item that failed or was abandoned)")
+def map_results_per_item(definition: WorkflowDefinition, history: History
+                         ) -> Iterator[Violation]:
+    chart = _chart(definition)
+    for join in _joins(definition, history):
+        state = definition.states[join.state]
+        record, view = join.record, join.view
+        if state.kind != "map" or state.scope is not None or record.context is None or (
+                join.state not in chart.results_kept) or (view.instant and view.failing):
+            continue  # a map inside a region keeps its results in the region's context
+        results = record.context.get(state.results)
+        eid = record.execution
+        problem = ""
+        if not isinstance(results, list):
+            problem = f"holds {type(results).__name__}, not a list"
+        elif len(results) != view.regions:
+            problem = f"holds {len(results)} entries for {view.regions} items"
+        elif view.outcomes is not None:
+            for (index, outcome), result in zip(view.outcomes, results, strict=True):
+                if outcome == "success" and not isinstance(result, Mapping):
+                    problem = (f"holds {_short(repr(result), 40)} for item {index}, which "
+                               "succeeded (its final context was expected)")
+                elif outcome != "success" and result is not None:
+                    problem = (f"holds {_short(repr(result), 40)} for item {index}, which "
+                               f"{'failed' if outcome else 'never finished'} (None was "
+                               "expected)")
+                if problem:
+                    break
+        if problem:
+            yield Violation("map_results_per_item",
+                            f"{eid} joined map {join.state!r}, and context.{state.results} "
+                            f"{problem}", eid, record.step, (join.position,))
+
+
+@_builtin("no_region_effect_after_leaving", "no region (map item) commands an effect once its "
+                                            "parallel or map state was left: a visit's keys "
+                                            "are closed by the commit that left it")
+def no_region_effect_after_leaving(definition: WorkflowDefinition, history: History
+                                   ) -> Iterator[Violation]:
+    if not _chart(definition).scoped:
+        return
+    active: dict[str, set[str]] = {}  # per execution, the visits its regions show
+    closed: dict[str, dict[str, int]] = defaultdict(dict)  # visit -> the commit that left it
+    reported: set[str] = set()
+    for index, record in enumerate(history):
+        if type(record) is not Committed or record.decision != "accepted":
+            continue
+        eid = record.execution
+        left = closed[eid]
+        if left and eid not in reported:
+            for effect in record.effects:
+                if effect.compensation:
+                    continue  # undoing a failed visit's steps comes after it, by design
+                visit = next((prefix for prefix in left if effect.key.startswith(prefix)), "")
+                if visit:
+                    reported.add(eid)
+                    ended = history[left[visit]]
+                    yield Violation(
+                        "no_region_effect_after_leaving",
+                        f"{eid} commanded {effect.tool} (key {effect.key!r}) at step "
+                        f"{record.step}, after the visit {visit!r} of its parallel or map "
+                        f"state was left at step {ended.step}: an abandoned region acted",
+                        eid, record.step, (left[visit], index))
+                    break
+        now = _visit_prefixes(record.regions)
+        for visit in active.get(eid, set()) - now:
+            left[visit] = index
+        active[eid] = now
+
+
+_RUNAWAY = "rejected:runaway"
+
+
+@_builtin("no_eventless_runaway", "no event sets off eventless moves that never settle: a "
+                                  "rejected:runaway (more than EVENTLESS_MAX moves) is the "
+                                  "definition's loop of always transitions whose guards keep "
+                                  "holding")
+def no_eventless_runaway(definition: WorkflowDefinition, history: History
+                         ) -> Iterator[Violation]:
+    chart = _chart(definition)
+    if not chart.onward:
+        return
+    told: set[tuple[str, str]] = set()
+    decided = {(r.execution, r.event_id) for r in history if type(r) is Decided}
+    last: dict[str, Committed] = {}
+    for index, record in enumerate(history):
+        if type(record) is Decided and record.decision == _RUNAWAY:
+            told.add((record.execution, record.event_id))
+            yield Violation("no_eventless_runaway",
+                            f"{record.execution} refused event {record.event_id!r} as a "
+                            f"runaway: its eventless transitions moved {EVENTLESS_MAX} times "
+                            "without settling; the definition loops (always transitions whose "
+                            "guards keep holding)", record.execution, record.step, (index,))
+        elif type(record) is Committed:
+            if record.decision == "accepted":
+                last[record.execution] = record
+                continue
+            key = (record.execution, record.event_id)
+            prev = last.get(record.execution)
+            if key in told or key in decided or prev is None or prev.context is None:
+                continue  # the machine said why it refused (a decision tells it)
+            loop = _runs_away(definition, chart, prev, record)
+            if loop:
+                told.add(key)
+                yield Violation("no_eventless_runaway",
+                                f"{record.execution} refused {record.event_type} "
+                                f"{record.event_id!r}, on which the definition's eventless "
+                                f"transitions never settle ({loop} -> ...): moved "
+                                f"{EVENTLESS_MAX} times from {prev.state!r}, the definition "
+                                "loops", record.execution, record.step, (index,))
+
+
+def _runs_away(definition: WorkflowDefinition, chart: _Chart, prev: Committed,
+               record: Committed) -> str:
+    """Gives the loop (its last states) when the definition's eventless moves never settle on
+    an event refused without a reason told: its transition from where the run was, on the
+    context then, then each first eventless transition whose guard holds ("" when they
+    settle, or when that cannot be told)."""
+    states = definition.states
+    source = prev.state
+    if source not in states or source in chart.scoped or prev.context is None:
+        return ""
+    event = Event(record.event_id, record.event_type, record.event_source,
+                  record.payload or {}, record.answers)
+    chosen, problem = _first_held(states[source].on.get(event.type, ()), prev.context, event,
+                                  source, event.type, [])
+    if chosen is None or problem or chosen.internal or len(
+            chart.landings.get(chosen.target, ())) > 1:
+        return ""
+    leaf = chosen.target_leaf
+    if not any(state in chart.onward.get(state, ())
+               for state in (leaf, *chart.onward.get(leaf, ()))):
+        return ""  # no eventless move comes back: it settles
+    acted = [0]
+    context = _moved_context(definition, prev.context, event, source, chosen.declared_in,
+                             chosen.target, leaf, chosen.actions, acted)
+    path = [leaf]
+    for _ in range(EVENTLESS_MAX):
+        if context is None or leaf not in states:
+            return ""
+        taken, raised = _first_held(states[leaf].always, context, event, leaf, _ALWAYS, [])
+        if taken is None or raised or len(chart.landings.get(taken.target, ())) > 1:
+            return ""  # it settles, the machine refuses, or history decides where it goes
+        context = _moved_context(definition, context, event, leaf, taken.declared_in,
+                                 taken.target, taken.target_leaf, taken.actions, acted)
+        leaf = taken.target_leaf
+        path.append(leaf)
+    return " -> ".join(path[-4:])
 
 
 # -- liveness and the machine --------------------------------------------------------------

@@ -90,7 +90,10 @@ def test_the_builtin_invariants_are_the_designed_ones() -> None:
         "legal_transitions", "guards_held", "approval_genuine", "approved_effects",
         "retries_within_bounds", "budgets_within_bounds", "compensation_order",
         "compensation_complete", "nothing_lost", "replay_matches", "delivered_once",
-        "versions_increase", "no_stuck_execution", "machine_ok"}
+        "versions_increase", "no_stuck_execution", "machine_ok",
+        # statecharts (issue 17)
+        "join_after_regions", "map_results_per_item", "no_region_effect_after_leaving",
+        "no_eventless_runaway"}
     assert all(INVARIANTS[name].description for name in builtin)
 
 
