@@ -2240,6 +2240,44 @@ def no_region_effect_after_leaving(definition: WorkflowDefinition, history: Hist
         active[eid] = now
 
 
+@_builtin("region_keys_distinct", "no two regions (map items) send their calls under one "
+                                  "idempotency key: a service that honours keys would answer "
+                                  "the second with the first's result, and its effect would "
+                                  "never take place")
+def region_keys_distinct(definition: WorkflowDefinition, history: History
+                         ) -> Iterator[Violation]:
+    chart = _chart(definition)
+    if not chart.scoped:
+        return
+    sent: dict[str, tuple[str, str, int]] = {}  # key -> (region, effect id, record)
+    regions: dict[str, tuple[str, ...]] = {}  # per execution, the region ids last recorded
+    reported: set[str] = set()
+    for index, record in enumerate(history):
+        if type(record) is not Committed or record.decision != "accepted":
+            continue
+        eid = record.execution
+        known = (*regions.get(eid, ()), *(rid for rid, _, _ in record.regions))
+        regions[eid] = tuple(rid for rid, _, _ in record.regions)
+        if not known or not record.effects:
+            continue
+        for effect in record.effects:
+            if effect.compensation:
+                continue
+            # the region whose id the call's id extends (a call's id names its region)
+            region = max((rid for rid in known if effect.id.startswith(f"{rid}/")),
+                         key=len, default="")
+            if not region:
+                continue
+            first = sent.setdefault(effect.key, (region, effect.id, index))
+            if first[0] != region and effect.key not in reported:
+                reported.add(effect.key)
+                yield Violation("region_keys_distinct",
+                                f"{eid} sent {effect.tool} for {region!r} (call "
+                                f"{effect.id!r}) under key {effect.key!r}, the key of "
+                                f"{first[0]!r}'s call {first[1]!r}: two actions, one key",
+                                eid, record.step, (first[2], index))
+
+
 _RUNAWAY = "rejected:runaway"
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.checks.checkers import _chart, _entered
 from harness.sim.history import Committed, Dispatched, Finished, HistoryRecord
 from reference_machine import WorkflowDefinition
 
@@ -79,9 +80,13 @@ class Metrics:
 
 
 def metrics_of(definition: WorkflowDefinition, history: Sequence[HistoryRecord]) -> Metrics:
-    """Gives one run's metrics."""
+    """Gives one run's metrics. In a statechart, a region's move is no move of the parallel or
+    map state it runs in, nor an internal transition one of its state's: the states a region
+    (map item) enters count as visits of their own."""
     states = definition.states
     metrics = Metrics()
+    chart = _chart(definition)
+    previous: dict[str, Committed] = {}
     entered: dict[str, tuple[str, int]] = {}  # execution -> (state, since)
     moves: Counter[str] = Counter()
     spent: defaultdict[str, float] = defaultdict(float)
@@ -99,11 +104,19 @@ def metrics_of(definition: WorkflowDefinition, history: Sequence[HistoryRecord])
                 spent[execution] += sum(step.cost for effect in record.effects
                                         if effect.tool == step.tool and not effect.compensation)
             before = entered.get(execution)
+            prev = previous.get(execution)
+            previous[execution] = record
+            if chart.used:
+                for begun, event, reached in record.inner:
+                    if reached and not (begun == reached and reached in chart.scoped):
+                        metrics.state_visits[reached] += 1
+                        if begun and event == _FAILURE_EVENT:
+                            metrics.state_failures[begun] += 1
             if before is None:  # the execution's first commit: it enters its initial state
                 entered[execution] = (state, at)
                 metrics.state_visits[state] += 1
                 continue
-            if not record.moved:
+            if not record.moved or (chart.used and not _entered(chart, record, prev)):
                 continue
             left = before[0]
             moves[execution] += 1

@@ -52,7 +52,7 @@ class TestFuzz:
         names = [t["definition"]["name"] for t in doc["targets"]]
         assert doc["held"] and names == sorted(p.stem for p in SCENARIOS.glob("*.yaml"))
         section = doc["targets"][names.index("refund_escalation")]
-        assert section["runs"] == 20 and len(section["invariants"]) == 21
+        assert section["runs"] == 20 and len(section["invariants"]) == 22
         assert section["metrics"]["executions"] == 60  # 20 runs of 3 executions
         assert section["coverage"]["states"]["of"] == 10
 

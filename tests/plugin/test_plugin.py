@@ -220,7 +220,7 @@ def test_under_xdist_workers_results_are_merged_and_the_same_as_one_process(
     single.assert_outcomes(passed=6)
     spread = project.runpytest_subprocess("-n", "2", "--fsm-report", "two")
     spread.assert_outcomes(passed=6)
-    spread.stdout.fnmatch_lines(["*4 campaign(s): 21 invariants checked*0 failing"])
+    spread.stdout.fnmatch_lines(["*4 campaign(s): 22 invariants checked*0 failing"])
 
     def campaigns(folder: str) -> list[tuple[str, str, int, int]]:
         doc = json.loads((project.path / folder / "pytest.json").read_text())

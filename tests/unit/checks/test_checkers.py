@@ -93,7 +93,7 @@ def test_the_builtin_invariants_are_the_designed_ones() -> None:
         "versions_increase", "no_stuck_execution", "machine_ok",
         # statecharts (issue 17)
         "join_after_regions", "map_results_per_item", "no_region_effect_after_leaving",
-        "no_eventless_runaway"}
+        "no_eventless_runaway", "region_keys_distinct"}
     assert all(INVARIANTS[name].description for name in builtin)
 
 
