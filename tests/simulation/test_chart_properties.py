@@ -3,7 +3,7 @@ holding every invariant on them under every fault kind (the statechart half of
 `test_generated_definitions.py`).
 
 Run it longer with `FSM_CHART_EXAMPLES=500`, and the slow campaigns (each construct alone,
-longer chains) with `FSM_SLOW=1`.
+longer chains) with `python -m pytest -m slow`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ from reference_machine import load_definition
 EXAMPLES = int(os.environ.get("FSM_CHART_EXAMPLES", "25"))
 QUICK = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-#: heavier tests run only when asked for: FSM_SLOW=1 (the `slow` mark says which they are)
-SLOW = pytest.mark.skipif(not os.environ.get("FSM_SLOW"), reason="slow: set FSM_SLOW=1")
 CONSTRUCTS = [f.name for f in dataclasses.fields(StatechartOptions)]
 
 
@@ -47,7 +45,6 @@ def test_the_reference_holds_every_invariant_on_drawn_statecharts(
 
 
 @pytest.mark.slow
-@SLOW
 @pytest.mark.parametrize("construct", CONSTRUCTS)
 @settings(QUICK, max_examples=max(EXAMPLES, 60))
 @given(data=st.data(), swarm=st.booleans())
@@ -59,7 +56,6 @@ def test_each_construct_alone_holds(construct: str, data: st.DataObject, swarm: 
 
 
 @pytest.mark.slow
-@SLOW
 @settings(QUICK, max_examples=max(EXAMPLES, 300))
 @given(spec=workflow_specs(blocks_max=7, statecharts=True), swarm=st.booleans())
 def test_a_longer_campaign_on_drawn_statecharts(spec: dict[str, Any], swarm: bool) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from collections import Counter
 from typing import Any
 
@@ -22,8 +21,6 @@ from harness.strategies import StatechartOptions, workflow_definitions, workflow
 from reference_machine import WorkflowDefinition, load_definition
 
 CONSTRUCTS = tuple(f.name for f in dataclasses.fields(StatechartOptions))
-#: heavier tests run only when asked for: FSM_SLOW=1 (the `slow` mark says which they are)
-SLOW = pytest.mark.skipif(not os.environ.get("FSM_SLOW"), reason="slow: set FSM_SLOW=1")
 FAST = settings(deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -209,7 +206,6 @@ class TestEveryDrawnDefinitionLoads:
         assert load_definition(spec).warnings == ()
 
     @pytest.mark.slow
-    @SLOW
     @settings(FAST, max_examples=1000)
     @given(workflow_specs(blocks_max=8, statecharts=True))
     def test_many_and_longer(self, spec: dict[str, Any]) -> None:
