@@ -17,6 +17,7 @@ Users add their own with `@invariant`: over the whole history, or per step.
 from __future__ import annotations
 
 import json
+import operator
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -306,14 +307,18 @@ def per_history(function: Callable[[WorkflowDefinition, History], T]
                 ) -> Callable[[WorkflowDefinition, History], T]:
     """Keeps what a function derives from the last (definition, history) it saw, so that the
     checkers of one `check` that read the same derived pass share it. A history that grew
-    since (a run checked after each step) is derived again."""
+    since (a run checked after each step), or a list whose records were replaced, is derived
+    again."""
     last: list[Any] = []
 
     def derived(definition: WorkflowDefinition, history: History) -> T:
-        if last and last[0] is definition and last[1] is history and last[2] == len(history):
+        if last and last[0] is definition and last[1] is history and (
+                type(history) is tuple or (len(last[2]) == len(history)
+                                           and all(map(operator.is_, last[2], history)))):
             return last[3]
         value = function(definition, history)
-        last[:] = [definition, history, len(history), value]
+        last[:] = [definition, history, history if type(history) is tuple else tuple(history),
+                   value]
         return value
 
     derived.__doc__ = function.__doc__
@@ -395,6 +400,7 @@ class _Chart(NamedTuple):
     conditional: frozenset[str]  # states whose step needs an approval only when a guard holds
     results_kept: frozenset[str]  # maps whose results key no action can overwrite
     memo: dict[tuple[str, str], frozenset[str]]  # region moves' targets, filled as asked
+    guarded: frozenset[tuple[str, str]]  # (state, event) whose transitions have a guard
 
 
 @per_definition
@@ -464,10 +470,13 @@ def _chart(definition: WorkflowDefinition) -> _Chart:
     conditional = frozenset(name for name, state in states.items()
                             if state.step is not None and state.step.approval_when is not None)
     used = bool(scoped or internal or edges or resumed or conditional)
+    guarded = frozenset((name, event) for name, state in states.items()
+                        for event, transitions in state.on.items()
+                        if any(transition.guard is not None for transition in transitions))
     return _Chart(used, states, scoped, roots, owner,
                   {root: scope.initial for root, scope in definition.scopes.items()},
                   landings, onward, frozenset(internal), resumed, conditional,
-                  _results_kept(definition, scoped), {})
+                  _results_kept(definition, scoped), {}, guarded)
 
 
 def _results_kept(definition: WorkflowDefinition, scoped: frozenset[str]) -> frozenset[str]:
@@ -819,7 +828,9 @@ def legal_transitions(definition: WorkflowDefinition, history: History
             eid = record.execution
             committed.add(eid)
             if chart.used:
-                seen = visited.setdefault(eid, set())
+                seen = visited.get(eid)
+                if seen is None:
+                    seen = visited[eid] = set()
                 problem = _move_problem(definition, chart, record, seen) if record.moved else ""
                 if not problem:
                     problem = next(filter(None, (_region_move_problem(definition, chart, move)
@@ -1000,6 +1011,7 @@ class _Judged(NamedTuple):
 _NOTHING = _Judged((), "")
 
 
+@per_history
 def _judgements(definition: WorkflowDefinition, history: History
                 ) -> list[tuple[int, Committed, _Judged]]:
     """Gives, for each accepted commit whose guards can be evaluated again, the outcomes of the
@@ -1030,6 +1042,8 @@ def _judged(definition: WorkflowDefinition, record: Committed, prev: Committed |
     moved, source, forced = record.moved, record.from_state, record.forced
     if forced and forced != _INTERNAL:
         return _NOTHING  # a forced move, chosen by no guard
+    if not chart.used and (source, moved) not in chart.guarded:
+        return _NOTHING  # no guard chose the move (the common case: checked first)
     if source and (source not in states or states[source].final):
         return _NOTHING
     if source == record.state and source in chart.scoped and moved != _DONE:
@@ -1833,7 +1847,7 @@ class _Saga(NamedTuple):
     forward: dict[str, list[int]]  # per execution, every compensable effect
     undo_tools: dict[str, tuple[str, ...]]
     owners: dict[str, _Owner]
-    completed: dict[str, int]  # per key, the last accepted commit that answered a call of it
+    completed: dict[str, int]  # per key, the commit that took its step's success
 
     def execution_of(self, record: Applied | Dispatched) -> str:
         owner = self.owners.get(record.key)
@@ -1841,8 +1855,11 @@ class _Saga(NamedTuple):
 
     def newer(self, history: History, effect: int, than: int) -> bool:
         """Tells whether the effect applied at `effect` is newer than the one at `than`: it
-        was commanded once `than`'s call had been answered (so regions running side by side
-        are neither newer), or, without commits to tell, applied after it."""
+        was commanded once `than`'s step had succeeded (so regions running side by side are
+        neither newer, nor is a step still waiting to retry an uncertain attempt), or,
+        without regions, applied after it."""
+        if not self.completed:  # no region ran side by side with another
+            return than < effect
         later = self.owners.get(history[effect].key)  # type: ignore[union-attr]
         earlier = self.owners.get(history[than].key)  # type: ignore[union-attr]
         if later is None or earlier is None or later.position < 0 or earlier.position < 0:
@@ -1872,10 +1889,12 @@ def _undos(definition: WorkflowDefinition, history: History) -> _Saga:
     taken_back: set[int] = set()  # the effects an undo paired with
     for index, record in enumerate(history):
         if type(record) is Committed:
-            if record.answers and record.decision == "accepted":
+            if chart.scoped and record.answers and record.decision == "accepted" and (
+                    record.event_type == "step.succeeded"):
                 answered = owners.get(record.answers)
-                if answered is not None:
-                    saga.completed[answered.key] = index
+                if answered is not None and not answered.compensation and _succeeded(
+                        record, answered.state):
+                    saga.completed.setdefault(answered.key, index)
             continue
         if type(record) is not Applied:
             continue
@@ -1957,7 +1976,8 @@ def compensation_complete(definition: WorkflowDefinition, history: History
             eid = record.execution
             if record.forced in (_COMPENSATED, "compensation_failed"):
                 undoing.pop(eid, None)
-            elif eid not in undoing and any(e.compensation for e in record.effects):
+            elif record.effects and eid not in undoing and any(
+                    e.compensation for e in record.effects):
                 scope = _undo_scope(chart, record)
                 undoing[eid] = waiting[eid] = scope
         if type(record) is Dispatched and record.tool in saga.undo_tools:
@@ -1994,6 +2014,16 @@ def compensation_complete(definition: WorkflowDefinition, history: History
                             f"asked (state {human!r})",
                             eid, end.step, (start, *left, finished[eid]))
             break
+
+
+def _succeeded(record: Committed, state: str) -> bool:
+    """Tells whether an accepted step.succeeded took the success of `state`'s step (not an
+    unusable output taken as a failure): the move it made from that state, the region's one
+    inside a parallel or map state."""
+    if record.from_state == state:
+        return record.moved == "step.succeeded"
+    return any(source == state and event == "step.succeeded"
+               for source, event, _ in record.inner)
 
 
 def _undo_scope(chart: _Chart, record: Committed) -> str:

@@ -741,6 +741,37 @@ class TestCompensationAcrossRegions:
             assert only("compensation_order", both, [*history, *undone]) == []
 
 
+    def test_a_step_waiting_to_retry_is_no_older_than_what_began_meanwhile(self) -> None:
+        """crm's get timed out (it may have taken effect) and waits to retry; billing's hold
+        began and succeeded meanwhile. The get never succeeded, so the hold is not newer:
+        undoing the uncertain get first, as the machine does, is in order."""
+        spec = PARALLEL.spec.model_dump(exclude_unset=True)
+        spec["states"]["bill_get"]["on"]["step.succeeded"] = "bill_hold"
+        spec["states"]["bill_hold"] = {
+            "parent": "bill", "step": {"tool": "hold", "compensation": {"tool": "release"}},
+            "on": {"step.succeeded": "bill_done", "step.failed": "bill_failed"}}
+        holding = load_definition(spec)
+        get, bill, hold = f"{CRM}/crm_get/1", f"{BILL}/bill_get/1", f"{BILL}/bill_hold/1"
+        history: list[HistoryRecord] = [
+            *fetched()[:2], applied(2, "crm", get),
+            commit(3, "fetch", source="fetch", moved="step.failed", answers=f"{get}#1",
+                   regions=regions("crm_get", "bill_get")),  # timed out: a retry is due
+            commit(4, "fetch", source="fetch", moved="step.succeeded", answers=f"{bill}#1",
+                   effects=(call(hold, "hold"),),
+                   inner=(("bill_get", "step.succeeded", "bill_hold"),)),
+            applied(4, "hold", hold, seq=2),
+            commit(5, "fetch", source="fetch", moved="step.succeeded", answers=f"{hold}#1",
+                   inner=(("bill_hold", "step.succeeded", "bill_done"),)),
+            applied(6, "release", f"{get}/undo", seq=3),
+            applied(7, "release", f"{hold}/undo", seq=4)]
+        assert only("compensation_order", holding, history) == []
+        # had the get succeeded before the hold began, the hold would be newer
+        history[3] = history[3]._replace(moved="step.succeeded", event_type="step.succeeded",
+                                         inner=(("crm_get", "step.succeeded", "crm_hold"),))
+        (found,) = only("compensation_order", holding, history)
+        assert "undid crm (applied at step 2) before hold" in found.message
+
+
 # -- budgets, coverage and metrics -------------------------------------------------------------
 
 
