@@ -12,13 +12,16 @@ from running import ROOT, cli
 NAIVE = {"code_agent_pr_twice": ("no_duplicate_effect", "forge.open_pull_request took effect "
                                                          "twice"),
          "deploy_double_rollback": ("no_duplicate_effect", "deployer.rollback took effect twice"),
-         "calendar_book_without_hold": ("no_slot_committed_twice", "booked by x")}
+         "calendar_book_without_hold": ("no_slot_committed_twice", "booked by x"),
+         "triage_credit_twice": ("no_duplicate_effect", "billing.issue_credit took effect twice"),
+         "batch_refile_on_changes": ("no_duplicate_effect", "archive.file_document took effect "
+                                                             "twice")}
 
 
 def test_the_sound_scenarios_hold_and_the_naive_ones_break(tmp_path: Path) -> None:
     sound = cli("fuzz", "scenarios/", "--runs", "100", "--no-report")
     assert sound.returncode == 0, sound.stdout + sound.stderr
-    assert sound.stdout.count("held  scenarios/") == 6
+    assert sound.stdout.count("held  scenarios/") == 8
 
 
 def test_the_readmes_command_catches_every_naive_variant(tmp_path: Path) -> None:
