@@ -1357,15 +1357,27 @@ def _join_view(definition: WorkflowDefinition, chart: _Chart, record: Committed,
             continue
         moved.add(id(row))
         row[2], row[3] = target, "final" if inner.final else "running"
+    # a map item still waiting to start when its map joined either could not start (its input
+    # failed: a failed item) or was left unstarted by a failure: finished, either way, of
+    # an outcome the records do not tell
+    unstarted = sum(1 for row in rows if row[3] == "created") if state.kind == "map" else 0
     final = sum(1 for row in rows if row[3] == "final") + sum(
-        1 for target in loose if states[target].final)
-    failed = sum(1 for row in rows if row[3] == "final" and states[row[2]].outcome != "success"
+        1 for target in loose if states[target].final) + unstarted
+    failed = sum(1 for row in rows if row[3] == "final" and _outcome(states, row[2]) != "success"
                  ) + sum(1 for target in loose if states[target].final
                          and states[target].outcome != "success")
-    failing = failed > state.tolerated_failures if state.kind == "map" else failed > 0
-    outcomes = tuple((row[0], states[row[2]].outcome if row[3] == "final" else None)
-                     for row in rows) if exact else None
+    failing = (failed + unstarted > state.tolerated_failures if state.kind == "map"
+               else failed > 0)
+    outcomes = tuple((row[0], _outcome(states, row[2]) if row[3] == "final" else None)
+                     for row in rows) if exact and not unstarted else None
     return _JoinView(len(rows), final, failed, failing, outcomes, instant)
+
+
+def _outcome(states: Mapping[str, Any], state: str) -> str | None:
+    """Gives the outcome of a region that ended in `state`: a map item that could not start
+    rests nowhere, and failed."""
+    inner = states.get(state)
+    return inner.outcome if inner is not None else "failure"
 
 
 def guard_outcomes(definition: WorkflowDefinition, history: History
@@ -2375,7 +2387,7 @@ def _runs_away(definition: WorkflowDefinition, chart: _Chart, prev: Committed,
     context = _moved_context(definition, prev.context, event, source, chosen.declared_in,
                              chosen.target, leaf, chosen.actions, acted)
     path = [leaf]
-    for _ in range(EVENTLESS_MAX):
+    for _ in range(EVENTLESS_MAX + 1):  # the machine takes EVENTLESS_MAX and refuses one more
         if context is None or leaf not in states:
             return ""
         taken, raised = _first_held(states[leaf].always, context, event, leaf, _ALWAYS, [])
