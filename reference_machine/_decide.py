@@ -314,7 +314,8 @@ def _move(
      visits, _, _, ex_timers, _, ex_approved, ex_completed, _, _, cost, failures, exceeded,
      ex_answered, _, _, _, history) = ex
     exits: tuple[str, ...] = ()
-    if definition.scoped:
+    scoped = definition.scoped
+    if scoped:
         if domain is _UNSET:
             domain = _domain(definition, declared or ex_state, target)
         exits = _exit_set(definition, ex_state, domain)
@@ -362,7 +363,7 @@ def _move(
                          exceeded, approved, completed, answered, prefix, actions=actions,
                          via=via)
     before = context  # a budget that forces the run elsewhere below starts from here
-    if not quiet and (exits or actions or definition.scoped):
+    if (scoped or actions) and not quiet:
         # SCXML's order: exits innermost first, the transition's actions, entries outermost
         context, refused = _run_moves(definition, context, event, exits, actions,
                                       _entry_set(definition, target, domain)
@@ -444,9 +445,9 @@ def _move(
     accepted = _new(Accepted, (execution, tuple(commands),
                                _new(Transition, (ex_state, event.type, target, forced, via,
                                                  ()))))
-    if state.regions:
-        return _enter_regions(definition, accepted, event, now, visit)
-    if state.always:
+    if state.moves_on:
+        if state.regions:
+            return _enter_regions(definition, accepted, event, now, visit)
         return _settle(definition, accepted, event, now)
     return accepted
 

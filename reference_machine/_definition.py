@@ -138,6 +138,8 @@ class CompiledState:
     on_region_failure: str = "cancel"
     #: the region (a parallel state's child) or map state this state runs inside, if any
     scope: str | None = None
+    #: entering it does more at once: it starts regions, or has eventless transitions
+    moves_on: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,6 +346,7 @@ class _Builder:
                 on=merged,
                 plain=(state.type == "normal" and step is None and approval is None
                        and not state.after and not chart["entry"] and not chart["always"]),
+                moves_on=bool(chart["always"] or chart.get("regions")),
                 **chart,
             )
         if initial is not None:
