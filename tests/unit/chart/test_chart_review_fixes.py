@@ -8,69 +8,23 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from charts import Driver, log
 
 from reference_machine import (
     Accepted,
     Event,
-    Execution,
     Rejected,
     RejectReason,
     RunCompensation,
     RunEffect,
-    WorkflowDefinition,
     check_spec,
-    decide,
     load_definition,
-    new_execution,
-    start_event,
 )
-from reference_machine._codec import decode_execution, encode_execution
 from reference_machine._spec import WorkflowSpec
 
 T = {"idempotency_keys": True}
 END = {"type": "final", "outcome": "success"}
 FAIL = {"type": "final", "outcome": "failure"}
-
-
-def log(text: str, key: str = "log") -> dict[str, Any]:
-    return {"assign": {key: f"context.{key} + [{text!r}]"}}
-
-
-class Driver:
-    """Feeds events to one execution, keeping the commands of each accepted decision."""
-
-    def __init__(self, definition: WorkflowDefinition, context: dict[str, Any] | None = None
-                 ) -> None:
-        self.definition = definition
-        self.ex: Execution = new_execution(definition, "e", context=context)
-        self.commands: list[Any] = []
-        self.serial = 0
-
-    def send(self, event: Event, now: int = 0) -> Any:
-        decision = decide(self.definition, self.ex, event, now)
-        if isinstance(decision, Accepted):
-            assert decode_execution(encode_execution(decision.execution)) == decision.execution
-            self.ex = decision.execution
-            self.commands += decision.commands
-        return decision
-
-    def start(self) -> Any:
-        return self.send(start_event("e"))
-
-    def event(self, kind: str, now: int = 0) -> Any:
-        self.serial += 1
-        return self.send(Event(f"ev{self.serial}", kind, "system", {}), now)
-
-    def answer(self, tool: str, payload: dict[str, Any] | None = None, *, ok: bool = True
-               ) -> Any:
-        call = [c for c in self.commands if isinstance(c, RunEffect | RunCompensation)
-                and c.tool == tool][-1]
-        self.serial += 1
-        kind = "step.succeeded" if ok else "step.failed"
-        body = payload if payload is not None else ({} if ok else {"category": "permanent"})
-        if isinstance(call, RunCompensation):
-            kind = kind.replace("step", "compensation")
-        return self.send(Event(f"ev{self.serial}", kind, "tool", body, call.effect_id))
 
 
 def fetch_both(**fetch: Any) -> dict[str, Any]:

@@ -8,74 +8,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from charts import Driver, log
 
 from reference_machine import (
     Accepted,
     Event,
-    Execution,
     Rejected,
     RejectReason,
     RunCompensation,
     RunEffect,
-    WorkflowDefinition,
     action_hash,
-    decide,
     load_definition,
-    new_execution,
-    start_event,
 )
 from reference_machine._codec import decode_execution, encode_execution
-
-
-def log(text: str, key: str = "log") -> dict[str, Any]:
-    """An action that appends `text` to `context.log` (or another list)."""
-    return {"assign": {key: f"context.{key} + [{text!r}]"}}
-
-
-class Driver:
-    """Feeds events to one execution, keeping what each accepted decision said."""
-
-    def __init__(self, definition: WorkflowDefinition, context: dict[str, Any] | None = None
-                 ) -> None:
-        self.definition = definition
-        self.ex: Execution = new_execution(definition, "e", context=context)
-        self.commands: list[Any] = []
-        self.transitions: list[Any] = []
-        self.serial = 0
-
-    def send(self, event: Event, now: int = 0) -> Any:
-        decision = decide(self.definition, self.ex, event, now)
-        if isinstance(decision, Accepted):
-            # every stored form gives back the same execution
-            assert decode_execution(encode_execution(decision.execution)) == decision.execution
-            self.ex = decision.execution
-            self.commands += decision.commands
-            self.transitions.append(decision.transition)
-        return decision
-
-    def start(self, payload: dict[str, Any] | None = None) -> Any:
-        return self.send(start_event("e", payload))
-
-    def event(self, kind: str, payload: dict[str, Any] | None = None, source: str = "system",
-              now: int = 0) -> Any:
-        self.serial += 1
-        return self.send(Event(f"ev{self.serial}", kind, source, payload or {}), now)
-
-    def answer(self, tool: str, payload: dict[str, Any] | None = None, *, ok: bool = True,
-               now: int = 0) -> Any:
-        """Answers the newest call to `tool` still unanswered."""
-        call = [c for c in self.commands if isinstance(c, RunEffect | RunCompensation)
-                and c.tool == tool][-1]
-        self.serial += 1
-        kind = "step.succeeded" if ok else "step.failed"
-        body = payload if payload is not None else ({} if ok else {"category": "permanent"})
-        kind = kind if isinstance(call, RunEffect) else kind.replace("step", "compensation")
-        return self.send(Event(f"ev{self.serial}", kind, "tool", body, call.effect_id), now)
-
-    def calls(self, tool: str) -> list[Any]:
-        return [c for c in self.commands if isinstance(c, RunEffect | RunCompensation)
-                and c.tool == tool]
-
 
 # -- eventless transitions and choices -------------------------------------------------------
 
