@@ -1288,10 +1288,10 @@ def _join(definition: WorkflowDefinition, ex: Execution, commands: list[Command]
     for region in reversed(regions):  # SCXML exits regions in reverse document order
         if region.status == _FINAL:
             leaving = _exit_set(definition, region.state, ex.state)
-            context, refused = _run_moves(definition, region.context, event, leaving, (), ())
+            left, refused = _run_moves(definition, region.context, event, leaving, (), ())
             if refused is not None:
                 return refused
-            region = region._replace(context=context)
+            region = region._replace(context=left)
         exited.append(region)
     exited.reverse()
     context, _ = _merged(state, ex, tuple(exited))

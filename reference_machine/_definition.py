@@ -683,22 +683,33 @@ class _Builder:
                            f"{'run its actions forever' if label == 'always' else 'stay'}",
                            name)
                 continue
-            if not self._target_exists(transition.target, f"{where}.target"):
-                self.unresolved.add(name)
-                continue
-            self._same_scope(name, transition.target, f"{where}.target")
-            guard, guard_text = self._compile_guard(transition.guard, f"{where}.guard")
-            actions = tuple(
-                action for position, spec in enumerate(transition.actions)
-                if (action := self._compile_action(spec, f"{where}.actions[{position}]"))
-            )
-            target_leaf = leaf_of.get(transition.target)
-            if target_leaf is None:
-                self.unresolved.add(name)
-                continue
-            items.append(CompiledTransition(label, name, index, transition.target, target_leaf,
-                                            guard, guard_text, actions))
+            compiled = self._compile_one(name, label, index, transition, where, leaf_of)
+            if compiled is not None:
+                items.append(compiled)
         return tuple(items)
+
+    def _compile_one(self, name: str, event: str, index: int, transition: Any, where: str,
+                     leaf_of: Mapping[str, str | None]) -> CompiledTransition | None:
+        """Compiles one transition of `name` (None, an error said why, when its target is
+        unknown or leaves its scope); a transition with no target is internal."""
+        guard, guard_text = self._compile_guard(transition.guard, f"{where}.guard")
+        actions = tuple(
+            action for position, spec in enumerate(transition.actions)
+            if (action := self._compile_action(spec, f"{where}.actions[{position}]"))
+        )
+        if transition.target is None:
+            return CompiledTransition(event, name, index, "", "", guard, guard_text, actions,
+                                      internal=True)
+        if not self._target_exists(transition.target, f"{where}.target"):
+            self.unresolved.add(name)
+            return None
+        self._same_scope(name, transition.target, f"{where}.target")
+        target_leaf = leaf_of.get(transition.target)
+        if target_leaf is None:
+            self.unresolved.add(name)
+            return None
+        return CompiledTransition(event, name, index, transition.target, target_leaf, guard,
+                                  guard_text, actions)
 
     def _check_eventless_cycles(self, charted: Mapping[str, Mapping[str, Any]]) -> None:
         """An eventless move that always comes back (each state's first eventless transition
@@ -1134,35 +1145,14 @@ class _Builder:
             items: list[CompiledTransition] = []
             for index, transition in enumerate(transitions):
                 where = f"{location}[{index}]" if len(transitions) > 1 else location
-                if transition.target is None:
-                    if event in TRANSITION_EVENTS:
-                        self.error("internal-builtin", f"{where}.target",
-                                   f"{event!r} ends a step or an approval, so its transition "
-                                   "must leave the state: give it a target", name, event)
-                        continue
-                    guard, guard_text = self._compile_guard(transition.guard, f"{where}.guard")
-                    actions = tuple(
-                        action for position, spec in enumerate(transition.actions)
-                        if (action := self._compile_action(spec, f"{where}.actions[{position}]"))
-                    )
-                    items.append(CompiledTransition(event, name, index, "", "", guard,
-                                                    guard_text, actions, internal=True))
+                if transition.target is None and event in TRANSITION_EVENTS:
+                    self.error("internal-builtin", f"{where}.target",
+                               f"{event!r} ends a step or an approval, so its transition "
+                               "must leave the state: give it a target", name, event)
                     continue
-                if not self._target_exists(transition.target, f"{where}.target"):
-                    self.unresolved.add(name)
-                    continue
-                self._same_scope(name, transition.target, f"{where}.target")
-                guard, guard_text = self._compile_guard(transition.guard, f"{where}.guard")
-                actions = tuple(
-                    action for position, spec in enumerate(transition.actions)
-                    if (action := self._compile_action(spec, f"{where}.actions[{position}]"))
-                )
-                target_leaf = leaf_of.get(transition.target)
-                if target_leaf is None:
-                    self.unresolved.add(name)
-                    continue
-                items.append(CompiledTransition(event, name, index, transition.target,
-                                                target_leaf, guard, guard_text, actions))
+                one = self._compile_one(name, event, index, transition, where, leaf_of)
+                if one is not None:
+                    items.append(one)
             compiled[event] = tuple(items)
         return compiled
 

@@ -18,7 +18,8 @@ replay file that reruns it without Hypothesis (`fsmharness replay FILE`).
 
 It drives the same simulator as `fuzz`: every choice goes through one recorded source, so what
 Hypothesis found replays natively. Settings are Hypothesis's own: set them on the class with
-`@settings(...)`, on `TestCase.settings`, through a profile, or with `settings=` here.
+`@settings(...)`, on `TestCase.settings`, through a profile, or with `settings=` here; the
+deadline is off unless those set one (a step with a crash and its recovery takes a while).
 """
 
 from __future__ import annotations
@@ -303,9 +304,13 @@ def workflow_machine(definition: WorkflowDefinition, *,
 
     WorkflowMachine.__name__ = WorkflowMachine.__qualname__ = (
         f"{_camel(definition.name)}Machine")
-    if settings is not None:
-        WorkflowMachine = settings(WorkflowMachine)  # type: ignore[misc]
-    return WorkflowMachine
+    # a simulated step may take long (a crash and its recovery, a loaded machine): no deadline
+    # unless the settings given set one of their own
+    chosen: Settings = settings if settings is not None else Settings()
+    default = Settings.default
+    if default is None or chosen.deadline == default.deadline:
+        chosen = Settings(chosen, deadline=None)
+    return chosen(WorkflowMachine)
 
 
 class _Menu(NamedTuple):
