@@ -915,6 +915,7 @@ def _move_problem(definition: WorkflowDefinition, chart: _Chart, record: Committ
                 chart, landed, visited):
             return (f"moved from {source or '(start)'!r} to {landed!r} {how}, a state its "
                     "target's history could resume only had the run been there before")
+    visited.add(nodes[0])  # an eventless path may leave a compound and resume it at once
     for position in range(1, len(nodes)):
         before, landed = nodes[position - 1], nodes[position]
         keys = [(before, _ALWAYS, ""), (before, _DONE, "")]
@@ -930,6 +931,7 @@ def _move_problem(definition: WorkflowDefinition, chart: _Chart, record: Committ
                 chart, landed, visited):
             return (f"moved from {source or '(start)'!r} to {state!r} {how}{through}; "
                     f"{before!r} -> {landed!r} resumes a history the run never made")
+        visited.add(landed)
     return ""
 
 

@@ -2,13 +2,16 @@
 using parallel regions, a map, choices and eventless moves, an internal transition, entry and
 exit actions, history, a correlated event and a conditional approval. The reference machine
 holds with real coverage (transitions taken, region states reached, each construct's own
-coverage), and machines made from it with one statechart bug planted are caught by the rule
-that bug breaks."""
+coverage), and machines made from it with one statechart bug planted (an early join, map items
+sharing a key, a choice's branches tried in the wrong order, eventless moves ignored) are
+caught by the rule that bug breaks."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import jsonschema
@@ -19,6 +22,7 @@ from harness.report.documents import document, report_schema, target_section
 from harness.sim.simulator import plan_for
 from reference_machine import (
     Accepted,
+    CompiledState,
     Decision,
     Event,
     Execution,
@@ -308,10 +312,40 @@ class SharedItemKeys(ReferenceMachine):
     runtime_class = _SharedKeyRuntime
 
 
+def _changed(definition: WorkflowDefinition,
+             change: Callable[[CompiledState], CompiledState]) -> WorkflowDefinition:
+    """Gives the definition with each compiled state changed (what a machine that reads its
+    definition wrongly runs on, under the same state names)."""
+    states = {name: change(state) for name, state in definition.states.items()}
+    return dataclasses.replace(definition, states=MappingProxyType(states))
+
+
+class ReversedChoices(ReferenceMachine):
+    """Tries a choice's branches last first: the default before the guarded ones."""
+
+    def __init__(self, definition: WorkflowDefinition, tools: Any, probe: Any = None,
+                 **kwargs: Any) -> None:
+        super().__init__(_changed(definition, lambda state: dataclasses.replace(
+            state, always=state.always[::-1]) if state.kind == "choice" else state),
+            tools, probe, **kwargs)
+
+
+class NoEventlessMoves(ReferenceMachine):
+    """Ignores `always:` on a state that is not a choice: the run rests where it should move
+    on."""
+
+    def __init__(self, definition: WorkflowDefinition, tools: Any, probe: Any = None,
+                 **kwargs: Any) -> None:
+        super().__init__(_changed(definition, lambda state: dataclasses.replace(
+            state, always=()) if state.kind != "choice" else state), tools, probe, **kwargs)
+
+
 PLANTED: Mapping[str, tuple[Any, WorkflowDefinition, str]] = {
     "early_join_parallel": (EarlyJoin, PARALLEL, "join_after_regions"),
     "early_join_map": (EarlyJoin, MAP, "join_after_regions"),
     "shared_item_keys": (SharedItemKeys, MAP, "region_keys_distinct"),
+    "choice_branches_reversed": (ReversedChoices, MAP, "guards_held"),
+    "eventless_moves_ignored": (NoEventlessMoves, FLOW, "guards_held"),
 }
 
 
