@@ -304,7 +304,7 @@ def test_a_parallel_state_may_have_after() -> None:
 
 
 def test_a_region_may_have_its_own_transitions() -> None:
-    """docs_wip: "a region's own `on` is included". A region needs final children, and each
+    """docs/statecharts-internals.md: "a region's own `on` is included". A region needs final children, and each
     of them is refused for inheriting the region's `on:` ("move it out of the compound
     state", which a region's final cannot be)."""
     spec = {
