@@ -304,9 +304,9 @@ def test_a_parallel_state_may_have_after() -> None:
 
 
 def test_a_region_may_have_its_own_transitions() -> None:
-    """docs/statecharts-internals.md: "a region's own `on` is included". A region needs final children, and each
-    of them is refused for inheriting the region's `on:` ("move it out of the compound
-    state", which a region's final cannot be)."""
+    """docs/statecharts-internals.md: "a region's own `on` is included". A region needs
+    final children, and each of them was refused for inheriting the region's `on:` ("move
+    it out of the compound state", which a region's final cannot be)."""
     spec = {
         "name": "region_on", "events": {"skip_a": {}, "tick": {}},
         "states": {
