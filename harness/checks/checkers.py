@@ -366,12 +366,23 @@ def _owners(history: History, definition: WorkflowDefinition | None = None
                         record.state in chart.scoped or record.state not in chart.states):
                     inner = _key_state(chart, effect.key)
                     if inner:
-                        state, context = inner, None
+                        state, context = inner, _region_context(record, effect.key)
                 owner = _Owner(record.execution, state, effect.compensation, effect.key, index,
                                context)
                 owners.setdefault(effect.key, owner)
                 owners.setdefault(effect.id, owner)
     return owners
+
+
+def _region_context(record: Committed, key: str) -> Mapping[str, Any] | None:
+    """Gives the context of the region (map item) whose call `key` is, after the commit that
+    commanded it: the innermost region whose id starts the key (None: not recorded)."""
+    found: Mapping[str, Any] | None = None
+    length = -1
+    for (region, _, _), context in zip(record.regions, record.region_contexts, strict=False):
+        if key.startswith(f"{region}/") and len(region) > length:
+            found, length = context, len(region)
+    return found
 
 
 # -- statecharts: what the checks derive of a definition ---------------------------------------
@@ -1661,8 +1672,8 @@ def approved_effects(definition: WorkflowDefinition, history: History) -> Iterat
 def _approval_needed(definition: WorkflowDefinition, history: History, owner: _Owner) -> bool:
     """Tells whether a conditional approval (`needs_approval: <expression>`) held on the
     context the step's state was entered with (the commit that commanded its call, and its
-    event); one that raises asks for a person, as the machine does. A region's context is not
-    recorded: its step is not judged (False)."""
+    event); one that raises asks for a person, as the machine does. A region's step is judged
+    on its region's context, when the history records it (else not judged: False)."""
     step = definition.states[owner.state].step
     if step is None or step.approval_when is None:
         return True

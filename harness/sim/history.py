@@ -137,7 +137,8 @@ class Committed(NamedTuple):
     `state`; in a parallel or map state, `inner` holds (source, event, target) of each move a
     region (or map item) made, depth first (a source of "" is a region starting), and
     `regions` (region execution id, state, status) of every region after the commit, depth
-    first. Each is left out of the JSON line while empty."""
+    first, and `region_contexts` their contexts in the same order. Each is left out of the
+    JSON line while empty."""
 
     step: int
     at: int
@@ -158,6 +159,7 @@ class Committed(NamedTuple):
     via: tuple[str, ...] = ()
     inner: tuple[tuple[str, str, str], ...] = ()
     regions: tuple[tuple[str, str, str], ...] = ()
+    region_contexts: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def kind(self) -> Literal["committed"]:
@@ -366,7 +368,8 @@ HistoryRecord = (RunStarted | Started | Delivered | Decided | Committed | Dispat
 
 #: Fields added after the first history format: left out of a line while empty, so that a run
 #: that does not use them writes the lines it did.
-_LEFT_OUT_EMPTY = {"committed": ("via", "inner", "regions"), "observed": ("approvals",)}
+_LEFT_OUT_EMPTY = {"committed": ("via", "inner", "regions", "region_contexts"),
+                   "observed": ("approvals",)}
 
 
 def as_dict(record: HistoryRecord) -> dict[str, Any]:

@@ -1085,7 +1085,8 @@ class _Run:
                             event.source, event.answers, event.payload, execution.context,
                             effects, transition.via if transition is not None else (),
                             _inner_moves(transition.inner) if transition is not None else (),
-                            _region_states(execution.regions)))
+                            _region_states(execution.regions),
+                            _region_contexts(execution.regions)))
 
     def _recorded(self, execution_id: str, command_id: str, result: Event) -> None:
         self.changed[execution_id] = None
@@ -1123,6 +1124,15 @@ def _region_states(regions: tuple[Any, ...]) -> tuple[tuple[str, str, str], ...]
         states.append((region.id, region.state, str(region.status)))
         states += _region_states(region.regions)
     return tuple(states)
+
+
+def _region_contexts(regions: tuple[Any, ...]) -> tuple[Mapping[str, Any], ...]:
+    """Gives the context of every region, depth first (as `_region_states` orders them)."""
+    contexts: list[Mapping[str, Any]] = []
+    for region in regions:
+        contexts.append(region.context)
+        contexts += _region_contexts(region.regions)
+    return tuple(contexts)
 
 
 def _well_formed(obs: Observation) -> bool:
