@@ -16,7 +16,7 @@ import hashlib
 import json
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
@@ -1399,27 +1399,26 @@ def _in_flight_undos(definition: WorkflowDefinition, regions: tuple[Execution, .
 def pending_approval(execution: Execution, request_id: str) -> PendingApproval | None:
     """Gives the approval request (the execution's, or one of its regions') `request_id`
     names, or None."""
-    approval = execution.approval
-    if approval is not None and approval.request_id == request_id:
-        return approval
-    for region in execution.regions:
-        found = pending_approval(region, request_id)
-        if found is not None:
-            return found
+    for ex in _with_regions(execution):
+        if ex.approval is not None and ex.approval.request_id == request_id:
+            return ex.approval
     return None
 
 
 def pending_effect(execution: Execution, effect_id: str) -> PendingEffect | None:
     """Gives the effect in flight (the execution's, or one of its regions') `effect_id`
     names, or None."""
-    effect = execution.effect
-    if effect is not None and effect.effect_id == effect_id:
-        return effect
-    for region in execution.regions:
-        found = pending_effect(region, effect_id)
-        if found is not None:
-            return found
+    for ex in _with_regions(execution):
+        if ex.effect is not None and ex.effect.effect_id == effect_id:
+            return ex.effect
     return None
+
+
+def _with_regions(execution: Execution) -> Iterator[Execution]:
+    """Gives the execution, then each of its regions' (depth first)."""
+    yield execution
+    for region in execution.regions:
+        yield from _with_regions(region)
 
 
 _HANDLERS = {

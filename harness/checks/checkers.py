@@ -377,12 +377,16 @@ def _owners(history: History, definition: WorkflowDefinition | None = None
 def _region_context(record: Committed, key: str) -> Mapping[str, Any] | None:
     """Gives the context of the region (map item) whose call `key` is, after the commit that
     commanded it: the innermost region whose id starts the key (None: not recorded)."""
-    found: Mapping[str, Any] | None = None
-    length = -1
-    for (region, _, _), context in zip(record.regions, record.region_contexts, strict=False):
-        if key.startswith(f"{region}/") and len(region) > length:
-            found, length = context, len(region)
-    return found
+    contexts = dict(zip((rid for rid, _, _ in record.regions), record.region_contexts,
+                        strict=False))
+    region = _innermost(contexts, key)
+    return contexts[region] if region else None
+
+
+def _innermost(regions: Iterable[str], call: str) -> str:
+    """Gives the region whose id `call` (a key or a call's id) extends, the innermost when
+    regions nest ("" when none does)."""
+    return max((rid for rid in regions if call.startswith(f"{rid}/")), key=len, default="")
 
 
 # -- statecharts: what the checks derive of a definition ---------------------------------------
@@ -2319,8 +2323,7 @@ def region_keys_distinct(definition: WorkflowDefinition, history: History
             if effect.compensation:
                 continue
             # the region whose id the call's id extends (a call's id names its region)
-            region = max((rid for rid in known if effect.id.startswith(f"{rid}/")),
-                         key=len, default="")
+            region = _innermost(known, effect.id)
             if not region:
                 continue
             first = sent.setdefault(effect.key, (region, effect.id, index))
