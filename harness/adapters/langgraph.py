@@ -42,12 +42,16 @@ import contextlib
 import contextvars
 import importlib
 import inspect
+import itertools
 import json
+import os
+import shutil
 import sqlite3
 import sys
 import tempfile
 import textwrap
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
@@ -371,27 +375,25 @@ class LangGraphMachine:
         context.run(self._stream, execution_id, given)
 
     def _stream(self, execution_id: str, given: Any) -> None:
-        failure: BaseException | None = None
         with _harnessed(self._tools, self._box):
             try:
-                for _ in self.graph.stream(given, self._config(execution_id),
-                                           durability=self.durability, stream_mode="updates"):
-                    self.passing("after_task")
-                self._saver.land()
+                try:
+                    for _ in self.graph.stream(given, self._config(execution_id),
+                                               durability=self.durability,
+                                               stream_mode="updates"):
+                        self.passing("after_task")
+                finally:  # LangGraph waits for its saves as the call ends, however it ends
+                    if not self.dead:
+                        self._saver.land()
             except (SimulatedCrash, _Dead):
                 self.dead = True
-            except ToolFailed as error:
-                failure = error  # the graph's own failure: the thread waits for a retry
             except Exception as error:
-                if self.dead:
-                    pass  # what the dead process did on its way out does not count
-                elif _tool_failure(error):
-                    failure = error
-                else:
+                # what the dead process did on its way out does not count; a tool's failure
+                # is the graph's own: the thread waits for a retry; anything else is a bug
+                if not self.dead and not _tool_failure(error):
                     raise
         if self.dead:
             raise SimulatedCrash(self.died_at or "after_task")
-        del failure
 
     def start(self, execution_id: str, context: Mapping[str, Any], now: int) -> str | None:
         if execution_id in self.disk.accepted:
@@ -535,7 +537,7 @@ class LangGraphTarget:
         self.state_ids = safe_ids([START, *nodes, END])
         self.asking = asking
         self.definition = self._definition(nodes, moves, asking, tools or {})
-        self._files: tempfile.TemporaryDirectory[str] | None = None
+        self._files: tuple[int, Path, Iterator[int]] | None = None
 
     def builder(self, box: GraphBox) -> Any:
         """Gives the `StateGraph` `build(box)` makes (a compiled graph's builder)."""
@@ -558,11 +560,16 @@ class LangGraphTarget:
         return found(event) if callable(found) else found
 
     def new_file(self) -> Path:
-        if self._files is None:
-            self._files = tempfile.TemporaryDirectory(prefix="fsmharness-langgraph-")
-        folder = Path(self._files.name)
-        number = len(list(folder.iterdir())) + 1
-        return folder / f"run-{number}.sqlite"
+        """Gives a new SQLite file for one run's machine (its workers share it). The file of
+        the run before, in this process, is removed: its run has ended."""
+        if self._files is None or self._files[0] != os.getpid():
+            folder = Path(tempfile.mkdtemp(prefix="fsmharness-langgraph-"))
+            self._files = (os.getpid(), folder, itertools.count(1))
+            weakref.finalize(self, shutil.rmtree, folder, True)
+        _, folder, numbers = self._files
+        for old in folder.iterdir():
+            old.unlink(missing_ok=True)
+        return folder / f"run-{next(numbers)}.sqlite"
 
     def _definition(self, nodes: Sequence[str], moves: Mapping[str, Sequence[str]],
                     asking: frozenset[str], tools: Mapping[str, Mapping[str, Any]]
@@ -671,6 +678,8 @@ def _read(builder: Any, interrupts: Sequence[str] | None
             ends = getattr(branch, "ends", None)
             for target in (ends.values() if ends else everything):
                 add(str(source), str(target))
+    for name in nodes:  # a node no edge leaves ends the run, as END does
+        moves.setdefault(name, [END])
     if START not in moves:
         raise AdapterError("the graph has no edge from START; add one (graph.add_edge(START, "
                            "'first'))")

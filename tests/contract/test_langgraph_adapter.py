@@ -1,0 +1,277 @@
+"""LangGraph graphs under the harness, end to end: what is read off a graph, a sound graph
+holding under every fault, the naive ones caught with a shrunk trace and a replay file, and the
+graphs the adapter refuses."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, TypedDict
+
+import pytest
+from langchain_core.tools import tool
+from langgraph.graph import END, START, StateGraph
+from langgraph.prebuilt import ToolNode
+from langgraph.types import interrupt
+
+from fault_injection import FaultKind, FaultPlan, FaultRate
+from harness import SimOptions, Simulator
+from harness.adapters import AdapterError, GraphBox, langgraph_target
+from harness.engines.fuzz import FuzzOptions, fuzz
+from harness.engines.replay import replay
+from harness.sim.history import Applied
+from scenarios.langgraph import refund
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def campaign(target: Any, runs: int = 60, plan: FaultPlan | None = None, **options: Any
+             ) -> Any:
+    sim = SimOptions(plan=plan) if plan is not None else SimOptions()
+    options.setdefault("replay_dir", None)
+    return fuzz(target.definition, FuzzOptions(runs=runs, seed=0, sim=sim, **options),
+                machine=target)
+
+
+def only(*kinds: FaultKind, rate: float = 0.3) -> FaultPlan:
+    return FaultPlan(tuple(FaultRate(kind, rate) for kind in kinds))
+
+
+class TestDefinitionReadOffTheGraph:
+    def test_nodes_edges_and_path_maps_are_the_moves(self) -> None:
+        definition = refund.target.definition
+        assert set(definition.states) == {"__start__", "look_up", "review", "refund",
+                                          "__end__"}
+        assert definition.initial == "__start__"
+        assert definition.states["__end__"].final
+        review = definition.spec.states["review"]
+        assert review.type == "wait"  # it calls interrupt(): it waits for a human
+        assert {t.target for t in review.on["answer"]} == {"review", "refund", "__end__"}
+        assert [t.target for t in definition.spec.states["look_up"].always] == ["review"]
+
+    def test_a_loop_is_read_with_guards_that_keep_it_loadable(self) -> None:
+        class Count(TypedDict):
+            n: int
+
+        def build(box: GraphBox) -> StateGraph:
+            graph = StateGraph(Count)
+            graph.add_node("tick", lambda state: {"n": state["n"] + 1})
+            graph.add_edge(START, "tick")
+            graph.add_conditional_edges("tick", lambda s: END if s["n"] > 3 else "tick")
+            return graph
+
+        target = langgraph_target(build, input={"n": 0})
+        moves = {t.target for t in target.definition.spec.states["tick"].always}
+        assert moves == {"tick", "__end__"}  # no path map: any node, or the end
+        result = Simulator(target.definition, SimOptions(seed=1), machine=target).run()
+        assert result.status == "final", result.failure
+        assert {obs.state for obs in result.final.values()} == {"__end__"}
+
+
+class TestSoundGraph:
+    def test_holds_under_every_fault_and_reaches_every_crash_point(self) -> None:
+        report = campaign(refund.target, runs=80)
+        assert report.held, [f.violations for f in report.failures]
+        assert not report.vacuous
+        assert report.faults.get("crash", 0) > 10
+        coverage = report.summary()["coverage"]
+        assert set(coverage["crash_points"]["missing"]) <= {"put_ahead_of_writes"}
+        assert coverage["transitions"]["reached"] >= 5
+
+    @pytest.mark.parametrize("durability", ["async", "exit"])
+    def test_holds_under_the_other_durabilities(self, durability: str) -> None:
+        target = langgraph_target(refund.sound, name=f"refund_{durability}",
+                                  input=refund.INPUT, durability=durability,
+                                  tools={"payments.refund": refund.HONOURS_KEYS})
+        report = campaign(target, runs=40)
+        assert report.held, [f.violations for f in report.failures]
+        assert report.faults.get("crash", 0) > 0
+
+    def test_the_same_seed_gives_the_same_history(self) -> None:
+        def history(seed: int) -> list[str]:
+            result = Simulator(refund.target.definition, SimOptions(seed=seed),
+                               machine=refund.target).run()
+            return [repr(record) for record in result.history]
+
+        for seed in (3, 11):
+            assert history(seed) == history(seed)
+
+
+class TestNaiveGraphs:
+    @pytest.mark.parametrize(("name", "plan"), [
+        ("notify_before_interrupt", None),
+        ("charge_with_retry", only(FaultKind.TOOL_TIMEOUT_AFTER_APPLY, rate=0.5)),
+        ("key_per_attempt", only(FaultKind.TOOL_TIMEOUT_AFTER_APPLY, rate=0.5)),
+    ])
+    def test_caught_shrunk_and_replayed(self, name: str, plan: FaultPlan | None,
+                                        tmp_path: Path) -> None:
+        target = getattr(refund, name)
+        report = campaign(target, runs=60, plan=plan, replay_dir=tmp_path)
+        assert not report.held
+        failure = report.failures[0]
+        assert failure.rule == "no_duplicate_effect", failure.violations
+        assert failure.counterexample is not None
+        assert len(failure.counterexample.trace()) <= 3
+        assert failure.replay_file is not None
+        outcome = replay(failure.replay_file)
+        assert outcome.reproduced
+        assert outcome.rule == "no_duplicate_effect"
+
+    def test_the_retry_policy_is_what_charges_twice(self) -> None:
+        plan = only(FaultKind.TOOL_TIMEOUT_AFTER_APPLY, rate=1.0)
+        approving = langgraph_target(refund.retrying, input=refund.INPUT,
+                                     answers={"approve": True},
+                                     tools={"payments.refund": refund.IGNORES_KEYS})
+        result = Simulator(approving.definition, SimOptions(seed=0, plan=plan),
+                           machine=approving).run()
+        charges = [r for r in result.history if type(r) is Applied and r.execution == "x1"]
+        # the policy's three attempts, each timed out after taking effect, under one key
+        assert len(charges) >= 3
+        assert {r.key for r in charges} == {"x1/refund/3"}
+
+
+class TestLangChainTools:
+    def test_a_tool_node_goes_through_the_tool_world(self) -> None:
+        @tool("payments.refund")
+        def refund_tool(order_id: str, amount: int) -> str:
+            """Refunds an order."""
+            raise AssertionError("the real tool is never called under the harness")
+
+        class Chat(TypedDict):
+            messages: list[Any]
+
+        def build(box: GraphBox) -> StateGraph:
+            def agent(state: Chat) -> dict[str, Any]:
+                from langchain_core.messages import AIMessage
+                return {"messages": [AIMessage("", tool_calls=[{
+                    "name": "payments.refund", "args": {"order_id": "o-1", "amount": 5},
+                    "id": "call-1"}])]}
+
+            graph = StateGraph(Chat)
+            graph.add_node("agent", agent)
+            graph.add_node("tools", ToolNode([refund_tool]))
+            graph.add_edge(START, "agent")
+            graph.add_edge("agent", "tools")
+            graph.add_edge("tools", END)
+            return graph
+
+        target = langgraph_target(build, input={"messages": []},
+                                  tools={"payments.refund": {"idempotency_keys": True}})
+        result = Simulator(target.definition, SimOptions(seed=0, plan=FaultPlan()),
+                           machine=target).run()
+        applied = [r for r in result.history if type(r) is Applied]
+        assert applied and all(r.tool == "payments.refund" for r in applied)
+        assert result.status == "final"
+
+
+class Empty(TypedDict):
+    n: int
+
+
+def _graph(*nodes: str) -> StateGraph:
+    graph = StateGraph(Empty)
+    for node in nodes:
+        graph.add_node(node, lambda state: {})
+    return graph
+
+
+class TestRefused:
+    def test_a_subgraph_node(self) -> None:
+        def build(box: GraphBox) -> StateGraph:
+            inner = _graph("a")
+            inner.add_edge(START, "a")
+            graph = StateGraph(Empty)
+            graph.add_node("inner", inner.compile())
+            graph.add_edge(START, "inner")
+            return graph
+
+        with pytest.raises(AdapterError, match="node 'inner' is a subgraph"):
+            langgraph_target(build)
+
+    def test_not_a_graph(self) -> None:
+        with pytest.raises(AdapterError, match="build gave dict, not a LangGraph StateGraph"):
+            langgraph_target(lambda box: {})
+
+    def test_no_entry(self) -> None:
+        with pytest.raises(AdapterError, match="no edge from START"):
+            langgraph_target(lambda box: _graph("a"))
+
+    def test_an_unknown_durability_or_interrupt_node(self) -> None:
+        def build(box: GraphBox) -> StateGraph:
+            graph = _graph("a")
+            graph.add_edge(START, "a")
+            return graph
+
+        with pytest.raises(AdapterError, match="durability 'never'"):
+            langgraph_target(build, durability="never")
+        with pytest.raises(AdapterError, match="interrupts names nodes the graph lacks: b"):
+            langgraph_target(build, interrupts=["b"])
+
+    def test_a_node_that_raises_is_the_graphs_failure(self) -> None:
+        def build(box: GraphBox) -> StateGraph:
+            def boom(state: Empty) -> dict[str, Any]:
+                raise KeyError("no such order")
+
+            graph = StateGraph(Empty)
+            graph.add_node("boom", boom)
+            graph.add_edge(START, "boom")
+            return graph
+
+        target = langgraph_target(build, input={"n": 0})
+        result = Simulator(target.definition, SimOptions(seed=0), machine=target).run()
+        assert result.status == "machine_failed"
+        assert result.failure is not None and result.failure.error == "KeyError"
+
+
+def test_an_interrupting_node_is_found_in_its_source() -> None:
+    def build(box: GraphBox) -> StateGraph:
+        def ask(state: Empty) -> dict[str, Any]:
+            return {"n": interrupt("how many?")}
+
+        graph = StateGraph(Empty)
+        graph.add_node("ask", ask)
+        graph.add_edge(START, "ask")
+        graph.add_edge("ask", END)
+        return graph
+
+    target = langgraph_target(build, input={"n": 0}, answers={"three": 3})
+    assert target.definition.spec.states["ask"].type == "wait"
+    result = Simulator(target.definition, SimOptions(seed=0, plan=FaultPlan()),
+                       machine=target).run()
+    assert result.status == "final"
+    assert {obs.state for obs in result.final.values()} == {"__end__"}
+
+
+class TestCli:
+    def fuzz_cli(self, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "harness.cli", "fuzz", *args, "-q"],
+                              cwd=cwd, capture_output=True, text=True, check=False)
+
+    def test_sound_holds_and_naive_fails(self, tmp_path: Path) -> None:
+        held = self.fuzz_cli("scenarios.langgraph.refund:target", "--runs", "20",
+                             "--report", str(tmp_path), cwd=ROOT)
+        assert held.returncode == 0, held.stdout + held.stderr
+        caught = self.fuzz_cli("scenarios.langgraph.refund:notify_before_interrupt",
+                               "--runs", "20", "--report", str(tmp_path), cwd=ROOT)
+        assert caught.returncode == 1, caught.stdout + caught.stderr
+        assert "no_duplicate_effect" in caught.stdout
+        assert "fsmharness replay" in caught.stdout
+
+    def test_a_graph_it_cannot_read_is_one_line(self, tmp_path: Path) -> None:
+        (tmp_path / "nested.py").write_text(
+            "from typing import TypedDict\n"
+            "from langgraph.graph import START, StateGraph\n"
+            "from harness.adapters import langgraph_target\n"
+            "class S(TypedDict):\n    n: int\n"
+            "def build(box):\n"
+            "    inner = StateGraph(S)\n    inner.add_node('a', lambda s: {})\n"
+            "    inner.add_edge(START, 'a')\n"
+            "    graph = StateGraph(S)\n    graph.add_node('inner', inner.compile())\n"
+            "    graph.add_edge(START, 'inner')\n    return graph\n"
+            "target = langgraph_target(build)\n")
+        result = self.fuzz_cli("nested:target", "--runs", "2", cwd=tmp_path)
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert "Traceback" not in result.stderr
+        assert "is a subgraph" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
