@@ -40,6 +40,8 @@ class Watchdog:
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self.armed = seconds > 0 and self._claim()
+        #: what the timer raised in the step running (an async machine's task may keep it)
+        self.overran: Overran | None = None
 
     @classmethod
     def _claim(cls) -> bool:
@@ -60,6 +62,7 @@ class Watchdog:
 
     def start(self) -> None:
         """Starts the bound on a step."""
+        self.overran = None
         if self.armed and threading.current_thread() is threading.main_thread():
             Watchdog._current = self
             signal.setitimer(signal.ITIMER_REAL, self.seconds)
@@ -79,4 +82,5 @@ class Watchdog:
         frames = traceback.extract_stack(frame)[-_STACK_FRAMES:] if frame else []
         where = (f"{Path(frames[-1].filename).name}:{frames[-1].lineno}, in {frames[-1].name}"
                  if frames else "an unknown place")
-        raise Overran(current.seconds, "".join(traceback.format_list(frames)), where)
+        current.overran = Overran(current.seconds, "".join(traceback.format_list(frames)), where)
+        raise current.overran
