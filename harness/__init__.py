@@ -43,6 +43,7 @@ from harness.sim.history import (
 from harness.sim.identity import definition_digest
 from harness.sim.machine import (
     ApprovalWait,
+    AsyncMachineUnderTest,
     Call,
     MachineFactory,
     MachineUnderTest,
@@ -57,6 +58,7 @@ __all__ = [
     "INVARIANTS",
     "Applied",
     "ApprovalWait",
+    "AsyncMachineUnderTest",
     "Call",
     "Choice",
     "Choices",

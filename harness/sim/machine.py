@@ -6,6 +6,10 @@ through those tools, and calls `probe(name)` at the named points of its `crash_p
 `"store_write"` before each durable write, if it can) so the simulator can crash it or fail the
 write there. Everything a machine keeps outside its durable store is volatile: `crash()` drops
 it, and `recover(now)` rebuilds from the store and finishes what was committed but not done.
+
+The protocol has an async form (`AsyncMachineUnderTest`): a method that is a coroutine function
+is run to its end on an event loop the run owns, on virtual time, its ready tasks in an order
+the seed fixes (`harness.sim.asyncloop`).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from reference_machine._secrets import MemoryVault, Vault
 
 __all__ = [
     "ApprovalWait",
+    "AsyncMachineUnderTest",
     "Call",
     "MachineFactory",
     "MachineUnderTest",
@@ -119,7 +124,46 @@ class MachineUnderTest(Protocol):
         """Gives a second worker over the same durable state, or None if there is none."""
 
 
-MachineFactory = Callable[[WorkflowDefinition, Mapping[str, Tool], Probe], MachineUnderTest]
+@runtime_checkable
+class AsyncMachineUnderTest(Protocol):
+    """The protocol's async form: what `MachineUnderTest` says, with coroutines. Any method may
+    be a coroutine function or a plain one (here `crash`, `observe` and `worker` are plain);
+    the simulator decides which once, when the machine is built, and runs each coroutine to its
+    end on the run's event loop (a second worker's on a loop of its own). There `asyncio.sleep`
+    waits on the loop's virtual clock, which starts each call at `now` (seconds, not ms), and
+    tasks ready together run in an order drawn from the seed. A task still pending when the
+    call returns, or a coroutine never awaited, fails the run (`machine_ok`)."""
+
+    crash_points: Sequence[str]
+
+    async def start(self, execution_id: str, context: Mapping[str, Any], now: int
+                    ) -> str | None:
+        """Creates and starts an execution (a repeated start is a duplicate, not an error)."""
+
+    async def deliver(self, execution_id: str, event: Event, now: int) -> str | None:
+        """Delivers one event and does what it causes (short of calls left in flight)."""
+
+    async def advance(self, now: int) -> None:
+        """Tells the machine the time is `now`: it fires the timers due."""
+
+    async def complete(self, execution_id: str, call_id: str, now: int) -> None:
+        """Lets a call in flight reach its tool, and delivers its result."""
+
+    def crash(self) -> None:
+        """Drops every piece of volatile memory, as a process that dies."""
+
+    async def recover(self, now: int) -> None:
+        """Rebuilds from the durable store and finishes what was committed but not done."""
+
+    def observe(self, execution_id: str) -> Observation:
+        """Gives what can be seen of an execution now."""
+
+    def worker(self) -> MachineUnderTest | AsyncMachineUnderTest | None:
+        """Gives a second worker over the same durable state, or None if there is none."""
+
+
+MachineFactory = Callable[[WorkflowDefinition, Mapping[str, Tool], Probe],
+                          MachineUnderTest | AsyncMachineUnderTest]
 
 
 class ReferenceMachine:

@@ -16,13 +16,20 @@ The run ends when every execution is final and nothing is left to deliver (or no
 can happen: quiescent), or at the step bound. What happened is the history: typed records.
 A machine that raises, runs away or answers nonsense ends its run with a `MachineFailed` record;
 the simulator itself does not fail with it.
+
+A machine whose methods are coroutine functions (the protocol's async form) is found out once,
+when it is built: its calls then run to their end on an event loop the run owns
+(`harness.sim.asyncloop`), made when the machine is built and closed when the run ends. A
+synchronous machine is called as it is.
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -44,6 +51,7 @@ from fault_injection import (
     no_faults,
 )
 from harness.errors import HarnessError, trace_of, words_of
+from harness.sim.asyncloop import AsyncCalls, LoopFailure, RunLoop, is_async
 from harness.sim.choices import Choices
 from harness.sim.history import (
     Commanded,
@@ -68,6 +76,7 @@ from harness.sim.history import (
 )
 from harness.sim.machine import (
     ApprovalWait,
+    AsyncMachineUnderTest,
     Call,
     MachineFactory,
     MachineUnderTest,
@@ -387,7 +396,7 @@ class _Run:
         self.ops_max = options.ops_max
         self.quiet = False
         self.in_worker = False
-        self.worker: MachineUnderTest | None = None
+        self.worker: MachineUnderTest | AsyncCalls | None = None
         self.activity = ""
         self.acting = ""  # the execution this step acts on ("" when the clock moves)
         self.current: tuple[str, Event] | None = None
@@ -395,7 +404,11 @@ class _Run:
         self.last_state: dict[str, str] = {}  # each execution's state at its last commit
         self.contexts: dict[str, Mapping[str, Any]] = {}  # each one's context at its last commit
         # made by _build before the first step; None only while a factory that raised is told of
-        self.machine: MachineUnderTest = None  # type: ignore[assignment]
+        self.machine: MachineUnderTest | AsyncMachineUnderTest = None  # type: ignore[assignment]
+        # the machine as it is called: itself, or (async) its coroutines run on the run's loop
+        self.calls: MachineUnderTest | AsyncCalls = None  # type: ignore[assignment]
+        self.loops: list[RunLoop] = []  # the run's event loops: the machine's, its worker's
+        self.dying: BaseException | None = None  # a crash or bound struck in the machine
         self.points: frozenset[str] = frozenset()
         self.between = False
         self.machine_time = 0  # the machine's clock: never goes back
@@ -413,7 +426,11 @@ class _Run:
         injected while it is built."""
         self.quiet = True
         try:
-            self.machine = self.sim.machine(self.definition, self.world.tools, self._probe)
+            machine = self.sim.machine(self.definition, self.world.tools, self._probe)
+            if inspect.isawaitable(machine):  # an async factory's
+                machine = self._loop().call(_awaited, machine)
+            self.machine = machine
+            self.calls = self._called(machine)
         finally:
             self.quiet = False
         named = getattr(self.machine, "crash_points", ())
@@ -427,6 +444,36 @@ class _Run:
         self.watched = watch is not None
         if watch is not None:
             watch(self._committed, self._recorded)
+
+    def _called(self, machine: Any, *, worker: bool = False) -> Any:
+        """Gives the machine as the simulator calls it: itself, or, when some of its methods
+        are coroutine functions, those run on the run's loop (a worker's on one of its own)."""
+        if not is_async(machine):
+            return machine
+        return AsyncCalls(machine, self._new_loop() if worker else self._loop())
+
+    def _loop(self) -> RunLoop:
+        """Gives the run's event loop (made the first time)."""
+        return self.loops[0] if self.loops else self._new_loop()
+
+    def _new_loop(self) -> RunLoop:
+        loop = RunLoop(lambda: self.machine_time, lambda n: self.rng.below(n),
+                       lambda: self.dying or self.watchdog.overran, self._hushed)
+        self.loops.append(loop)
+        return loop
+
+    @contextlib.contextmanager
+    def _hushed(self) -> Iterator[None]:
+        """Keeps faults off meanwhile (while an async machine's tasks unwind)."""
+        quiet, self.quiet = self.quiet, True
+        try:
+            yield
+        finally:
+            self.quiet = quiet
+
+    def _close(self) -> None:
+        for loop in self.loops:
+            loop.close()
 
     def _rates(self, plan: FaultPlan) -> None:
         self.r_crash = plan.rate(FaultKind.CRASH)
@@ -495,6 +542,10 @@ class _Run:
             self._fail(MachineFailed(0, 0, "hung", "Watchdog",
                                      f"while {self.activity}: {exc}"), exc.stack)
             return False
+        except LoopFailure as exc:
+            self._fail(MachineFailed(0, 0, exc.problem, exc.error,
+                                     f"while {self.activity}: {exc.message}"), exc.trace)
+            return False
         except BaseException as exc:  # SystemExit too: the machine's, not the simulator's
             self._fail(MachineFailed(0, 0, "raised", type(exc).__name__,
                                      f"while {self.activity}: {words_of(exc)}"),
@@ -542,6 +593,9 @@ class _Run:
         except Overran as exc:
             self._fail(MachineFailed(clock.step, clock.now, "hung", "Watchdog",
                                      f"while {self.activity}: {exc}"), exc.stack)
+        except LoopFailure as exc:
+            self._fail(MachineFailed(clock.step, clock.now, exc.problem, exc.error,
+                                     f"while {self.activity}: {exc.message}"), exc.trace)
         except _Nonsense as exc:
             self._fail(MachineFailed(clock.step, clock.now, "nonsense", "Observation",
                                      str(exc)), "")
@@ -579,7 +633,7 @@ class _Run:
         for eid, obs in self.obs.items():
             self.emit(Finished(clock.step, clock.now, eid, obs.state, obs.status,
                                obs.outcome, obs.version, self._waiting_on(eid, obs)))
-        replay = getattr(self.machine, "replay", None) if self.options.replay_check else None
+        replay = getattr(self.calls, "replay", None) if self.options.replay_check else None
         if replay is not None:
             for eid in self.obs:
                 try:
@@ -594,11 +648,17 @@ class _Run:
                     self._fail(MachineFailed(clock.step, clock.now, "hung", "Watchdog",
                                              f"while replaying {eid}'s log: {exc}"), exc.stack)
                     return self.result("machine_failed")
+                except LoopFailure as exc:  # what it left behind is no mismatch either
+                    self._fail(MachineFailed(clock.step, clock.now, exc.problem, exc.error,
+                                             f"while replaying {eid}'s log: {exc.message}"),
+                               exc.trace)
+                    return self.result("machine_failed")
                 except BaseException as exc:  # what diverged is the finding, not a crash
                     self.emit(Replayed(clock.step, clock.now, eid, False,
                                        f"{type(exc).__name__}: {words_of(exc)}"))
                 else:
                     self.emit(Replayed(clock.step, clock.now, eid, True))
+        self._close()
         return self.result(status)
 
     def _waiting_on(self, eid: str, obs: Observation) -> tuple[str, ...]:
@@ -621,6 +681,7 @@ class _Run:
     def _fail(self, failure: MachineFailed, trace: str) -> None:
         self.emit(failure)
         self.failure, self.trace = failure, trace
+        self._close()
 
     def result(self, status: str) -> SimulationResult:
         """Gives what the run did so far."""
@@ -696,7 +757,7 @@ class _Run:
     def _start(self, eid: str) -> None:
         context = dict(self.options.context)
         self.emit(Started(self.clock.step, self.clock.now, eid, context))
-        done, _ = self._guard("start", self.machine.start, eid, dict(context),
+        done, _ = self._guard("start", self.calls.start, eid, dict(context),
                               self._machine_now())
         if done:
             self.unstarted.remove(eid)
@@ -792,7 +853,7 @@ class _Run:
 
     def _complete(self, eid: str, call: Call) -> None:
         activity = "compensation" if call.compensation else "tool call"
-        self._guard(activity, self.machine.complete, eid, call.id, self._machine_now())
+        self._guard(activity, self.calls.complete, eid, call.id, self._machine_now())
         noise = self.world.agent_noise
         while noise:
             target = noise.pop(0)
@@ -825,7 +886,7 @@ class _Run:
         machine_now = self._machine_now()
         if any(t <= machine_now for t in timers):
             self.emit(TimerFired(clock.step, sim_now, due, machine_now, machine_now - sim_now))
-        self._guard("timer", self.machine.advance, machine_now)
+        self._guard("timer", self.calls.advance, machine_now)
 
     def _machine_now(self) -> int:
         """Gives the time the machine is told: the clock plus the skew's offset, never less
@@ -871,7 +932,7 @@ class _Run:
                             event.answers, event.payload, via))
         self.current = (eid, event)
         handed = event._replace(payload=dict(event.payload))  # the history keeps its own
-        done, said = self._guard(via, self.machine.deliver, eid, handed, self._machine_now())
+        done, said = self._guard(via, self.calls.deliver, eid, handed, self._machine_now())
         self.current = None
         if done:
             if said is not None and (not isinstance(said, str) or said.partition(":")[0] not in
@@ -896,18 +957,26 @@ class _Run:
         is recovered), anything else it raises ends the run."""
         self.activity = activity
         try:
-            return True, call(*args)
+            said = call(*args)
         except SimulatedCrash as crash:
+            self.dying = None  # survived: the machine is recovered
             self.emit(Crashed(self.clock.step, self.clock.now, crash.point, activity))
             self._recover(crashed=True)
         except StoreWriteError:
             self._recover(crashed=False)
+        else:
+            if said is not None and type(said) is not str and inspect.isawaitable(said):
+                _close_awaitable(said)  # dropped here: no second warning of it
+                raise _Nonsense(f"{getattr(call, '__name__', activity)}() gave a coroutine, "
+                                "not its answer: a method that awaits must be `async def`, so "
+                                "that the simulator awaits it")
+            return True, said
         return False, None
 
     def _recover(self, *, crashed: bool) -> None:
         """Recovers the machine from its store until it manages (after `recoveries_max`
         failed tries, with faults off: a storm of crashes must end)."""
-        clock, machine = self.clock, self.machine
+        clock, machine = self.clock, self.calls
         quiet, attempts = self.quiet, 0
         if crashed:
             machine.crash()
@@ -924,6 +993,7 @@ class _Run:
                     machine.recover(self._machine_now())
                     break
                 except SimulatedCrash as crash:
+                    self.dying = None
                     self.emit(Crashed(clock.step, clock.now, crash.point, "recovery"))
                     machine.crash()
                 except StoreWriteError:
@@ -943,8 +1013,9 @@ class _Run:
         return "worker" if self.in_worker else self.activity
 
     def _hung(self) -> _Hung:
-        return _Hung(f"more than {self.ops_max} operations in one step (while "
-                     f"{self.activity}): a loop that never ends?")
+        self.dying = hung = _Hung(f"more than {self.ops_max} operations in one step (while "
+                                  f"{self.activity}): a loop that never ends?")
+        return hung
 
     def _probe(self, point: str) -> None:
         """The machine passes a named point: maybe crash it, fail its write, or let a second
@@ -963,7 +1034,8 @@ class _Run:
         if self.r_crash and point in self.points and rng.chance(FaultKind.CRASH, self.r_crash,
                                                                 point):
             self._fault(FaultKind.CRASH, "", f"at {point} during {self.activity}")
-            raise SimulatedCrash(point)
+            self.dying = crash = SimulatedCrash(point)  # an async machine's loop stops too
+            raise crash
         if self.r_worker and not self.in_worker and rng.chance(FaultKind.SECOND_WORKER,
                                                                self.r_worker):
             self._second_worker(point)
@@ -985,12 +1057,13 @@ class _Run:
         if self.worker is None:
             quiet, self.quiet = self.quiet, True
             try:
-                self.worker = self.machine.worker()
+                worker = self.calls.worker()
             finally:
                 self.quiet = quiet
-            if self.worker is None:
+            if worker is None:
                 self.r_worker = 0.0  # this machine has no second worker to offer
                 return
+            self.worker = self._called(worker, worker=True)
         current = self.current
         self._fault(FaultKind.SECOND_WORKER, current[0] if current else "",
                     f"at {point} during {self.activity}")
@@ -1002,6 +1075,9 @@ class _Run:
             self.worker.advance(now)
             if current is not None:
                 self.worker.deliver(current[0], current[1], now)
+        except LoopFailure as failure:  # inside the machine's own loop, that one stops too
+            self.dying = failure
+            raise
         finally:
             self.in_worker, self.quiet = False, quiet
 
@@ -1033,7 +1109,7 @@ class _Run:
                            tuple((a.request_id, a.action_hash) for a in obs.approvals)))
 
     def _observation(self, eid: str) -> Observation:
-        obs = self.machine.observe(eid)
+        obs = self.calls.observe(eid)
         if not isinstance(obs, Observation):
             raise _Nonsense(f"observe({eid!r}) gave {type(obs).__name__}, not an Observation")
         if obs.state not in self.definition.states:
@@ -1200,6 +1276,16 @@ def _label(action: tuple[Any, ...]) -> str:
 
 def _changed(action_hash: str) -> str:
     return (action_hash[1:] + action_hash[:1]) if len(action_hash) > 1 else f"{action_hash}x"
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def _close_awaitable(awaitable: Any) -> None:
+    close = getattr(awaitable, "close", None)
+    if close is not None:
+        close()
 
 
 def _name_of(factory: object) -> str:

@@ -76,6 +76,8 @@ class TestExports:
             "Started", "TimerFired", "ToolWorld", "simulate",
             # histories: what was seen, healed and replayed
             "Commanded", "Healed", "Observed", "Replayed",
+            # the protocol's async form
+            "AsyncMachineUnderTest",
             # invariants
             "INVARIANTS", "Invariant", "StepView", "Violation", "check", "invariant",
             # choices, and the engines that make them
