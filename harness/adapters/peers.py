@@ -24,6 +24,10 @@ target by itself (`fsmharness fuzz orders:target`, `@pytest.mark.fsm_fuzz(orders
   while it is rebuilt are not made). Callbacks run synchronously, so a crash can come between
   a tool call and the save (`after_tool_call`) or just before the save (`before_save`), as it
   would in production.
+- **Async machines** (a `transitions` `AsyncMachine`, a python-statemachine machine with async
+  callbacks) are wrapped as an `AsyncPeerMachine`, the protocol's async form: the simulator
+  awaits each trigger's coroutine on the run's own event loop (`harness.sim.asyncloop`), on
+  virtual time, with tasks ready together run in an order the seed fixes.
 
 Neither library is a dependency of fsmharness: install `fsmharness[transitions]` or
 `fsmharness[statemachine]`.
@@ -57,6 +61,7 @@ from reference_machine._definition import _reach as reach
 __all__ = [
     "CRASH_POINTS",
     "AdapterError",
+    "AsyncPeerMachine",
     "PeerMachine",
     "PeerTarget",
     "ToolBox",
@@ -127,8 +132,15 @@ class _Peer:
 
     library = ""
 
-    def machine_of(self, built: Any) -> Any:
+    def machine_of(self, built: Any, activate: Callable[[Any], Any] | None = None) -> Any:
+        """Gives the library's machine in what `build` gave, ready to take events; an
+        awaitable it needs awaited first (an async engine's entry into its initial state)
+        goes to `activate` (by default, it is run to its end here)."""
         return built
+
+    def is_async(self, machine: Any) -> bool:
+        """Tells whether the machine's triggers are coroutines."""
+        return False
 
     def model_of(self, machine: Any) -> Any:
         return machine
@@ -149,6 +161,11 @@ class _Peer:
         "rejected:<why>"."""
         raise NotImplementedError
 
+    async def fire_async(self, machine: Any, event: str, arguments: Mapping[str, Any]) -> str:
+        """Fires `event` as `fire` does, awaiting the trigger's coroutine on the loop that
+        runs this one."""
+        raise NotImplementedError
+
 
 class _Transitions(_Peer):
     library = "transitions"
@@ -156,7 +173,7 @@ class _Transitions(_Peer):
     def __init__(self) -> None:
         self.not_allowed: type[Exception] = _import("transitions", "transitions").MachineError
 
-    def machine_of(self, built: Any) -> Any:
+    def machine_of(self, built: Any, activate: Callable[[Any], Any] | None = None) -> Any:
         machine = getattr(built, "machine", built)
         if not hasattr(machine, "events") or not hasattr(machine, "set_state"):
             raise AdapterError(f"build gave {type(built).__name__}, not a transitions Machine "
@@ -168,6 +185,10 @@ class _Transitions(_Peer):
 
     def model_of(self, machine: Any) -> Any:
         return machine.models[0]
+
+    def is_async(self, machine: Any) -> bool:
+        asynchronous = _import("transitions.extensions.asyncio", "transitions").AsyncMachine
+        return isinstance(machine, asynchronous)
 
     def describe(self, machine: Any) -> tuple[str, list[tuple[str, bool]],
                                               list[tuple[str, str, str]]]:
@@ -201,6 +222,15 @@ class _Transitions(_Peer):
             return f"rejected:{error}"
         return "accepted" if done else "rejected:condition"
 
+    async def fire_async(self, machine: Any, event: str, arguments: Mapping[str, Any]) -> str:
+        try:
+            done = machine.models[0].trigger(event, **arguments)
+            if inspect.isawaitable(done):
+                done = await done
+        except self.not_allowed as error:
+            return f"rejected:{error}"
+        return "accepted" if done else "rejected:condition"
+
 
 class _StateMachine(_Peer):
     library = "python-statemachine"
@@ -209,7 +239,7 @@ class _StateMachine(_Peer):
         module = _import("statemachine", "statemachine")
         self.not_allowed: type[Exception] = module.exceptions.TransitionNotAllowed
 
-    def machine_of(self, built: Any) -> Any:
+    def machine_of(self, built: Any, activate: Callable[[Any], Any] | None = None) -> Any:
         if not hasattr(built, "send") or not hasattr(built, "states"):
             raise AdapterError(f"build gave {type(built).__name__}, not a python-statemachine "
                                f"StateMachine")
@@ -221,7 +251,7 @@ class _StateMachine(_Peer):
         if getattr(built, "current_state_value", None) is None:
             # an async engine enters its initial state at the first event unless told now: a
             # machine restored before that would be put back in its initial state by it
-            _settled(built.activate_initial_state())
+            (activate or _settled)(built.activate_initial_state())
         if getattr(built, _FIRED, None) is None:
             # a StateChart takes an event it has no move for, or whose condition fails,
             # without a word: only a listener tells whether a transition happened
@@ -230,6 +260,10 @@ class _StateMachine(_Peer):
             add(fired)
             setattr(built, _FIRED, fired)
         return built
+
+    def is_async(self, machine: Any) -> bool:
+        engines = _import("statemachine.engines.async_", "statemachine")
+        return isinstance(getattr(machine, "_engine", None), engines.AsyncEngine)
 
     def describe(self, machine: Any) -> tuple[str, list[tuple[str, bool]],
                                               list[tuple[str, str, str]]]:
@@ -264,6 +298,17 @@ class _StateMachine(_Peer):
         before = fired.count
         try:
             _settled(machine.send(event, **arguments))
+        except self.not_allowed as error:
+            return f"rejected:{error}"
+        return "accepted" if fired.count > before else "rejected:no transition taken"
+
+    async def fire_async(self, machine: Any, event: str, arguments: Mapping[str, Any]) -> str:
+        fired = getattr(machine, _FIRED)
+        before = fired.count
+        try:
+            sent = machine.send(event, **arguments)  # on a running loop: a coroutine
+            if inspect.isawaitable(sent):
+                await sent
         except self.not_allowed as error:
             return f"rejected:{error}"
         return "accepted" if fired.count > before else "rejected:no transition taken"
@@ -337,8 +382,9 @@ def _import(module: str, extra: str) -> Any:
                            ) from error
 
 
-class PeerMachine:
-    """A peer library's machine behind the machine-under-test protocol (see the module)."""
+class _PeerMachines:
+    """What the two forms of a peer machine share: the disk, the live machines (memory), and
+    everything but taking an event."""
 
     crash_points: Sequence[str] = CRASH_POINTS
 
@@ -348,48 +394,42 @@ class PeerMachine:
         self.disk: dict[str, _Stored] = {} if disk is None else disk
         self._live: dict[str, tuple[int, Any, ToolBox]] = {}  # memory: lost in a crash
 
-    def start(self, execution_id: str, context: Mapping[str, Any], now: int) -> str | None:
-        return _outside_any_loop(lambda: self._start(execution_id, context, now))
-
-    def deliver(self, execution_id: str, event: Event, now: int) -> str | None:
-        return _outside_any_loop(lambda: self._deliver(execution_id, event, now))
-
-    def _start(self, execution_id: str, context: Mapping[str, Any], now: int) -> str | None:
-        if execution_id in self.disk:
-            return "ignored:duplicate"
+    def _new_box(self, execution_id: str, context: Mapping[str, Any], now: int) -> ToolBox:
         box = ToolBox(execution_id, context, self._tools, self._probe)
         box.state, box.version, box.now = self.target.initial, 1, now
-        machine = self.target.build_machine(box)  # entering the initial state runs here
+        return box
+
+    def _started(self, execution_id: str, context: Mapping[str, Any], machine: Any,
+                 box: ToolBox) -> str:
+        """Saves an execution just built (unless another worker started it meanwhile)."""
         self._probe("before_save")
-        if execution_id in self.disk:  # another worker started it meanwhile
+        if execution_id in self.disk:
             return "ignored:duplicate"
         stored = self.disk[execution_id] = _Stored(self.target.initial, context)
         self._save_model(stored, machine)
         self._live[execution_id] = (stored.version, machine, box)
         return "accepted"
 
-    def _deliver(self, execution_id: str, event: Event, now: int) -> str | None:
-        stored = self.disk.get(execution_id)
-        if stored is None:
-            return "rejected:unknown execution"
+    def _refusal(self, stored: _Stored, event: Event) -> str | None:
+        """Gives what is said of an event refused before it is fired, or None."""
         if self.target.dedupe and event.id in stored.seen:
             return "ignored:duplicate"
-        peer = self.target.peer
-        machine, box = self._machine(execution_id, stored)
-        box.event, box.now = event, now
-        seen = stored.version
+        return None
+
+    def _firing(self, event: Event) -> tuple[str, dict[str, Any]] | str:
+        """Gives the machine's own name of the event and the arguments it is fired with, or
+        the refusal of a payload the schema declared for it refuses."""
         native = self.target.native_events.get(event.type, event.type)
-        arguments: dict[str, Any] = {}
-        if native in self.target.with_payload:  # checked at the boundary, as the reference is
-            problem = self.target.payload_problem(event)
-            if problem:
-                return f"rejected:invalid_payload: {problem}"
-            arguments = dict(event.payload)
-        try:
-            said = peer.fire(machine, native, arguments)
-        except BaseException:
-            self._live.pop(execution_id, None)  # a callback raised: memory may be half moved
-            raise
+        if native not in self.target.with_payload:
+            return native, {}
+        problem = self.target.payload_problem(event)  # checked at the boundary, as the
+        if problem:  # reference machine checks it
+            return f"rejected:invalid_payload: {problem}"
+        return native, dict(event.payload)
+
+    def _saved(self, execution_id: str, stored: _Stored, machine: Any, box: ToolBox,
+               event: Event, seen: int, said: str) -> str:
+        """Saves what the machine did with an event it took (`said`), as a compare-and-set."""
         if said != "accepted":
             self._live.pop(execution_id, None)  # a refusal after a callback moved it, too
             return said
@@ -399,7 +439,7 @@ class PeerMachine:
             # saved this execution first, so this worker's move is dropped
             self._live.pop(execution_id, None)
             return "ignored:conflict"
-        stored.state, stored.version = peer.state(machine), stored.version + 1
+        stored.state, stored.version = self.target.peer.state(machine), stored.version + 1
         if self.target.dedupe:
             stored.seen.add(event.id)
         self._save_model(stored, machine)
@@ -410,24 +450,27 @@ class PeerMachine:
         if self.target.persist is not None:
             stored.model = self.target.persist[0](self.target.peer.model_of(machine))
 
-    def _machine(self, execution_id: str, stored: _Stored) -> tuple[Any, ToolBox]:
-        """Gives the live machine of an execution, rebuilt from the disk when there is none
-        or another worker moved the execution on since."""
+    def _alive(self, execution_id: str, stored: _Stored) -> tuple[Any, ToolBox] | None:
+        """Gives the live machine of an execution, unless there is none or another worker
+        moved the execution on since."""
         live = self._live.get(execution_id)
-        if live is not None and live[0] == stored.version:
-            machine, box = live[1], live[2]
-        else:
-            box = ToolBox(execution_id, stored.context, self._tools, self._probe)
-            box.state, box.version, box.muted = stored.state, stored.version, True
-            try:
-                machine = self.target.build_machine(box)
-                self.target.peer.set_state(machine, stored.state)
-                if self.target.persist is not None and stored.model is not None:
-                    self.target.persist[1](self.target.peer.model_of(machine), stored.model)
-            finally:
-                box.muted = False
-            self._live[execution_id] = (stored.version, machine, box)
-        box.state, box.version = stored.state, stored.version
+        if live is None or live[0] != stored.version:
+            return None
+        live[2].state, live[2].version = stored.state, stored.version
+        return live[1], live[2]
+
+    def _restore_box(self, execution_id: str, stored: _Stored) -> ToolBox:
+        box = ToolBox(execution_id, stored.context, self._tools, self._probe)
+        box.state, box.version, box.muted = stored.state, stored.version, True
+        return box
+
+    def _restored(self, execution_id: str, stored: _Stored, machine: Any, box: ToolBox
+                  ) -> tuple[Any, ToolBox]:
+        """Puts a machine just rebuilt in the stored state, and keeps it live."""
+        self.target.peer.set_state(machine, stored.state)
+        if self.target.persist is not None and stored.model is not None:
+            self.target.persist[1](self.target.peer.model_of(machine), stored.model)
+        self._live[execution_id] = (stored.version, machine, box)
         return machine, box
 
     def advance(self, now: int) -> None:
@@ -442,9 +485,6 @@ class PeerMachine:
     def recover(self, now: int) -> None:
         pass  # the next event rebuilds what it needs from the disk
 
-    def worker(self) -> PeerMachine:
-        return PeerMachine(self.target, self._tools, self._probe, disk=self.disk)
-
     def observe(self, execution_id: str) -> Observation:
         stored = self.disk[execution_id]
         outcome = self.target.outcomes.get(stored.state)
@@ -453,9 +493,112 @@ class PeerMachine:
                            outcome)
 
 
+class PeerMachine(_PeerMachines):
+    """A peer library's machine behind the machine-under-test protocol (see the module)."""
+
+    def start(self, execution_id: str, context: Mapping[str, Any], now: int) -> str | None:
+        return _outside_any_loop(lambda: self._start(execution_id, context, now))
+
+    def deliver(self, execution_id: str, event: Event, now: int) -> str | None:
+        return _outside_any_loop(lambda: self._deliver(execution_id, event, now))
+
+    def _start(self, execution_id: str, context: Mapping[str, Any], now: int) -> str | None:
+        if execution_id in self.disk:
+            return "ignored:duplicate"
+        box = self._new_box(execution_id, context, now)
+        machine = self.target.build_machine(box)  # entering the initial state runs here
+        return self._started(execution_id, context, machine, box)
+
+    def _deliver(self, execution_id: str, event: Event, now: int) -> str | None:
+        stored = self.disk.get(execution_id)
+        if stored is None:
+            return "rejected:unknown execution"
+        refused = self._refusal(stored, event)
+        if refused is not None:
+            return refused
+        machine, box = self._machine(execution_id, stored)
+        box.event, box.now = event, now
+        seen = stored.version
+        firing = self._firing(event)
+        if isinstance(firing, str):
+            return firing
+        try:
+            said = self.target.peer.fire(machine, *firing)
+        except BaseException:
+            self._live.pop(execution_id, None)  # a callback raised: memory may be half moved
+            raise
+        return self._saved(execution_id, stored, machine, box, event, seen, said)
+
+    def _machine(self, execution_id: str, stored: _Stored) -> tuple[Any, ToolBox]:
+        """Gives the live machine of an execution, rebuilt from the disk when there is none
+        or another worker moved the execution on since."""
+        alive = self._alive(execution_id, stored)
+        if alive is not None:
+            return alive
+        box = self._restore_box(execution_id, stored)
+        try:
+            machine = self.target.build_machine(box)
+            return self._restored(execution_id, stored, machine, box)
+        finally:
+            box.muted = False
+
+    def worker(self) -> PeerMachine:
+        return PeerMachine(self.target, self._tools, self._probe, disk=self.disk)
+
+
+class AsyncPeerMachine(_PeerMachines):
+    """A peer library's async machine (a `transitions` `AsyncMachine`, a python-statemachine
+    machine with async callbacks) behind the protocol's async form: `start` and `deliver` are
+    coroutines, which the simulator awaits on the run's event loop, and so does every
+    coroutine of the library's they await."""
+
+    async def start(self, execution_id: str, context: Mapping[str, Any], now: int
+                    ) -> str | None:
+        if execution_id in self.disk:
+            return "ignored:duplicate"
+        box = self._new_box(execution_id, context, now)
+        machine = await self.target.build_machine_async(box)  # enters the initial state
+        return self._started(execution_id, context, machine, box)
+
+    async def deliver(self, execution_id: str, event: Event, now: int) -> str | None:
+        stored = self.disk.get(execution_id)
+        if stored is None:
+            return "rejected:unknown execution"
+        refused = self._refusal(stored, event)
+        if refused is not None:
+            return refused
+        machine, box = await self._machine(execution_id, stored)
+        box.event, box.now = event, now
+        seen = stored.version
+        firing = self._firing(event)
+        if isinstance(firing, str):
+            return firing
+        try:
+            said = await self.target.peer.fire_async(machine, *firing)
+        except BaseException:
+            self._live.pop(execution_id, None)  # a callback raised: memory may be half moved
+            raise
+        return self._saved(execution_id, stored, machine, box, event, seen, said)
+
+    async def _machine(self, execution_id: str, stored: _Stored) -> tuple[Any, ToolBox]:
+        alive = self._alive(execution_id, stored)
+        if alive is not None:
+            return alive
+        box = self._restore_box(execution_id, stored)
+        try:
+            machine = await self.target.build_machine_async(box)
+            return self._restored(execution_id, stored, machine, box)
+        finally:
+            box.muted = False
+
+    def worker(self) -> AsyncPeerMachine:
+        return AsyncPeerMachine(self.target, self._tools, self._probe, disk=self.disk)
+
+
 class PeerTarget:
     """A machine factory over a peer library's machine: `target(definition, tools, probe)`
-    gives a `PeerMachine`, and `target.definition` is what was read off the machine."""
+    gives a `PeerMachine` (an `AsyncPeerMachine` for an async one: `asynchronous`), and
+    `target.definition` is what was read off the machine."""
 
     crash_points: Sequence[str] = CRASH_POINTS
 
@@ -468,6 +611,7 @@ class PeerTarget:
         probe_box = ToolBox("describe", {}, {}, _no_probe)
         probe_box.muted = True
         machine = self.build_machine(probe_box)
+        self.asynchronous = peer.is_async(machine)
         self.initial, states, moves = peer.describe(machine)
         # the library's names, as the definition format takes them (kept where they are)
         self.state_ids = safe_ids(state for state, _ in states)
@@ -508,6 +652,16 @@ class PeerTarget:
     def build_machine(self, box: ToolBox) -> Any:
         return self.peer.machine_of(self.build(box))
 
+    async def build_machine_async(self, box: ToolBox) -> Any:
+        """Gives a new machine as `build_machine` does, awaiting here (on the loop that runs
+        this) what the library needs awaited before it takes events."""
+        awaiting: list[Any] = []
+        machine = self.peer.machine_of(self.build(box), activate=awaiting.append)
+        for awaitable in awaiting:
+            if inspect.isawaitable(awaitable):
+                await awaitable
+        return machine
+
     def _definition(self, states: list[tuple[str, bool]], moves: list[tuple[str, str, str]],
                     tools: Mapping[str, Mapping[str, Any]],
                     events: Mapping[str, Mapping[str, Any]]) -> WorkflowDefinition:
@@ -541,7 +695,9 @@ class PeerTarget:
         })
 
     def __call__(self, definition: WorkflowDefinition, tools: Mapping[str, Tool],
-                 probe: Probe) -> PeerMachine:
+                 probe: Probe) -> PeerMachine | AsyncPeerMachine:
+        if self.asynchronous:
+            return AsyncPeerMachine(self, tools, probe)
         return PeerMachine(self, tools, probe)
 
     def __repr__(self) -> str:
