@@ -579,9 +579,16 @@ class LangGraphTarget:
             ids[START]: {"initial": True, "always": _always(moves.get(START, ()), ids)},
             ids[END]: {"type": "final", "outcome": "success"},
         }
+        siblings: dict[str, list[str]] = {}  # nodes one superstep may run side by side
+        for targets in moves.values():
+            for target in targets:
+                siblings.setdefault(target, []).extend(ids[t] for t in targets)
         for node in nodes:
             targets = [ids[t] for t in moves.get(node, ())]
-            again = [{"target": t} for t in dict.fromkeys([ids[node], *targets])]
+            # a retry, or a look at a thread whose superstep runs several nodes, may show it
+            # in any of them
+            again = [{"target": t} for t in dict.fromkeys([ids[node], *targets,
+                                                           *siblings.get(node, ())])]
             state: dict[str, Any] = {"on": {FAILED_EVENT: again}}
             if node in asking:  # it waits for its human's answer, as long as it takes
                 state.update(type="wait", after={"delay": _FOREVER, "target": ids[END]})
@@ -621,7 +628,8 @@ def _loaded(name: str, tools: Mapping[str, Mapping[str, Any]],
         return load_definition(spec)
     except DefinitionError as error:
         if "eventless-cycle" not in str(error):
-            raise AdapterError(f"the definition read off the graph does not load: {error}"
+            said = "; ".join(line.strip() for line in str(error).splitlines()[1:])
+            raise AdapterError(f"the definition read off the graph does not load: {said}"
                                ) from error
     for state in states.values():
         for move in state.get("always", ()):
@@ -668,6 +676,9 @@ def _read(builder: Any, interrupts: Sequence[str] | None
             pass  # an error handler or a deferred node is a node like another
         for target in getattr(spec, "ends", None) or ():
             add(str(name), str(target))
+        handler = getattr(spec, "error_handler_node", None)
+        if handler:  # a failure that its retries do not mend runs the node's handler
+            add(str(name), str(handler))
     for source, target in sorted(builder.edges):
         add(str(source), str(target))
     for sources, target in sorted(getattr(builder, "waiting_edges", ()) or ()):
@@ -678,6 +689,12 @@ def _read(builder: Any, interrupts: Sequence[str] | None
             ends = getattr(branch, "ends", None)
             for target in (ends.values() if ends else everything):
                 add(str(source), str(target))
+    for name, spec in builder.nodes.items():  # a handler goes on as its node would have
+        handler = getattr(spec, "error_handler_node", None)
+        if handler:
+            for target in moves.get(str(name), ()):
+                if target != handler:
+                    add(str(handler), target)
     for name in nodes:  # a node no edge leaves ends the run, as END does
         moves.setdefault(name, [END])
     if START not in moves:

@@ -89,6 +89,7 @@ from harness.sim.world import Clock, LedgerEntry, ToolWorld, fault_tables, gener
 from reference_machine import (
     APPROVAL_DENIED,
     APPROVAL_GRANTED,
+    CRASH_POINTS,
     Commit,
     Event,
     RunCompensation,
@@ -190,7 +191,9 @@ class SimOptions:
         plan = values.pop("plan", None)
         if plan is not None:
             try:
-                values["plan"] = load_plan(plan)
+                # the crash points a machine other than the reference names are checked
+                # against that machine when a run builds it (check_points)
+                values["plan"] = load_plan(plan, crash_points=_points_named(plan))
             except FaultPlanError as exc:
                 raise HarnessError(f"options.plan: {exc}") from exc
         try:
@@ -1241,6 +1244,14 @@ def _events_inside(definition: WorkflowDefinition, charted: str) -> tuple[str, .
         if charted in state.ancestors:
             names.update(_enabled_events(definition, name))
     return tuple(sorted(names))
+
+
+def _points_named(plan: Any) -> tuple[str, ...]:
+    """Gives the reference's crash points and those a recorded plan's crash fault names."""
+    crash = plan.get("faults", {}).get("crash") if isinstance(plan, Mapping) else None
+    named = crash.get("points") if isinstance(crash, Mapping) else None
+    extra = [p for p in named if isinstance(p, str)] if isinstance(named, list) else []
+    return tuple(dict.fromkeys([*CRASH_POINTS, *extra]))
 
 
 def _enabled_events(definition: WorkflowDefinition, state: str) -> tuple[str, ...]:
