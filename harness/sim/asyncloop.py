@@ -7,9 +7,10 @@ process would) and makes each call of the machine on it, to its end:
 - **Virtual time.** The loop's `time()` is the machine's clock (the `now` the simulator tells
   it, in seconds), and nothing on it waits for real: when no callback is ready, the clock jumps
   to the next timer. A sleep inside a call moves the loop's clock only: the call takes no time
-  on the simulator's clock (a tool called after the sleep is stamped with the step's time), and
-  the next call starts at the simulator's time again, or where the loop's clock got to if that
-  is later (the loop's clock never goes back).
+  on the simulator's clock (a tool called after the sleep is stamped with the step's time, and
+  a frozen wall clock, `freeze_clock`, stays where the call began), and the next call starts at
+  the simulator's time again, or where the loop's clock got to if that is later (the loop's
+  clock never goes back).
 - **An order fixed by the seed.** The tasks ready at one turn of the loop run in an order drawn
   from the run's choices (`order(n)` gives which of the `n` left goes next; 0 every time is
   the order asyncio would take). Plain callbacks (`call_soon`) keep their first-in, first-out

@@ -448,12 +448,10 @@ class _Run:
         if watch is not None:
             watch(self._committed, self._recorded)
 
-    def _called(self, machine: Any, *, worker: bool = False) -> Any:
+    def _called(self, machine: Any) -> Any:
         """Gives the machine as the simulator calls it: itself, or, when some of its methods
-        are coroutine functions, those run on the run's loop (a worker's on one of its own)."""
-        if not is_async(machine):
-            return machine
-        return AsyncCalls(machine, self._new_loop() if worker else self._loop())
+        are coroutine functions, those run on the run's loop."""
+        return AsyncCalls(machine, self._loop()) if is_async(machine) else machine
 
     def _loop(self) -> RunLoop:
         """Gives the run's event loop (made the first time)."""
@@ -1059,14 +1057,21 @@ class _Run:
         one's step: it recovers, fires due timers and takes the same event."""
         if self.worker is None:
             quiet, self.quiet = self.quiet, True
+            loop = None
             try:
-                worker = self.calls.worker()
+                make = self.machine.worker
+                if inspect.iscoroutinefunction(make):  # made on the worker's own loop: the
+                    loop = self._new_loop()  # machine's may be running (mid-call)
+                    worker = loop.call(make)
+                else:
+                    worker = make()
             finally:
                 self.quiet = quiet
             if worker is None:
                 self.r_worker = 0.0  # this machine has no second worker to offer
                 return
-            self.worker = self._called(worker, worker=True)
+            self.worker = (worker if not is_async(worker) else
+                           AsyncCalls(worker, loop if loop is not None else self._new_loop()))
         current = self.current
         self._fault(FaultKind.SECOND_WORKER, current[0] if current else "",
                     f"at {point} during {self.activity}")

@@ -9,6 +9,7 @@ import asyncio
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from harness import (
     check,
     fuzz,
 )
-from harness.sim.simulator import _Run
+from harness.sim.simulator import FROZEN_EPOCH, _Run
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = Path(async_machines.__file__).read_text(encoding="utf-8").splitlines()
@@ -105,6 +106,19 @@ class TestASoundAsyncMachine:
         assert run.failure is None and check(DEFINITION, run.history) == []
         assert len(run.loops) == 2 and run.loops[0].loop is not run.loops[1].loop
 
+    def test_a_worker_made_by_a_coroutine_is_made_on_its_own_loop(self) -> None:
+        """`async def worker()`, asked for in the middle of the machine's own call."""
+        class Awaiting(AsyncOrders):
+            async def worker(self) -> AsyncOrders:  # type: ignore[override]
+                await asyncio.sleep(1)
+                return AsyncOrders(None, self.tools, self.probe, disk=self.disk)
+
+        run = first_run(Awaiting, lambda history: any(
+            type(r) is FaultInjected and r.fault == "second_worker"
+            and "during external" in r.detail for r in history))
+        assert run.failure is None and check(DEFINITION, run.history) == []
+        assert len(run.loops) == 2
+
     def test_an_async_factory_is_awaited(self) -> None:
         async def build(definition: Any, tools: Any, probe: Any) -> AsyncOrders:
             await asyncio.sleep(1)
@@ -154,6 +168,24 @@ class TestVirtualTime:
         told, started, _ = slept[0]
         assert started == told / 1000  # the first call starts at the machine's time
         assert run.history[1:] == executed(AsyncOrders, 1).history[1:]
+
+
+    def test_a_frozen_wall_clock_stays_where_the_call_began(self) -> None:
+        """With `freeze_clock`, `datetime.now()` is the machine's time as told; a sleep moves
+        the loop's clock only."""
+        class Wall(AsyncOrders):
+            seen: list[tuple[int, datetime, datetime]] = []
+
+            async def deliver(self, *args: Any) -> Any:
+                before = datetime.now(UTC)
+                await asyncio.sleep(60)
+                self.seen.append((args[2], before, datetime.now(UTC)))
+                return await super().deliver(*args)
+
+        run = executed(Wall, 1, freeze_clock=True)
+        assert run.failure is None and Wall.seen
+        for told, before, after in Wall.seen:
+            assert before == after == FROZEN_EPOCH + timedelta(milliseconds=told)
 
 
 class TestWhatAMachineLeavesBehind:
