@@ -24,7 +24,9 @@ for the floor and the peers, and the definition's own compiled expressions for `
 Beside the shapes: the durable groups (the runtime over SQLite beside a bare sqlite3 loop that
 writes the same rows under the same commit policy), simulated steps per second with and without
 faults, native fuzzing beside the Hypothesis machine on the same workflow, checker throughput
-(and peak memory) over 1k and 100k history records, and a fuzz campaign on 1 and 2 processes.
+(and peak memory) over 1k and 100k history records, a fuzz campaign on 1 and 2 processes, and
+(in `harness.bench.langgraph_group`) node runs of a LangGraph graph invoked bare beside the
+same graph under the adapter and the simulator, over the same saver.
 """
 
 from __future__ import annotations
@@ -1039,7 +1041,8 @@ def memory_group(definition: WorkflowDefinition, machine: MachineFactory, quick:
 
 #: What `--only` matches: the section titles `suite` gives, in the order they run.
 SECTIONS = ("shape: 8-state cycle", "shape: 200-state ring", "shape: scenario", "durable",
-            "simulator", "engines", "checkers", "scaling: states", "scaling: processes")
+            "simulator", "engines", "checkers", "scaling: states", "scaling: processes",
+            "langgraph")
 
 
 def _calling(work: Callable[..., Any], *args: Any) -> Maker:
@@ -1056,6 +1059,13 @@ def _scenario_shape_group(definition: WorkflowDefinition) -> Group:
     return shape_group(scenario(definition), "shape: scenario")
 
 
+def _langgraph_groups(quick: bool) -> list[Group]:
+    # imported when chosen: the module builds on this one's groups and contenders
+    from harness.bench.langgraph_group import langgraph_groups
+
+    return langgraph_groups(quick)
+
+
 def suite(targets: Sequence[Target] = (), *, quick: bool = False, only: Sequence[str] = ()
           ) -> list[tuple[str, Callable[[], list[Group]]]]:
     """Gives the sections `fsmharness bench` runs, each a title and what builds its groups
@@ -1063,8 +1073,10 @@ def suite(targets: Sequence[Target] = (), *, quick: bool = False, only: Sequence
     the shapes (a scenario for each target's definition, else the bundled refund scenario),
     the durable groups, the simulator and the engines on each target's machine, the checkers
     and the scaling groups (states 8, 200, 2,000; history 1k and 100k records; 1 and 2
-    processes). `only` keeps the sections whose title holds one of its texts; `quick`
-    shrinks the work (a 10k history, fewer runs), not the shapes."""
+    processes), then a LangGraph graph bare and under the harness (a group with no
+    contenders and a note when langgraph is not installed). `only` keeps the sections whose
+    title holds one of its texts; `quick` shrinks the work (a 10k history, fewer runs), not
+    the shapes."""
     targets = list(targets) or [
         Target(str(DEFAULT_SCENARIO), load_definition(DEFAULT_SCENARIO), ReferenceMachine)]
     first = targets[0]
@@ -1092,6 +1104,7 @@ def suite(targets: Sequence[Target] = (), *, quick: bool = False, only: Sequence
         ("scaling: processes", lambda: [process_group(first.definition, first.machine,
                                                       quick)]),
         ("memory", lambda: [memory_group(first.definition, first.machine, quick)]),
+        ("langgraph", lambda: _langgraph_groups(quick)),
     ]
     if only:
         sections = [(title, build) for title, build in sections
@@ -1105,9 +1118,11 @@ BENCH_KIND = "fsmharness.bench"
 BENCH_FORMAT = 1
 
 
-def document(measured: Sequence[Measured], *, seconds: float, quick: bool) -> dict[str, Any]:
+def document(measured: Sequence[Measured], *, seconds: float, quick: bool,
+             skipped: Sequence[Group] = ()) -> dict[str, Any]:
     """Gives the JSON document of a bench run: each figure with its ratio to its group's floor
-    and, in the shape groups, each peer's time divided by it (how many times faster it is)."""
+    and, in the shape groups, each peer's time divided by it (how many times faster it is);
+    the groups `skipped` (none measured: what they need is not installed) with their notes."""
     import os
     import platform
 
@@ -1137,6 +1152,8 @@ def document(measured: Sequence[Measured], *, seconds: float, quick: bool) -> di
         "platform": platform.platform(terse=True), "cpus": os.cpu_count() or 1,
         "seconds": seconds, "quick": quick, "results": results,
     }
+    if skipped:
+        doc["skipped"] = [{"group": group.name, "note": group.note} for group in skipped]
     doc["aims"] = aims(results)
     return doc
 

@@ -397,8 +397,8 @@ def report_command(path: str, report_dir: str | None) -> None:
                    "measurement.")
 @click.option("--only", "only", multiple=True, metavar="TEXT",
               help="Run only the sections whose title holds TEXT (repeatable): shape, "
-                   "durable, simulator, engines, checkers, scaling, or a finer title such "
-                   "as 'shape: 8-state cycle'.")
+                   "durable, simulator, engines, checkers, scaling, langgraph, or a finer "
+                   "title such as 'shape: 8-state cycle'.")
 @click.option("--json", "as_json", is_flag=True, help="Print the bench document as JSON.")
 @click.option("--markdown", is_flag=True, help="Print the tables as Markdown.")
 @click.option("--save", "save", is_flag=False, flag_value="", default=None, metavar="NAME",
@@ -421,7 +421,8 @@ def bench_command(targets: Sequence[str], seconds: float, quick: bool, only: Seq
     bundled refund scenario) walked by a dict FSM (the floor), the reference decide, the
     runtime over memory and SQLite, transitions and python-statemachine; the runtime beside a
     bare sqlite3 loop; simulated steps; native fuzzing beside the Hypothesis machine;
-    checkers over 1k and 100k records; and how it scales (states, history, processes).
+    checkers over 1k and 100k records; how it scales (states, history, processes); and a
+    LangGraph graph invoked bare beside the same graph under the adapter and the simulator.
     Ratios hold on a noisy machine; absolute times do not."""
     found = command_targets(targets, None, modules) if targets else []
     try:
@@ -434,18 +435,22 @@ def bench_command(targets: Sequence[str], seconds: float, quick: bool, only: Seq
                            f"sections: {', '.join(bench.SECTIONS)})")
     saved = _bench_path(save) if save is not None else None  # checked, nothing made yet
     measured: list[bench.Measured] = []
+    skipped: list[bench.Group] = []
     with _progress(quiet) as progress:
         task = progress.add_task("bench", total=len(sections), detail="")
         for title, build in sections:
             progress.update(task, detail=title)
             try:
                 for group in build():
+                    if not group.contenders:  # what it needs is not installed: its note says
+                        skipped.append(group)
+                        continue
                     measured += bench.measure(group, seconds,
                                               rounds=3 if quick else bench.ROUNDS)
             except HarnessError as exc:
                 raise UsageProblem(f"{title}: {exc}") from exc
             progress.advance(task)
-    doc = bench.document(measured, seconds=seconds, quick=quick)
+    doc = bench.document(measured, seconds=seconds, quick=quick, skipped=skipped)
     compared = bench.compare(doc, baseline, tolerance) if baseline is not None else None
     if compared is not None:
         doc["compared"] = {"baseline": baseline_path, "tolerance": tolerance,
@@ -528,6 +533,8 @@ def _bench_tables(doc: dict[str, Any]) -> None:
         for row in rows:
             table.add_row(*map(escape, row[:len(columns)]))
         console.print(table)
+    for each in doc.get("skipped", ()):
+        console.print(f"{escape(each['group'])}: {escape(each['note'])}")
     aims = Table("aim", "measured", "target", "met", title="aims", title_justify="left")
     for aim in doc["aims"]:
         aims.add_row(aim["aim"], f"{aim['measured']:,.2f}", aim["target"],
@@ -552,6 +559,8 @@ def bench_markdown(doc: dict[str, Any]) -> str:
         shown = group if group != last else ""
         lines.append(f"| {' | '.join([_md(shown), *map(_md, cells)])} |")
         last = group
+    for each in doc.get("skipped", ()):
+        lines += ["", f"{_md(each['group'])}: {_md(each['note'])}"]
     lines += ["", "| aim | measured | target | met |", "| --- | --- | --- | --- |"]
     lines += [f"| {_md(aim['aim'])} | {aim['measured']:,.2f} | {aim['target']} | "
               f"{'yes' if aim['met'] else 'no'} |" for aim in doc["aims"]]
