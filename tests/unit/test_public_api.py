@@ -181,27 +181,27 @@ class TestReadme:
 
     def test_invariant_example_runs(self, tmp_path: Path) -> None:
         """The user-invariant example registers it and finds every invariant held."""
-        out = self.run_example(6, tmp_path, "\nassert 'one_refund_per_order' in "
+        out = self.run_example(7, tmp_path, "\nassert 'one_refund_per_order' in "
                                             "__import__('harness').INVARIANTS\n")
         assert out == "[]\n"
 
     def test_fuzz_example_finds_shrinks_and_replays(self, tmp_path: Path) -> None:
         """The fuzz example finds the planted bug, prints its trace and replays its file."""
-        out = self.run_example(7, tmp_path).splitlines()
+        out = self.run_example(8, tmp_path).splitlines()
         assert out[0] == "no_duplicate_effect" and out[-1] == "True"
         assert out[1].startswith("step 1 (t=0s): start x1") and len(out) - 2 <= 12
         assert list((tmp_path / "reports" / "replays").glob("planted-*.json"))
 
     def test_hypothesis_example_is_a_test_case(self, tmp_path: Path) -> None:
         """The Hypothesis example gives a TestCase that runs and passes."""
-        self.run_example(8, tmp_path, "\nimport unittest\nresult = unittest.TextTestRunner("
+        self.run_example(9, tmp_path, "\nimport unittest\nresult = unittest.TextTestRunner("
                                       "verbosity=0).run(unittest.defaultTestLoader."
                                       "loadTestsFromTestCase(TestRefund))\n"
                                       "assert result.wasSuccessful() and result.testsRun == 1\n")
 
     def test_explore_example_proves_a_bound(self, tmp_path: Path) -> None:
         """The exhaustive search example prints its verdict."""
-        out = self.run_example(9, tmp_path)
+        out = self.run_example(10, tmp_path)
         assert out.startswith("held within bound 4 (") and out.endswith(" distinct states)\n")
 
 
