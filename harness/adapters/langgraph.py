@@ -455,9 +455,10 @@ class LangGraphMachine:
         return LangGraphMachine(self.target, self._tools, self._probe, disk=self.disk)
 
     def _snapshot(self, execution_id: str) -> Any:
-        if self._saver.inner.get_tuple(self._config(execution_id)) is None:
-            return None
-        return self.graph.get_state(self._config(execution_id))
+        """Gives the thread's state, or None for a thread with no checkpoint (LangGraph then
+        gives a snapshot with no metadata): one read of the file."""
+        snapshot = self.graph.get_state(self._config(execution_id))
+        return None if snapshot.metadata is None else snapshot
 
     def observe(self, execution_id: str) -> Observation:
         snapshot = self._snapshot(execution_id)
