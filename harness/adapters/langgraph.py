@@ -339,8 +339,9 @@ class LangGraphMachine:
     # memory: the compiled graph, its saver and connection
     def _open(self) -> None:
         self.dead = False
-        self._connection = sqlite3.connect(self.disk.path, check_same_thread=False,
-                                           isolation_level=None)
+        # opened as SqliteSaver.from_conn_string opens its own: a save of several rows is one
+        # transaction, committed once
+        self._connection = sqlite3.connect(self.disk.path, check_same_thread=False)
         inner = self.target.saver(self._connection)
         self._saver = _saver_class()(inner, self)
         built = self.target.builder(self._box)

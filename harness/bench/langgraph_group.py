@@ -245,8 +245,9 @@ def _plain_tool(input: Mapping[str, Any], idempotency_key: str) -> Success:
 
 
 def _connected(path: Path) -> sqlite3.Connection:
-    # as the adapter opens its file: autocommit, shared with LangGraph's saver thread
-    return sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    # as the adapter (and SqliteSaver.from_conn_string) opens its file, shared with
+    # LangGraph's saver thread
+    return sqlite3.connect(path, check_same_thread=False)
 
 
 def bare_runs(scripts: Sequence[Sequence[Call]], folder: Path, ran: NodeRuns,
