@@ -52,7 +52,7 @@ import tempfile
 import textwrap
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -324,7 +324,8 @@ class LangGraphMachine:
     crash_points: Sequence[str] = CRASH_POINTS
 
     def __init__(self, target: LangGraphTarget, tools: Mapping[str, Tool], probe: Probe,
-                 disk: _Disk | None = None) -> None:
+                 disk: _Disk | None = None,
+                 moves: dict[str, list[tuple[str, str]]] | None = None) -> None:
         self.target, self._tools, self._probe = target, tools, probe
         self.durability = target.durability
         self.disk = disk if disk is not None else _Disk(target.new_file())
@@ -334,6 +335,11 @@ class LangGraphMachine:
         self._connection: sqlite3.Connection | None = None
         self._saver: Any = None
         self._box = GraphBox(tools, self)
+        # per thread, the moves (state ids) its runs made since it was last observed (a second
+        # worker's too), and the nodes its last superstep ran: what the processes watched,
+        # lost in a crash
+        self._moves: dict[str, list[tuple[str, str]]] = moves if moves is not None else {}
+        self._last: dict[str, list[str]] = {}
         self._open()
 
     # memory: the compiled graph, its saver and connection
@@ -376,14 +382,22 @@ class LangGraphMachine:
         context.run(self._stream, execution_id, given)
 
     def _stream(self, execution_id: str, given: Any) -> None:
+        watch = _Moves(self.target, self._moves.setdefault(execution_id, []),
+                       self._last.get(execution_id, ()))
         with _harnessed(self._tools, self._box):
             try:
                 try:
-                    for _ in self.graph.stream(given, self._config(execution_id),
-                                               durability=self.durability,
-                                               stream_mode="updates"):
-                        self.passing("after_task")
+                    for mode, chunk in self.graph.stream(
+                            given, self._config(execution_id), durability=self.durability,
+                            stream_mode=["updates", "tasks"]):
+                        if mode == "updates":
+                            watch.asked = watch.asked or "__interrupt__" in chunk
+                            self.passing("after_task")
+                        else:
+                            watch.task(chunk)
+                    watch.ended()
                 finally:  # LangGraph waits for its saves as the call ends, however it ends
+                    self._last[execution_id] = watch.last
                     if not self.dead:
                         self._saver.land()
             except (SimulatedCrash, _Dead):
@@ -401,6 +415,7 @@ class LangGraphMachine:
             return "ignored:duplicate"
         given = self.target.input_of(context)
         self.disk.accepted[execution_id] = given
+        self._last[execution_id] = [START]
         self._run(execution_id, given)
         return "accepted"
 
@@ -442,6 +457,8 @@ class LangGraphMachine:
         self.dead = True
         self.close()
         self.graph = self._saver = None
+        self._moves.clear()
+        self._last.clear()
 
     def recover(self, now: int) -> None:
         self.close()
@@ -450,10 +467,13 @@ class LangGraphMachine:
             stored = self._saver.inner.get_tuple(self._config(execution_id)) is not None
             # a run accepted and never saved is run again from its input (the queue's copy),
             # unless the target says to carry it on as LangGraph's docs do: invoke(None)
+            if not stored and self.target.resubmit:
+                self._last[execution_id] = [START]
             self._run(execution_id, None if stored or not self.target.resubmit else given)
 
     def worker(self) -> LangGraphMachine:
-        return LangGraphMachine(self.target, self._tools, self._probe, disk=self.disk)
+        return LangGraphMachine(self.target, self._tools, self._probe, disk=self.disk,
+                                moves=self._moves)
 
     def _snapshot(self, execution_id: str) -> Any:
         """Gives the thread's state, or None for a thread with no checkpoint (LangGraph then
@@ -462,19 +482,77 @@ class LangGraphMachine:
         return None if snapshot.metadata is None else snapshot
 
     def observe(self, execution_id: str) -> Observation:
+        moves = tuple(self._moves.pop(execution_id, ()))
         snapshot = self._snapshot(execution_id)
-        if snapshot is None:
+        if snapshot is None:  # nothing saved yet: no move to show
             return Observation(START, "running", 0)
         version = int((snapshot.metadata or {}).get("step", -1)) + 2
         ids = self.target.state_ids
         asking = _asks(snapshot)
         if asking:
-            return Observation(ids.get(asking, START), "waiting", version)
+            return Observation(ids.get(asking, START), "waiting", version, moves=moves)
         if snapshot.next:
             node = snapshot.next[0]
             return Observation(ids.get(node, START), "waiting" if _failed(snapshot)
-                               else "running", version)
-        return Observation(END, "final", version, "success")
+                               else "running", version, moves=moves)
+        return Observation(END, "final", version, "success", moves=moves)
+
+
+class _Moves:
+    """Watches one call's tasks for the moves they make: a task a superstep starts was moved
+    to from each node of the superstep before that declares it a next node (a node moves on
+    when it ends or fails, to its error handler then; not while it waits on an interrupt),
+    and a call that ends without an interrupt moves its last nodes to END."""
+
+    def __init__(self, target: LangGraphTarget, moves: list[tuple[str, str]],
+                 last: Sequence[str]) -> None:
+        self.ids, self.next = target.state_ids, target.next_nodes
+        self.moves = moves
+        self.last = list(last)  # the nodes the superstep before ran (START before the first)
+        self.started: list[str] = []  # the superstep running: nodes started, nodes ended
+        self.ended_: list[str] = []
+        self.results = False  # a task of the superstep running has ended
+        self.asked = False
+
+    def task(self, chunk: Mapping[str, Any]) -> None:
+        name = str(chunk.get("name"))
+        if "result" not in chunk:  # a task starts; after a task ended, in a new superstep
+            if self.results:
+                self._next_superstep()
+            if name not in self.started:
+                self.started.append(name)
+                for node in self.last:
+                    self._move(node, name)
+        else:
+            self.results = True
+            if not chunk.get("interrupts") and name not in self.ended_:
+                self.ended_.append(name)
+
+    def ended(self) -> None:
+        """The call returned: without an interrupt, the graph ran to END."""
+        if self.results:
+            self._next_superstep()
+        if not self.asked:
+            self._ends(self.last)
+            self.last = []  # at END: a call after this one runs nothing
+
+    def _next_superstep(self) -> None:
+        """The superstep running is done: a node of the one before that started nothing in
+        it ended its branch, at END where it may go there."""
+        self._ends(node for node in self.last
+                   if not self.next.get(node, frozenset()).intersection(self.started))
+        self.last, self.started, self.ended_ = self.ended_, [], []
+        self.results = False
+
+    def _ends(self, nodes: Iterable[str]) -> None:
+        for node in nodes:
+            self._move(node, END)
+
+    def _move(self, source: str, target: str) -> None:
+        if target in self.next.get(source, ()):
+            move = (self.ids[source], self.ids[target])
+            if move not in self.moves:
+                self.moves.append(move)
 
 
 def _asks(snapshot: Any) -> str:
@@ -538,6 +616,7 @@ class LangGraphTarget:
         self.__module__ = module or getattr(build, "__module__", None) or __name__
         self.state_ids = safe_ids([START, *nodes, END])
         self.asking = asking
+        self.next_nodes = {source: frozenset(targets) for source, targets in moves.items()}
         self.definition = self._definition(nodes, moves, asking, tools or {})
         self._files: tuple[int, Path, Iterator[int]] | None = None
 

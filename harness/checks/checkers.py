@@ -877,6 +877,16 @@ def legal_transitions(definition: WorkflowDefinition, history: History
             eid = record.execution
             before = last_seen.get(eid)
             last_seen[eid] = (index, record.state)
+            for source, target in record.moves:  # each move its machine told it made
+                if definition.states[source].final:
+                    continue  # a final state left: terminal_stays_terminal tells of it
+                reach = reach or _reachable(definition)
+                if target not in reach[source]:
+                    yield Violation(
+                        "legal_transitions",
+                        f"{eid} moved from {source!r} to {target!r}, which no sequence of the "
+                        "definition's transitions reaches", eid, record.step, (index,))
+                    break
             if before is None or before[1] == record.state:
                 continue
             if definition.states[before[1]].final:

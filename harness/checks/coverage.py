@@ -198,9 +198,14 @@ def coverage_of(definition: WorkflowDefinition, history: Sequence[HistoryRecord]
             states.add(record.state)
             before = last.get(record.execution)
             last[record.execution] = (record.state, record.version)
+            if committed:
+                continue
+            for source, target in record.moves:  # the moves its machine told it made
+                states.update((source, target))
+                transitions.add((source, UNSEEN_EVENT, target))
             # a move seen from outside: the state changed, or it stayed and the version went
             # up (a self-transition)
-            if not committed and before is not None and (
+            if before is not None and (
                     before[0] != record.state or record.version > before[1]):
                 transitions.add((before[0], UNSEEN_EVENT, record.state))
         elif type(record) is FaultInjected:

@@ -295,7 +295,9 @@ class Observed(NamedTuple):
 
     In a parallel or map state, `approvals` holds (request id, action hash) of every request
     its regions wait on, in region order (`request` is the first); left out of the JSON line
-    while empty."""
+    while empty. `moves` holds the (from, to) moves the execution made since the previous
+    observation, oldest first, when its machine tells them (one that moves several times in a
+    call); left out while empty too."""
 
     step: int
     at: int
@@ -307,6 +309,7 @@ class Observed(NamedTuple):
     request: str = ""
     action_hash: str = ""
     approvals: tuple[tuple[str, str], ...] = ()
+    moves: tuple[tuple[str, str], ...] = ()
 
     @property
     def kind(self) -> Literal["observed"]:
@@ -369,7 +372,7 @@ HistoryRecord = (RunStarted | Started | Delivered | Decided | Committed | Dispat
 #: Fields added after the first history format: left out of a line while empty, so that a run
 #: that does not use them writes the lines it did.
 _LEFT_OUT_EMPTY = {"committed": ("via", "inner", "regions", "region_contexts"),
-                   "observed": ("approvals",)}
+                   "observed": ("approvals", "moves")}
 
 
 def as_dict(record: HistoryRecord) -> dict[str, Any]:

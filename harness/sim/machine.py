@@ -79,7 +79,13 @@ class Observation(NamedTuple):
     (map item) is in, nested regions' too, depth first, and `approvals` every approval
     request a region waits on, in region order (`approval` is then the first of them). A
     machine that leaves `active` empty is offered every event a state inside takes; one that
-    leaves `approvals` empty has `approval` decided alone, the next one once it is."""
+    leaves `approvals` empty has `approval` decided alone, the next one once it is.
+
+    `moves` holds the moves the execution made since it was last observed, (from state, to
+    state) pairs, oldest first, for a machine that moves more than once inside one call (a
+    LangGraph graph runs node after node in one `invoke`): coverage and `legal_transitions`
+    then see each move, not only where the call ended. A machine that moves once a call
+    leaves it empty."""
 
     state: str
     status: str
@@ -90,6 +96,7 @@ class Observation(NamedTuple):
     calls: tuple[Call, ...] = ()
     active: tuple[str, ...] = ()
     approvals: tuple[ApprovalWait, ...] = ()
+    moves: tuple[tuple[str, str], ...] = ()
 
 
 @runtime_checkable

@@ -1107,14 +1107,15 @@ class _Run:
         before = self.obs.get(eid)
         self.obs[eid] = obs
         if (before is not None and before[:4] == obs[:4] and before.approval == obs.approval
-                and before.approvals == obs.approvals):
+                and before.approvals == obs.approvals and not obs.moves):
             return
         approval = obs.approval
         clock = self.clock
         self.emit(Observed(clock.step, clock.now, eid, obs.state, obs.status, obs.version,
                            obs.outcome, approval.request_id if approval is not None else "",
                            approval.action_hash if approval is not None else "",
-                           tuple((a.request_id, a.action_hash) for a in obs.approvals)))
+                           tuple((a.request_id, a.action_hash) for a in obs.approvals),
+                           obs.moves))
 
     def _observation(self, eid: str) -> Observation:
         obs = self.calls.observe(eid)
@@ -1129,11 +1130,17 @@ class _Run:
         if not _well_formed(obs):
             raise _Nonsense(f"execution {eid!r}: timers must be (id, time) pairs, calls `Call`s, "
                             f"the approval an `ApprovalWait` or None, active a tuple of state "
-                            f"names and approvals of `ApprovalWait`s; got {obs!r}")
+                            f"names, moves of (state, state) pairs and approvals of "
+                            f"`ApprovalWait`s; got {obs!r}")
         for name in obs.active:
             if name not in self.definition.states:
                 raise _Nonsense(f"execution {eid!r} has a region in state {name!r}, which the "
                                 f"definition {self.definition.name!r} lacks")
+        for move in obs.moves:
+            for name in move:
+                if name not in self.definition.states:
+                    raise _Nonsense(f"execution {eid!r} moved through state {name!r}, which "
+                                    f"the definition {self.definition.name!r} lacks")
         if not isinstance(obs.version, int) or isinstance(obs.version, bool):
             raise _Nonsense(f"execution {eid!r} has version {obs.version!r}; expected a whole "
                             "number")
@@ -1222,12 +1229,16 @@ def _region_contexts(regions: tuple[Any, ...]) -> tuple[Mapping[str, Any], ...]:
 def _well_formed(obs: Observation) -> bool:
     """Tells whether an observation's timers, calls and approval have their types."""
     timers, calls, approval = obs.timers, obs.calls, obs.approval
-    active, approvals = obs.active, obs.approvals
+    active, approvals, moves = obs.active, obs.approvals, obs.moves
     if (type(timers) is not tuple or type(calls) is not tuple or type(active) is not tuple
-            or type(approvals) is not tuple):
+            or type(approvals) is not tuple or type(moves) is not tuple):
         return False
     for name in active:
         if type(name) is not str:
+            return False
+    for move in moves:
+        if (type(move) is not tuple or len(move) != 2 or type(move[0]) is not str
+                or type(move[1]) is not str):
             return False
     for each in approvals:
         if type(each) is not ApprovalWait:

@@ -4,23 +4,24 @@ graphs the adapter refuses."""
 
 from __future__ import annotations
 
+import operator
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
-from langgraph.types import interrupt
+from langgraph.types import Send, interrupt
 
 from fault_injection import FaultKind, FaultPlan, FaultRate
 from harness import SimOptions, Simulator
 from harness.adapters import AdapterError, GraphBox, langgraph_target
 from harness.engines.fuzz import FuzzOptions, fuzz
 from harness.engines.replay import replay
-from harness.sim.history import Applied
+from harness.sim.history import Applied, Observed
 from scenarios.langgraph import refund
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,6 +68,56 @@ class TestDefinitionReadOffTheGraph:
         result = Simulator(target.definition, SimOptions(seed=1), machine=target).run()
         assert result.status == "final", result.failure
         assert {obs.state for obs in result.final.values()} == {"__end__"}
+
+
+class Fan(TypedDict):
+    items: list[int]
+    out: Annotated[list[int], operator.add]
+
+
+def fan_out(box: GraphBox) -> StateGraph:
+    """START -> split -> (one `work` task per item, by Send) -> join -> END, and `audit`
+    beside `split` from START: a superstep of three `work` tasks, one of two nodes."""
+    graph = StateGraph(Fan)
+    graph.add_node("split", lambda state: {})
+    graph.add_node("audit", lambda state: {})
+    graph.add_node("work", lambda state: {"out": [state["x"]]})
+    graph.add_node("join", lambda state: {})
+    graph.add_edge(START, "split")
+    graph.add_edge(START, "audit")
+    graph.add_conditional_edges(
+        "split", lambda state: [Send("work", {"x": i}) for i in state["items"]], ["work"])
+    graph.add_edge("work", "join")
+    graph.add_edge("join", END)
+    graph.add_edge("audit", END)
+    return graph
+
+
+class TestMovesWithinACall:
+    """A graph runs node after node inside one call: the machine tells each move it made
+    (`Observation.moves`), so a run that ends within one call is not vacuous."""
+
+    def test_each_superstep_moves_from_the_one_before(self) -> None:
+        target = langgraph_target(fan_out, input={"items": [1, 2, 3], "out": []})
+        options = SimOptions(seed=1, executions=1, plan=FaultPlan(()))
+        result = Simulator(target.definition, options, machine=target).run()
+        assert result.status == "final", result.failure
+        (seen,) = [r for r in result.history if type(r) is Observed]
+        assert seen.state == "__end__"
+        # three work tasks are one move, and split and audit, siblings, no move of each other
+        assert seen.moves == (("__start__", "audit"), ("__start__", "split"),
+                              ("split", "work"), ("audit", "__end__"), ("work", "join"),
+                              ("join", "__end__"))
+
+    def test_a_graph_done_in_one_call_is_held_not_vacuous(self) -> None:
+        target = langgraph_target(fan_out, input={"items": [1, 2], "out": []})
+        report = campaign(target, runs=5, plan=FaultPlan(()))
+        assert report.verdict == "held", (report.vacuous, report.failures)
+        taken = report.summary()["coverage"]["transitions"]
+        # all six eventless moves; a told move has no event, so it also covers the retry
+        # between the same two nodes (four of them): only retries are missing
+        assert taken["reached"] == 10 and all(
+            event == "retry" for _, event, _ in taken["missing"]), taken
 
 
 class TestSoundGraph:

@@ -136,6 +136,22 @@ class ObservesNotAnObservation(ReferenceMachine):
         return super().observe(execution_id)._asdict()
 
 
+class TellsAMoveThroughLimbo(ReferenceMachine):
+    """Tells it moved through a state its definition lacks."""
+
+    def observe(self, execution_id: str) -> Observation:
+        observed = super().observe(execution_id)
+        return observed._replace(moves=(("limbo", observed.state),))
+
+
+class TellsMovesAsStrings(ReferenceMachine):
+    """Tells its moves as "from->to" strings, not (from, to) pairs."""
+
+    def observe(self, execution_id: str) -> Observation:
+        observed = super().observe(execution_id)
+        return observed._replace(moves=(f"{observed.state}->{observed.state}",))
+
+
 class ObservesNoVersion(ReferenceMachine):
     """Reports None for its version."""
 
@@ -209,7 +225,10 @@ def test_machine_that_spins_on_its_probe_is_reported_hung() -> None:
     (ObservesBadStatus, "'thinking'"),
     (ObservesVersionGoingBack, "went back"),
     (ObservesNotAnObservation, "not an Observation"),
-], ids=["missing state", "bad status", "version going back", "not an observation"])
+    (TellsAMoveThroughLimbo, "moved through state 'limbo'"),
+    (TellsMovesAsStrings, "moves of (state, state) pairs"),
+], ids=["missing state", "bad status", "version going back", "not an observation",
+        "move through a missing state", "moves not pairs"])
 def test_machine_that_answers_nonsense_is_reported_nonsense(machine: Any, said: str) -> None:
     """An observation that cannot be ends the run as nonsense, saying what was wrong."""
     failure = assert_failed(run(machine), "nonsense")

@@ -196,6 +196,20 @@ class TestLegalTransitions:
         (found,) = only("legal_transitions", PLANTED, back)
         assert "no sequence of the definition's transitions" in found.message
 
+    def test_each_move_a_machine_tells_must_move_along_the_graph(self) -> None:
+        """A machine that moves several times in one call tells each move (`moves`): each is
+        judged, though where the call ended is reachable from where it began."""
+        along = (("review", "charging"), ("charging", "reserving"))
+        ok = [Observed(1, 0, "x1", "review", "waiting", 1),
+              Observed(3, 0, "x1", "reserving", "running", 4, moves=along)]
+        assert only("legal_transitions", PLANTED, ok) == []
+        lied = (*along, ("shipping", "review"))
+        told = [ok[0], Observed(3, 0, "x1", "reserving", "running", 4, moves=lied)]
+        (found,) = only("legal_transitions", PLANTED, told)
+        assert found.message == ("x1 moved from 'shipping' to 'review', which no sequence of "
+                                 "the definition's transitions reaches")
+        assert found.records == (1,)
+
 
 class TestGuardsHeld:
     def test_a_guard_that_was_false_is_reported(self) -> None:
@@ -504,3 +518,29 @@ def test_an_effect_its_compensation_undid_may_be_done_again() -> None:
     twice = [v for v in check(refund, [once, again], complete=False)
              if v.rule == "no_duplicate_effect"]
     assert [v.records for v in twice] == [(0, 1)]
+
+
+class TestToldMovesCover:
+    """Coverage of a machine seen only from outside: a move it tells (`moves`) covers the
+    declared transitions between its two states; without them, only where each call ended
+    shows, and a run that ends within one call covers nothing."""
+
+    def test_moves_told_cover_each_hop(self) -> None:
+        from harness import coverage_of
+        from harness.checks.coverage import _universe, covered_transitions, vacuity
+
+        declared = _universe(PLANTED)["transitions"]  # (source, event, target)
+        seen = [Observed(1, 0, "x1", "review", "waiting", 1),
+                Observed(3, 0, "x1", "shipping", "running", 4)]
+        blind = coverage_of(PLANTED, seen)
+        told = coverage_of(PLANTED, [seen[0], seen[1]._replace(
+            moves=(("review", "charging"), ("charging", "reserving"),
+                   ("reserving", "shipping")))])
+        assert covered_transitions(blind.transitions, declared) == set()
+        assert covered_transitions(told.transitions, declared) == {
+            ("review", "approval.granted", "charging"),
+            ("charging", "step.succeeded", "reserving"),
+            ("reserving", "step.succeeded", "shipping")}
+        assert {"charging", "reserving"} <= told.states
+        assert vacuity(PLANTED, blind).startswith("no run took any")
+        assert vacuity(PLANTED, told) == ""
