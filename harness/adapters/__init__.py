@@ -10,6 +10,7 @@ from harness.adapters.langgraph import GraphBox, ToolFailed, langgraph_target
 from harness.adapters.peers import (
     CRASH_POINTS,
     AdapterError,
+    AsyncPeerMachine,
     PeerMachine,
     PeerTarget,
     ToolBox,
@@ -20,6 +21,7 @@ from harness.adapters.peers import (
 __all__ = [
     "CRASH_POINTS",
     "AdapterError",
+    "AsyncPeerMachine",
     "GraphBox",
     "PeerMachine",
     "PeerTarget",
