@@ -83,23 +83,38 @@ _YamlLoader.add_implicit_resolver(
 
 
 def load_definition(
-    source: DefinitionSource, *, functions: Functions | None = None
+    source: DefinitionSource, *, functions: Functions | None = None,
+    format: str | None = None,
 ) -> WorkflowDefinition:
     """Gives the checked definition from a path, YAML/JSON text, a dict or a `WorkflowSpec`.
+
+    A path whose name tells another format (`*.asl.json`, `*.asl.yaml`, `*.xstate.json`,
+    `*.scxml`), or any path given a `format` (`asl`, `xstate`, `scxml`; `native` for this
+    format whatever the name), is read by its importer (`reference_machine.importers`).
 
     Raises `DefinitionSyntaxError` when the input cannot be read, and `DefinitionError` listing
     every error (with locations) when it is read but wrong.
     """
     if isinstance(source, WorkflowDefinition):
         return source
+    imported = _import_format(source, format)
+    if imported is not None:
+        from reference_machine.importers import import_definition
+        return import_definition(imported[1], format=imported[0], functions=functions)
     spec, lines, name = load_spec(source)
     return compile_definition(spec, functions=functions, source=name, lines=lines)
 
 
-def lint(source: DefinitionSource, *, functions: Functions | None = None) -> list[Finding]:
-    """Gives every finding, errors and warnings, for a definition; raises only when unreadable."""
+def lint(source: DefinitionSource, *, functions: Functions | None = None,
+         format: str | None = None) -> list[Finding]:
+    """Gives every finding, errors and warnings, for a definition (read as `load_definition`
+    reads it); raises only when unreadable."""
     if isinstance(source, WorkflowDefinition):
         return list(source.warnings)
+    imported = _import_format(source, format)
+    if imported is not None:
+        from reference_machine.importers import lint_imported
+        return lint_imported(imported[1], format=imported[0], functions=functions)
     try:
         spec, lines, _ = load_spec(source)
     except DefinitionSyntaxError:
@@ -107,6 +122,24 @@ def lint(source: DefinitionSource, *, functions: Functions | None = None) -> lis
     except DefinitionError as exc:
         return list(exc.findings)
     return check_spec(spec, functions=functions, lines=lines)
+
+
+def _import_format(source: DefinitionSource, format: str | None) -> tuple[str, Path] | None:
+    """Gives the importer's format a source is read with, and its path; None for the native
+    loader."""
+    path = Path(source) if isinstance(source, Path) or (
+        isinstance(source, str) and "\n" not in source) else None
+    if format == "native":
+        return None
+    if format is not None:
+        if path is None:
+            raise TypeError(f"format={format!r} reads a file: give its path")
+        return format, path
+    if path is None:
+        return None
+    from reference_machine.importers import format_of
+    found = format_of(path)
+    return (found, path) if found is not None else None
 
 
 def load_spec(source: DefinitionSource) -> tuple[WorkflowSpec, dict[str, int], str]:

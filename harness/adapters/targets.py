@@ -23,7 +23,7 @@ from reference_machine import WorkflowDefinition, WorkflowSpec, load_definition
 __all__ = ["DEFINITION_SUFFIXES", "Target", "TargetError", "definition_files", "import_object",
            "resolve_machine", "resolve_targets"]
 
-DEFINITION_SUFFIXES = (".yaml", ".yml", ".json")
+DEFINITION_SUFFIXES = (".yaml", ".yml", ".json", ".scxml")
 _OBJECT = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
@@ -99,10 +99,12 @@ def resolve_machine(name: str | None) -> MachineFactory:
     return found
 
 
-def resolve_targets(names: Sequence[str], machine: str | None = None) -> list[Target]:
+def resolve_targets(names: Sequence[str], machine: str | None = None,
+                    input_format: str | None = None) -> list[Target]:
     """Gives a target for each definition file (folders expanded) and each
     `module:attribute`, in the order given; `machine` runs the definitions on a machine other
-    than the reference."""
+    than the reference. A file is read as its name tells (`*.asl.json`, `*.scxml`, ...: by
+    its importer), or as `input_format` says (`native`, `asl`, `xstate`, `scxml`)."""
     factory = resolve_machine(machine)
     targets: list[Target] = []
     for name in names:
@@ -114,7 +116,8 @@ def resolve_targets(names: Sequence[str], machine: str | None = None) -> list[Ta
             targets.append(found)
             continue
         for path in definition_files([name]):
-            targets.append(Target(str(path), load_definition(path), factory))
+            targets.append(Target(str(path), load_definition(path, format=input_format),
+                                  factory))
     return targets
 
 

@@ -33,6 +33,7 @@ from harness.cli.common import (
     Finite,
     UsageProblem,
     import_modules,
+    input_format_option,
     make_console,
 )
 from harness.engines.campaign import (
@@ -62,12 +63,12 @@ __all__ = ["bench_command", "diagram_command", "explore_command", "fuzz_command"
            "report_command"]
 
 
-def command_targets(names: Sequence[str], machine: str | None, modules: Sequence[str]
-                    ) -> list[Target]:
+def command_targets(names: Sequence[str], machine: str | None, modules: Sequence[str],
+                    input_format: str | None = None) -> list[Target]:
     """Imports the user's modules, then resolves the targets; a bad one exits 2."""
     import_modules(modules)
     try:
-        return resolve_targets(names, machine)
+        return resolve_targets(names, machine, input_format)
     except HarnessError as exc:
         raise UsageProblem(str(exc)) from exc
 
@@ -145,6 +146,7 @@ click.option("--step-timeout", type=Finite(min=0, max=1_000_000), default=10.0, 
                                              "before the run is failed as hung (0: no bound)."),
                 click.option("--import", "modules", multiple=True, metavar="MODULE",
                      help="Import a Python module first (for the functions it registers)."),
+        input_format_option(),
     ]):
         command = option(command)
     return command
@@ -176,7 +178,7 @@ def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
                  no_report: bool, as_json: bool, quiet: bool, modules: Sequence[str],
                  runs: int, seed: int, budget: float | None, processes: int, steps: int,
                  no_swarm: bool, all_failures: bool, step_timeout: float,
-                 min_coverage: float | None) -> None:
+                 min_coverage: float | None, input_format: str | None) -> None:
     """Fuzz workflow definitions: many seeded simulations with faults injected, every
     invariant checked, failures shrunk to a minimal trace and saved as replay files.
 
@@ -209,7 +211,7 @@ def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
         return section
 
     _run_engine("fuzz", targets, machine, modules, faults_text, plan_path,
-                None if no_report else report_dir, as_json, quiet, each)
+                None if no_report else report_dir, as_json, quiet, each, input_format)
 
 
 @click.command("explore")
@@ -226,7 +228,7 @@ def explore_command(targets: Sequence[str], machine: str | None, faults_text: st
                     plan_path: str | None, executions: int | None, report_dir: str,
                     no_report: bool, as_json: bool, quiet: bool, modules: Sequence[str],
                     depth: int, faults_max: int, states_max: int, budget: float | None,
-                    step_timeout: float) -> None:
+                    step_timeout: float, input_format: str | None) -> None:
     """Explore every schedule of each definition, breadth-first to a depth: a proof that every
     invariant holds within the bound, or the shortest trace that breaks one.
 
@@ -247,18 +249,18 @@ def explore_command(targets: Sequence[str], machine: str | None, faults_text: st
         return section
 
     _run_engine("explore", targets, machine, modules, faults_text, plan_path,
-                None if no_report else report_dir, as_json, quiet, each)
+                None if no_report else report_dir, as_json, quiet, each, input_format)
 
 
 def _run_engine(command: str, names: Sequence[str], machine: str | None,
                 modules: Sequence[str], faults_text: str, plan_path: str | None,
                 report_dir: str | None, as_json: bool, quiet: bool,
-                each: Callable[[Target, FaultPlan, Path | None, Progress], dict[str, Any]]
-                ) -> None:
+                each: Callable[[Target, FaultPlan, Path | None, Progress], dict[str, Any]],
+                input_format: str | None = None) -> None:
     """Checks every input before any work, runs `each` target under its plan with a progress
     bar, prints each verdict, writes the report and exits with the verdict's code."""
     faults = _faults(faults_text)
-    found = command_targets(names, machine, modules)
+    found = command_targets(names, machine, modules, input_format)
     plan = _plan(plan_path, found)
     folder = check_writable(report_dir)
     sections: list[dict[str, Any]] = []
@@ -344,10 +346,11 @@ def _finish(out: Console, command: str, sections: list[dict[str, Any]], folder: 
               help="Write to this file instead of standard output.")
 @click.option("--import", "modules", multiple=True, metavar="MODULE",
               help="Import a Python module first (for the functions it registers).")
+@input_format_option("--input-format")
 def diagram_command(target: str, form: str, output: str | None,
-                    modules: Sequence[str]) -> None:
+                    modules: Sequence[str], input_format: str | None) -> None:
     """Draw a workflow definition as a state diagram."""
-    found = command_targets([target], None, modules)
+    found = command_targets([target], None, modules, input_format)
     if len(found) != 1:
         raise UsageProblem(f"{target}: diagram takes one definition; {len(found)} were found")
     graph = diagram_of(found[0].definition)
@@ -413,9 +416,11 @@ def report_command(path: str, report_dir: str | None) -> None:
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.option("--import", "modules", multiple=True, metavar="MODULE",
               help="Import a Python module first (for the functions it registers).")
+@input_format_option()
 def bench_command(targets: Sequence[str], seconds: float, quick: bool, only: Sequence[str],
                   as_json: bool, markdown: bool, save: str | None, baseline_path: str | None,
-                  tolerance: float, quiet: bool, modules: Sequence[str]) -> None:
+                  tolerance: float, quiet: bool, modules: Sequence[str],
+                  input_format: str | None) -> None:
     """Measure transition throughput beside the peers, side by side in one run: each machine
     shape (an 8-state cycle, a 200-state ring, a scenario: the TARGETS' definitions, else the
     bundled refund scenario) walked by a dict FSM (the floor), the reference decide, the
@@ -424,7 +429,7 @@ def bench_command(targets: Sequence[str], seconds: float, quick: bool, only: Seq
     checkers over 1k and 100k records; how it scales (states, history, processes); and a
     LangGraph graph invoked bare beside the same graph under the adapter and the simulator.
     Ratios hold on a noisy machine; absolute times do not."""
-    found = command_targets(targets, None, modules) if targets else []
+    found = command_targets(targets, None, modules, input_format) if targets else []
     try:
         baseline = bench.load_baseline(baseline_path) if baseline_path else None
     except HarnessError as exc:

@@ -39,6 +39,20 @@ class Finite(click.FloatRange):
         return number
 
 
+#: What `--format` names: how a definition file is read (by default, as its name tells).
+INPUT_FORMATS = ("native", "asl", "xstate", "scxml")
+
+
+def input_format_option(*names: str) -> Any:
+    """The option naming how definition files are read (`--format asl`), for the commands
+    that read them."""
+    return click.option(*(names or ("--format", "--input-format")), "input_format",
+                        type=click.Choice(INPUT_FORMATS), default=None,
+                        help="Read the definition files as this format (by default as each "
+                             "name tells: *.asl.json/.asl.yaml Step Functions, *.xstate.json "
+                             "XState, *.scxml SCXML, else native YAML/JSON).")
+
+
 def make_console(**options: Any) -> Console:
     """Gives a console for the CLI's output: no emoji codes (a target named
     `module:traffic_light` printed as a traffic light) and no guessed highlighting."""

@@ -39,6 +39,7 @@ from harness.cli.common import (
     UsageProblem,
     definition_files,
     import_modules,
+    input_format_option,
     make_console,
 )
 from harness.engines import isolation
@@ -74,8 +75,9 @@ def cli() -> None:
 @click.option("--import", "modules", multiple=True, metavar="MODULE",
               help="Import a Python module first, so that the functions it registers with "
                    "@register_function can be named by `function:` guards and actions.")
+@input_format_option()
 def lint_command(paths: Sequence[str], as_json: bool, quiet: bool,
-                 modules: Sequence[str]) -> None:
+                 modules: Sequence[str], input_format: str | None) -> None:
     """Check workflow definition files (or folders of them) for errors and warnings.
 
     Exit 0 when no errors (warnings allowed), 1 when errors are found, 2 when a file cannot be
@@ -88,7 +90,7 @@ def lint_command(paths: Sequence[str], as_json: bool, quiet: bool,
     errors = warnings = unreadable = 0
     for path in files:
         try:
-            findings = lint(path)
+            findings = lint(path, format=input_format)
         except DefinitionSyntaxError as exc:
             findings, unreadable = list(exc.findings), unreadable + 1
         file_errors = [f for f in findings if f.severity is Severity.ERROR]
@@ -136,6 +138,41 @@ def _finding_json(finding: Finding) -> dict[str, object]:
     }
 
 
+@cli.command("import")
+@click.argument("path", type=click.Path(dir_okay=False))
+@input_format_option()
+@click.option("--output", "-o", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write the native YAML to this file instead of standard output.")
+@click.option("--import", "modules", multiple=True, metavar="MODULE",
+              help="Import a Python module first (for the functions it registers).")
+def import_command(path: str, input_format: str | None, output: str | None,
+                   modules: Sequence[str]) -> None:
+    """Read a Step Functions (ASL), XState or SCXML file and write it as a native definition
+    (YAML), what was approximated or left out as comments at its head and on stderr.
+
+    Exit 0 when what was read is a sound definition, 1 when the native checks find errors in
+    it (written all the same, to edit), 2 when it cannot be imported.
+    """
+    from reference_machine.importers import import_document, lint_imported, to_yaml
+
+    import_modules(modules)
+    fmt = None if input_format == "native" else input_format
+    try:
+        imported = import_document(path, format=fmt)
+    except DefinitionError as exc:
+        raise UsageProblem(_one_line(exc)) from exc
+    errors = [f for f in lint_imported(path, format=imported.format)
+              if f.severity is Severity.ERROR]
+    text = to_yaml(imported)
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        write_atomically(output, text)
+    for finding in [*imported.findings, *errors]:
+        click.echo(f"{path}:{_finding_line(finding)}", err=True)
+    sys.exit(EXIT_FOUND if errors else EXIT_OK)
+
+
 @cli.command("schema")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True),
               help="Write the schema to this file instead of standard output.")
@@ -179,9 +216,11 @@ def schema_command(output: str | None, of_report: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the summaries as JSON.")
 @click.option("--import", "modules", multiple=True, metavar="MODULE",
               help="Import a Python module first (for the functions it registers).")
+@input_format_option()
 def run_command(paths: Sequence[str], seed: int, plan_path: str | None, no_faults: bool,
                 swarm: bool, executions: int, steps: int, step_timeout: float,
-                history_path: str | None, as_json: bool, modules: Sequence[str]) -> None:
+                history_path: str | None, as_json: bool, modules: Sequence[str],
+                input_format: str | None) -> None:
     """Run one seeded simulation of each workflow definition (files, folders of them, or
     MODULE:ATTR for a Python definition or a machine under test), with faults injected, and
     print what happened.
@@ -191,7 +230,7 @@ def run_command(paths: Sequence[str], seed: int, plan_path: str | None, no_fault
     """
     if no_faults and (plan_path or swarm):
         raise UsageProblem("--no-faults cannot be combined with --plan or --swarm")
-    targets = command_targets(paths, None, modules)
+    targets = command_targets(paths, None, modules, input_format)
     if history_path is not None:
         if len(targets) != 1:
             raise UsageProblem(f"--history takes one definition; {len(targets)} were given")

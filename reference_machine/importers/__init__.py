@@ -68,14 +68,22 @@ def import_document(path: str | Path, *, format: str | None = None) -> Imported:
     Raises `DefinitionSyntaxError` when the file cannot be read, and `DefinitionError` with
     located findings when it is read but cannot be imported."""
     fmt = format or format_of(path)
+    if fmt is None:
+        endings = ", ".join(f"*{e}" for each in FORMATS.values() for e in each)
+        raise DefinitionError([Finding(
+            Severity.ERROR, "unknown-format", "",
+            f"its name tells no format to import ({endings}); name one with --format")],
+            str(path))
     if fmt not in FORMATS:
-        known = ", ".join(FORMATS)
         raise DefinitionError([Finding(Severity.ERROR, "unknown-format", "",
-                                       f"format {fmt!r}: expected one of {known}")], str(path))
+                                       f"format {fmt!r}: expected one of "
+                                       f"{', '.join(FORMATS)}")], str(path))
     name = str(path)
+    data: Any
+    lines: dict[str, int] = {}
     try:
         if fmt == "scxml":
-            data, lines = _read_text(Path(path)), {}
+            data = _read_text(Path(path))
         else:
             data, lines = read_document(path, what="a definition",
                                         bytes_max=DEFINITION_BYTES_MAX,
