@@ -1,0 +1,1121 @@
+"""SCXML (W3C State Chart XML) to the native definition format.
+
+The document is parsed with the standard library's expat, refusing any DOCTYPE (so no entity
+declaration, internal or external, can expand: no billion laughs, no external entity, no
+network). Each element is located as an XPath-like path (`scxml/state[@id='s1']/transition[2]`)
+with its line.
+
+What maps one to one: `<state>` (atomic or compound, `initial` attribute or `<initial>`),
+`<final>` at the top level (a native final state, outcome `success`), `<parallel>` whose regions
+end in their own final states (`done.state.ID` transitions become `done:`), `<transition>`
+(`event` descriptors matched by prefix as SCXML does, `cond`, one `target`, no target =
+internal), eventless transitions (`always:`), `<onentry>`/`<onexit>`, `<assign>`, `<if>`/
+`<elseif>`/`<else>` (each branch's actions guarded by the branch taken, chosen once),
+`<datamodel>`/`<data>` (early binding: evaluated in document order at import), `<history>`
+(the native `history:` attribute of its compound state), and python-datamodel expressions,
+rewritten into the native safe expression language over `context` (a data item is a context
+key; `_event.name` is `event.type`, `_event.data` the payload).
+
+What the native format lacks is said with a warning, located:
+
+- an internal event queue. `<raise>` and `<send>` (to this session: no target, `#_internal`,
+  `#_scxml_...`) append `[queue, event, delay_ms, payload pairs, send id]` to the context key
+  `_scxml_outbox`; `<cancel>` appends `["cancel", send id]`. Whoever drives the definition
+  delivers them, internal ones first, as SCXML's interpreter would
+  (`reference_machine.importers.w3c` does); the native runtime alone does not.
+- a `<final>` inside a compound state that is not a region: a native final ends the whole run,
+  so it becomes a plain state that raises `done.state.PARENT` on entry.
+- eventless transitions of a compound state: the native format has them only on leaves, so
+  they are copied to each leaf below it (after the leaf's own); `In('id')` is read from
+  context flags `_scxml_in_ID` that each such state's entry and exit actions set.
+- transitions out of a region: moved to the parallel state's own `on:` (tried when no region
+  takes the event, where SCXML would run both).
+
+Refused, with the location: `datamodel="ecmascript"` (and any other but python and null),
+`<script>`, `<invoke>`, `<foreach>`, `<donedata>` content a join cannot carry, `<send>` to
+other targets or with `<content>`, transitions with several targets, targetless eventless
+transitions, and expressions the safe language cannot express (`_ioprocessors`, `hasattr`).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import xml.parsers.expat
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reference_machine._expr import ExpressionSyntaxError, compile_expression
+from reference_machine._findings import Finding, Severity
+from reference_machine._spec import NAME_PATTERN
+from reference_machine.errors import DefinitionError, DefinitionSyntaxError
+from reference_machine.importers import Imported
+
+__all__ = ["OUTBOX", "convert", "parse_delay_ms"]
+
+_NS = "http://www.w3.org/2005/07/scxml"
+#: The context key the chart's raised and sent events are appended to (see the module).
+OUTBOX = "_scxml_outbox"
+_NAME = re.compile(NAME_PATTERN)
+_RESERVED = ("execution.", "step.", "approval.", "timer.", "compensation.")
+_STATES = ("state", "parallel", "final")
+_EXECUTABLE = ("assign", "raise", "send", "log", "if", "elseif", "else", "foreach", "script",
+               "cancel")
+_FUNCTIONS = frozenset({"len", "abs", "min", "max", "round"})
+_SCXML_PROCESSOR = ("http://www.w3.org/TR/scxml/#SCXMLEventProcessor", "scxml")
+_DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1000}
+
+
+def parse_delay_ms(text: str) -> int | None:
+    """Gives the milliseconds of an SCXML delay (`1s`, `500ms`, `.5s`; CSS2 times), or None."""
+    match = _DELAY.match(text)
+    if match is None:
+        return None
+    return round(float(match.group(1)) * _UNIT_MS[match.group(2)])
+
+
+# -- reading the document ------------------------------------------------------------------------
+
+
+@dataclass
+class _Node:
+    tag: str
+    attrs: dict[str, str]
+    line: int
+    namespace: str
+    children: list[_Node] = field(default_factory=list)
+    text: str = ""
+    path: str = ""
+    parent: _Node | None = None
+
+    def kids(self, *tags: str) -> list[_Node]:
+        return [c for c in self.children if c.namespace == _NS and c.tag in tags]
+
+
+class _Refusal(Exception):
+    def __init__(self, code: str, message: str, line: int | None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.line = code, message, line
+
+
+def _parse(data: str, name: str) -> _Node:
+    parser = xml.parsers.expat.ParserCreate(namespace_separator="}")
+    parser.SetParamEntityParsing(xml.parsers.expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    stack: list[_Node] = []
+    roots: list[_Node] = []
+
+    def doctype(*_: Any) -> None:
+        # a DOCTYPE is where entities are declared: refused before any can expand
+        raise _Refusal("scxml-doctype", "a DOCTYPE (and any entity declaration) is refused: "
+                       "SCXML needs none, and entities can expand without bound",
+                       parser.CurrentLineNumber)
+
+    def entity(*_: Any) -> None:
+        raise _Refusal("scxml-entity", "entity declarations are refused",
+                       parser.CurrentLineNumber)
+
+    def external(*_: Any) -> int:
+        raise _Refusal("scxml-entity", "external entities are refused (no I/O at import)",
+                       parser.CurrentLineNumber)
+
+    def start(tag: str, attrs: dict[str, str]) -> None:
+        namespace, _, local = tag.rpartition("}")
+        node = _Node(local, {k.rpartition("}")[2]: v for k, v in attrs.items()},
+                     parser.CurrentLineNumber, namespace)
+        if stack:
+            node.parent = stack[-1]
+            stack[-1].children.append(node)
+        else:
+            roots.append(node)
+        stack.append(node)
+
+    def end(_: str) -> None:
+        stack.pop()
+
+    def text(chars: str) -> None:
+        if stack:
+            stack[-1].text += chars
+
+    parser.StartDoctypeDeclHandler = doctype
+    parser.EntityDeclHandler = entity
+    parser.ExternalEntityRefHandler = external
+    parser.StartElementHandler = start
+    parser.EndElementHandler = end
+    parser.CharacterDataHandler = text
+    try:
+        parser.Parse(data, True)
+    except _Refusal as exc:
+        raise DefinitionSyntaxError([Finding(Severity.ERROR, exc.code, "", exc.message,
+                                             line=exc.line)], name) from exc
+    except xml.parsers.expat.ExpatError as exc:
+        message = xml.parsers.expat.errors.messages[exc.code]
+        raise DefinitionSyntaxError(
+            [Finding(Severity.ERROR, "scxml-syntax", "",
+                     f"not well-formed XML: {message} at line {exc.lineno}, column "
+                     f"{exc.offset + 1}", line=exc.lineno)], name) from exc
+    root = roots[0]
+    _locate(root, "scxml" if root.tag == "scxml" else root.tag)
+    return root
+
+
+def _locate(node: _Node, path: str) -> None:
+    node.path = path
+    counts: dict[str, int] = {}
+    for child in node.children:
+        counts[child.tag] = counts.get(child.tag, 0) + 1
+        ident = child.attrs.get("id")
+        step = f"{child.tag}[@id='{ident}']" if ident else f"{child.tag}[{counts[child.tag]}]"
+        _locate(child, f"{path}/{step}")
+
+
+# -- expressions -----------------------------------------------------------------------------------
+
+
+class _Inexpressible(Exception):
+    """An SCXML expression the native safe language cannot say."""
+
+
+class _Rewrite(ast.NodeTransformer):
+    """Python datamodel to native: data items become `context["id"]` reads."""
+
+    def __init__(self, chart_name: str) -> None:
+        self.chart_name = chart_name
+        self.in_states: list[str] = []
+
+    @staticmethod
+    def _context(key: str) -> ast.expr:
+        return ast.Subscript(ast.Name("context", ast.Load()), ast.Constant(key), ast.Load())
+
+    @staticmethod
+    def _payload() -> ast.expr:
+        return ast.Attribute(ast.Name("event", ast.Load()), "payload", ast.Load())
+
+    def _event_field(self, attr: str) -> ast.expr:
+        if attr == "name":
+            return ast.Attribute(ast.Name("event", ast.Load()), "type", ast.Load())
+        if attr == "data":  # an event without data has None, not an empty mapping
+            return ast.IfExp(self._payload(), self._payload(), ast.Constant(None))
+        raise _Inexpressible(f"_event.{attr} (the native event has no such field)")
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        if node.id == "_event":
+            raise _Inexpressible("_event as a whole (only _event.name and _event.data)")
+        if node.id == "_name":
+            return ast.Constant(self.chart_name)
+        if node.id in ("_sessionid", "_ioprocessors", "_x"):
+            raise _Inexpressible(f"the system variable {node.id}")
+        if node.id in ("context", "event"):
+            raise _Inexpressible(f"the name {node.id!r} (the native language reserves it)")
+        return self._context(node.id)
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.expr:
+        if isinstance(node.value, ast.Name) and node.value.id == "_event":
+            return self._event_field(node.attr)
+        return ast.Attribute(self.visit(node.value), node.attr, ast.Load())
+
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "In":
+            if (len(node.args) != 1 or node.keywords or not isinstance(node.args[0], ast.Constant)
+                    or not isinstance(node.args[0].value, str)):
+                raise _Inexpressible("In() with anything but one state id")
+            state = node.args[0].value
+            self.in_states.append(state)
+            return self._context(f"_scxml_in_{state}")
+        if (isinstance(func, ast.Attribute) and func.attr == "get" and len(node.args) == 1
+                and not node.keywords):
+            # mapping.get(key): the native key read gives None for a missing key, as get does
+            owner = func.value
+            if (isinstance(owner, ast.Attribute) and owner.attr == "data"
+                    and isinstance(owner.value, ast.Name) and owner.value.id == "_event"):
+                base: ast.expr = self._payload()
+            else:
+                base = self.visit(owner)
+            return ast.Subscript(base, self.visit(node.args[0]), ast.Load())
+        if isinstance(func, ast.Name) and func.id in _FUNCTIONS:
+            return ast.Call(func, [self.visit(a) for a in node.args],
+                            [self.visit(k) for k in node.keywords])
+        shown = ast.unparse(func)
+        raise _Inexpressible(f"a call of {shown}() (native expressions call only "
+                             f"{', '.join(sorted(_FUNCTIONS))})")
+
+
+# -- the converter -----------------------------------------------------------------------------
+
+
+@dataclass
+class _Transition:
+    node: _Node
+    source: str  # native name of the declaring state
+    descriptors: tuple[str, ...] | None  # None: eventless
+    guard: str | None
+    target: str | None
+    actions: list[dict[str, Any]]
+
+
+class _Converter:
+    def __init__(self, root: _Node, name: str) -> None:
+        self.root = root
+        self.source = name
+        self.errors: list[Finding] = []
+        self.warnings: list[Finding] = []
+        self.names: dict[int, str] = {}  # id(node) -> native state name
+        self.by_id: dict[str, _Node] = {}
+        self.node_by_name: dict[str, _Node] = {}
+        self.states: dict[str, dict[str, Any]] = {}
+        self.node_of: dict[str, _Node] = {}
+        self.context: dict[str, Any] = {}
+        self.uses_outbox = False
+        self.temp = 0
+        self.raised: set[str] = set()
+        self.transitions: list[_Transition] = []
+        self.in_states: dict[str, _Node] = {}
+        self.chart_name = root.attrs.get("name", "")
+
+    # -- findings ----------------------------------------------------------------------------
+
+    def error(self, code: str, node: _Node, message: str, *ids: str) -> None:
+        self.errors.append(Finding(Severity.ERROR, code, node.path, message, ids, node.line))
+
+    def warn(self, code: str, node: _Node, message: str, *ids: str) -> None:
+        self.warnings.append(Finding(Severity.WARNING, code, node.path, message, ids,
+                                     node.line))
+
+    # -- the whole document ------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        root = self.root
+        if root.tag != "scxml" or root.namespace not in (_NS, ""):
+            self.error("scxml-root", root, f"the root element is <{root.tag}>, not <scxml> in "
+                       f"namespace {_NS}", root.tag)
+            raise DefinitionError(self.errors, self.source)
+        datamodel = root.attrs.get("datamodel", "python")
+        if datamodel not in ("python", "null"):
+            self.error("scxml-datamodel", root,
+                       f"datamodel {datamodel!r} is refused: its expressions are "
+                       f"{'JavaScript' if datamodel == 'ecmascript' else 'of another language'}"
+                       ", which the native safe expression language cannot evaluate (the "
+                       "python and null datamodels are imported)", datamodel)
+            raise DefinitionError(self.errors, self.source)
+        if root.attrs.get("binding", "early") != "early":
+            self.warn("scxml-binding", root, "binding 'late' is approximated as early: every "
+                      "data item is set when the run starts", "binding")
+        self._refuse_everywhere(root)
+        self._name_states(root)
+        for data in self._all(root, "data"):
+            self._data(data)
+        for child in root.children:
+            if child.namespace == _NS and child.tag in _STATES:
+                self._state(child, None)
+            elif child.namespace == _NS and child.tag not in ("datamodel", "script"):
+                self._unknown(child)
+        tops = [c for c in root.kids(*_STATES)]
+        if not tops:
+            self.error("scxml-empty", root, "the chart has no state", "scxml")
+        else:
+            self._initial(root, None, tops)
+        self._place_transitions()
+        self._push_eventless_down()
+        self._in_flags()
+        if self.errors:
+            raise DefinitionError(self.errors, self.source)
+        if self.uses_outbox:
+            self.context[OUTBOX] = []
+        events = self._events()
+        self._expand(events)
+        native: dict[str, Any] = {
+            "name": self._workflow_name(),
+            "version": str(root.attrs.get("version", "1")),
+            "description": f"imported from SCXML {self.source}",
+            "context": self.context,
+            "events": {event: {} for event in sorted(events)},
+            "states": self.states,
+        }
+        return native
+
+    def _workflow_name(self) -> str:
+        name = self.chart_name or re.sub(r"\.scxml$", "", self.source.replace("\\", "/")
+                                         .rsplit("/", 1)[-1])
+        name = re.sub(r"[^A-Za-z0-9_.\-]", "_", name) or "scxml"
+        return name if _NAME.match(name) else f"scxml_{name}"
+
+    def _all(self, node: _Node, tag: str) -> list[_Node]:
+        found = [node] if node.namespace == _NS and node.tag == tag else []
+        for child in node.children:
+            found += self._all(child, tag)
+        return found
+
+    def _refuse_everywhere(self, root: _Node) -> None:
+        for node in self._all(root, "script"):
+            self.error("scxml-script", node, "<script> is refused: its code would have to be "
+                       "run, and the native format runs only safe expressions", "script")
+        for node in self._all(root, "invoke"):
+            self.error("scxml-invoke", node, "<invoke> is refused: the native format has no "
+                       "child sessions (a native step calls a tool instead)", "invoke")
+
+    def _unknown(self, node: _Node) -> None:
+        self.error("scxml-element", node, f"<{node.tag}> is not imported here", node.tag)
+
+    # -- states ------------------------------------------------------------------------------
+
+    def _name_states(self, root: _Node) -> None:
+        used: set[str] = set()
+        anonymous = 0
+        for node in self._walk(root):
+            if node.namespace != _NS or node.tag not in (*_STATES, "history"):
+                continue
+            ident = node.attrs.get("id")
+            if ident is None:
+                anonymous += 1
+                ident = f"_scxml_{node.tag}{anonymous}"
+                while ident in used:
+                    anonymous += 1
+                    ident = f"_scxml_{node.tag}{anonymous}"
+            elif ident in self.by_id:
+                self.error("scxml-duplicate-id", node, f"id {ident!r} is used twice (first at "
+                           f"line {self.by_id[ident].line})", ident)
+                continue
+            elif not _NAME.match(ident) or ident.startswith("_scxml_"):
+                self.error("scxml-state-name", node, f"state id {ident!r} cannot be a native "
+                           "state name (letters, digits, _ . -; not starting _scxml_)", ident)
+                continue
+            used.add(ident)
+            self.node_by_name[ident] = node
+            if "id" in node.attrs:
+                self.by_id[ident] = node
+            self.names[id(node)] = ident
+
+    def _walk(self, node: _Node) -> list[_Node]:
+        out = [node]
+        for child in node.children:
+            out += self._walk(child)
+        return out
+
+    def _state(self, node: _Node, parent: str | None) -> None:
+        name = self.names.get(id(node))
+        if name is None:
+            return
+        native: dict[str, Any] = {}
+        if parent is not None:
+            native["parent"] = parent
+        self.states[name] = native
+        self.node_of[name] = node
+        kind = node.tag
+        children = node.kids(*_STATES)
+        entry = self._blocks(node, "onentry", name)
+        exit_ = self._blocks(node, "onexit", name)
+        if kind == "final":
+            in_region = node.parent is not None and self._is_region(node.parent)
+            if parent is None or in_region:
+                native["type"] = "final"
+                native["outcome"] = "success"
+            else:
+                self.warn("scxml-nested-final", node,
+                          f"<final> {name!r} inside compound {parent!r}: a native final state "
+                          f"ends the run, so it is a state that raises done.state.{parent} on "
+                          "entry and waits there", name)
+            if parent is not None:
+                entry.append(self._queue_action("internal", repr(f"done.state.{parent}"),
+                                                None, None, None))
+                self.raised.add(f"done.state.{parent}")
+            for done in node.kids("donedata"):
+                self.warn("scxml-donedata", done, "<donedata> is left out: the native "
+                          "done.state event carries no data", "donedata")
+        elif kind == "parallel":
+            native["type"] = "parallel"
+        for child in node.children:
+            if child.namespace != _NS:
+                self.warn("scxml-foreign", child, f"element <{child.tag}> of namespace "
+                          f"{child.namespace or '(none)'} is left out", child.tag)
+            elif child.tag in _STATES:
+                self._state(child, name)
+            elif child.tag == "history":
+                self._history(child, name, node)
+            elif child.tag == "transition":
+                self._transition(child, name)
+            elif child.tag in ("onentry", "onexit", "datamodel", "invoke", "initial",
+                               "donedata"):
+                continue
+            else:
+                self._unknown(child)
+        if kind == "state" and children:
+            self._initial(node, name, children)
+        elif kind == "state" and (node.attrs.get("initial") or node.kids("initial")):
+            self.error("scxml-initial", node, f"atomic state {name!r} names an initial child "
+                       "it does not have", name)
+        if entry:
+            native["entry"] = entry
+        if exit_:
+            native["exit"] = exit_
+
+    def _is_region(self, node: _Node) -> bool:
+        return node.parent is not None and node.parent.tag == "parallel"
+
+    def _history(self, node: _Node, parent: str, owner: _Node) -> None:
+        kind = node.attrs.get("type", "shallow")
+        if kind not in ("shallow", "deep"):
+            self.error("scxml-history", node, f"history type {kind!r} is neither shallow nor "
+                       "deep", kind)
+            return
+        if owner.tag != "state":
+            self.error("scxml-history", node, f"history in <{owner.tag}> {parent!r}: the native "
+                       "format keeps history on compound states only", parent)
+            return
+        state = self.states[parent]
+        if state.get("history", kind) != kind:
+            self.error("scxml-history", node, f"{parent!r} has both shallow and deep history; "
+                       "the native format keeps one kind per state", parent)
+            return
+        state["history"] = kind
+        self.warn("scxml-history-attribute", node,
+                  f"history {self.names.get(id(node))!r} becomes `history: {kind}` on "
+                  f"{parent!r}: a transition to {parent!r} itself then resumes it too, and with "
+                  "nothing recorded the run enters its initial child, not the default "
+                  "transition's target", parent)
+        for transition in node.kids("transition"):
+            if transition.children:
+                self.warn("scxml-history-default", transition, "the actions of a history's "
+                          "default transition are left out", parent)
+
+    def _initial(self, owner: _Node, name: str | None, children: list[_Node]) -> None:
+        """Marks the initial child: the `initial` attribute, `<initial>` or the first child."""
+        target_text = owner.attrs.get("initial")
+        where = owner
+        for initial in owner.kids("initial"):
+            where = initial
+            for transition in initial.kids("transition"):
+                target_text = transition.attrs.get("target")
+                actions = self._actions(transition.children, None, name or "")
+                if actions and name is not None:
+                    self.warn("scxml-initial-actions", transition, "the actions of an "
+                              "<initial> transition run as the compound's first entry actions",
+                              name)
+                    state = self.states[name]
+                    state["entry"] = [*state.get("entry", []), *actions]
+        if owner.tag == "parallel":
+            return
+        if not target_text:
+            first = children[0]
+            chain = [first]
+        else:
+            targets = target_text.split()
+            if len(targets) != 1:
+                self.error("scxml-initial", where, f"initial {target_text!r} names several "
+                           "states; the native format enters one", *targets)
+                return
+            target = self.by_id.get(targets[0])
+            if target is None or not self._inside(target, owner):
+                self.error("scxml-unknown-target", where, f"initial state {targets[0]!r} is "
+                           f"not a state inside {name or 'the chart'}", targets[0])
+                return
+            chain = []
+            current: _Node | None = target
+            while current is not None and current is not owner:
+                chain.append(current)
+                current = current.parent
+            chain.reverse()
+        first_name = self.names.get(id(chain[0]))
+        if first_name is None:
+            return
+        self._mark_initial(first_name)
+        for deeper in chain[1:]:
+            deeper_name = self.names.get(id(deeper))
+            if deeper_name is None:
+                continue
+            if deeper.tag == "history":
+                continue
+            if deeper.parent is not None and deeper.parent.tag == "parallel":
+                self.error("scxml-initial", where, "an initial state inside a parallel state's "
+                           "region is entered with its region; the native format cannot name it",
+                           deeper_name)
+                return
+            self._mark_initial(deeper_name, where)
+
+    def _mark_initial(self, name: str, where: _Node | None = None) -> None:
+        state = self.states.setdefault(name, {})
+        parent = state.get("parent")
+        siblings = [n for n, s in self.states.items() if s.get("parent") == parent
+                    and s.get("initial") and n != name]
+        if siblings:
+            if where is not None:
+                self.warn("scxml-deep-initial", where, f"the chart starts in {name!r}, so it is "
+                          f"the initial child of {parent!r} every time, not {siblings[0]!r}",
+                          name)
+            for sibling in siblings:
+                del self.states[sibling]["initial"]
+        state["initial"] = True
+
+    def _inside(self, node: _Node, owner: _Node) -> bool:
+        current = node.parent
+        while current is not None:
+            if current is owner:
+                return True
+            current = current.parent
+        return False
+
+    # -- transitions -------------------------------------------------------------------------
+
+    def _transition(self, node: _Node, source: str) -> None:
+        event_text = node.attrs.get("event")
+        descriptors: tuple[str, ...] | None = None
+        if event_text is not None:
+            descriptors = tuple(d.removesuffix(".*").removesuffix(".") for d in
+                                event_text.split())
+            if not descriptors:
+                self.error("scxml-event", node, "an empty event attribute", source)
+                return
+        guard = None
+        if "cond" in node.attrs:
+            guard = self._expression(node.attrs["cond"], node, "cond")
+        target = None
+        target_text = node.attrs.get("target")
+        if target_text is not None:
+            targets = target_text.split()
+            if len(targets) != 1:
+                self.error("scxml-multiple-targets", node, f"target {target_text!r} names "
+                           f"{len(targets)} states; the native format moves to one", source)
+                return
+            target_node = self.by_id.get(targets[0])
+            if target_node is None:
+                self.error("scxml-unknown-target", node, f"target state {targets[0]!r} does not "
+                           "exist", targets[0])
+                return
+            target = self._target_name(target_node, node)
+        elif descriptors is None:
+            self.error("scxml-eventless-internal", node, "an eventless transition with no "
+                       "target: the native format runs eventless transitions only to move "
+                       "(one without a target would loop)", source)
+            return
+        if node.attrs.get("type") == "internal" and target is not None:
+            owner = self.node_of[source]
+            if owner.kids("onentry", "onexit") and self._inside(self.node_by_name[target], owner):
+                self.warn("scxml-internal", node, f"type='internal': the native transition "
+                          f"leaves and enters {source!r} again, running its exit and entry "
+                          "actions", source)
+        actions = self._actions(node.children, None, source)
+        self.transitions.append(_Transition(node, source, descriptors, guard, target, actions))
+
+    def _target_name(self, node: _Node, transition: _Node) -> str | None:
+        if node.tag == "history":
+            owner = node.parent
+            assert owner is not None
+            return self.names.get(id(owner))
+        return self.names.get(id(node))
+
+    def _place_transitions(self) -> None:
+        for t in self.transitions:
+            if t.target is None and t.descriptors is None:
+                continue
+            source = t.source
+            spec: dict[str, Any] = {}
+            if t.target is not None:
+                spec["target"] = t.target
+            if t.guard is not None:
+                spec["guard"] = t.guard
+            if t.actions:
+                spec["actions"] = t.actions
+            region = self._region_of(source)
+            if region is not None and t.target is not None and not self._within(
+                    t.target, region):
+                parallel = self.states[region]["parent"]
+                if t.descriptors is None or (self._within(t.target, parallel) and t.target != \
+                        parallel):
+                    self.error("scxml-region-exit", t.node, f"a transition from region "
+                               f"{region!r} to {t.target!r}: a native region is left only by "
+                               f"its parallel state {parallel!r}", source, t.target)
+                    continue
+                self.warn("scxml-region-exit", t.node, f"the transition leaves region "
+                          f"{region!r}: it is made a transition of parallel state "
+                          f"{parallel!r}, tried only when no region takes the event", source)
+                source = parallel
+            if t.descriptors is None:
+                if self.states[source].get("type") == "final":
+                    continue
+                self.states[source].setdefault("always", []).append(spec)
+                continue
+            done_of = [d for d in t.descriptors if d.startswith("done.state.")]
+            if (self.node_of[source].tag == "parallel"
+                    and f"done.state.{source}" in t.descriptors):
+                self.states[source].setdefault("done", []).append(spec)
+                if len(t.descriptors) > 1:
+                    self.warn("scxml-done", t.node, "the other event descriptors of this "
+                              "done.state transition are left out: the native join is not an "
+                              "event", source)
+                continue
+            del done_of
+            self.states[source].setdefault("_on", []).append((t.descriptors, spec, t.node))
+
+    def _region_of(self, name: str) -> str | None:
+        current: str | None = name
+        while current is not None:
+            parent = self.states[current].get("parent")
+            if parent is not None and self.states[parent].get("type") == "parallel":
+                return current
+            current = parent
+        return None
+
+    def _within(self, name: str, ancestor: str) -> bool:
+        current: str | None = name
+        while current is not None:
+            if current == ancestor:
+                return True
+            current = self.states[current].get("parent")
+        return False
+
+    def _children(self, name: str) -> list[str]:
+        return [n for n, s in self.states.items() if s.get("parent") == name]
+
+    def _push_eventless_down(self) -> None:
+        """Copies a compound state's eventless transitions to the leaves below it."""
+        for name in list(self.states):
+            state = self.states[name]
+            if not state.get("always") or not self._children(name):
+                continue
+            pushed = state.pop("always")
+            node = self.node_of[name]
+            if state.get("type") == "parallel":
+                self.error("scxml-eventless-parallel", node, f"eventless transitions of "
+                           f"parallel state {name!r}: the native format has them only on "
+                           "leaf states", name)
+                continue
+            leaves = [n for n in self.states if n != name and self._within(n, name)
+                      and not self._children(n)]
+            if any(self.states[n].get("type") == "parallel" or (self._region_of(n) and not
+                   self._region_of(name)) for n in self.states if self._within(n, name)):
+                self.error("scxml-eventless-parallel", node, f"eventless transitions of "
+                           f"{name!r}, which holds a parallel state: a native region cannot "
+                           "take them", name)
+                continue
+            self.warn("scxml-eventless-compound", node, f"the eventless transitions of compound "
+                      f"{name!r} are copied to each leaf below it (after the leaf's own)"
+                      + (f"; a move from a leaf to a state inside {name!r} does not exit and "
+                         f"enter {name!r} again" if (state.get("entry") or state.get("exit"))
+                         else ""), name)
+            for leaf in leaves:
+                if self.states[leaf].get("type") == "final":
+                    continue
+                self.states[leaf].setdefault("always", []).extend(dict(t) for t in pushed)
+
+    def _in_flags(self) -> None:
+        """Sets `_scxml_in_ID` on entry and clears it on exit of each state `In()` reads."""
+        for state_id, where in self.in_states.items():
+            node = self.by_id.get(state_id)
+            if node is None or node.tag == "history":
+                self.error("scxml-unknown-target", where, f"In({state_id!r}) names no state",
+                           state_id)
+                continue
+            key = f"_scxml_in_{state_id}"
+            self.context.setdefault(key, False)
+            native = self.states.get(state_id)
+            if native is None:
+                continue
+            native["entry"] = [{"assign": {key: "True"}}, *native.get("entry", [])]
+            native["exit"] = [*native.get("exit", []), {"assign": {key: "False"}}]
+            if self._region_of(state_id) is not None:
+                self.warn("scxml-in-region", where, f"In({state_id!r}) reads a flag that each "
+                          "region keeps in its own copy of the context: another region does "
+                          "not see it change", state_id)
+
+    # -- events ------------------------------------------------------------------------------
+
+    def _events(self) -> set[str]:
+        """Gives every event name the chart can tell: those it raises and sends, and those its
+        transitions name (so that a sender outside can send them)."""
+        names = set(self.raised)
+        for t in self.transitions:
+            for descriptor in t.descriptors or ():
+                if descriptor != "*":
+                    names.add(descriptor)
+        usable = set()
+        for event in names:
+            if not _NAME.match(event) or event.startswith(_RESERVED):
+                where = next((t.node for t in self.transitions if event in (t.descriptors or ())),
+                             self.root)
+                self.warn("scxml-event-name", where, f"event {event!r} cannot be a native "
+                          "event name; no transition takes it", event)
+                continue
+            usable.add(event)
+        return usable
+
+    def _expand(self, events: set[str]) -> None:
+        """Gives each state's `on:`: for each event name, the transitions whose descriptors
+        match it (SCXML's prefix match), in document order."""
+        for name, state in self.states.items():
+            written = state.pop("_on", [])
+            if not written:
+                continue
+            on: dict[str, list[dict[str, Any]]] = {}
+            for descriptors, spec, node in written:
+                matched = sorted(e for e in events if any(_matches(d, e) for d in descriptors))
+                if self.node_of[name].tag == "parallel":
+                    matched = [e for e in matched if e != f"done.state.{name}"]
+                if not matched:
+                    self.warn("scxml-event-never", node, f"no event the chart raises, sends or "
+                              f"names matches {' '.join(descriptors)!r}", name)
+                for event in matched:
+                    on.setdefault(event, []).append(dict(spec))
+            if on:
+                state["on"] = on
+
+    # -- executable content ------------------------------------------------------------------
+
+    def _blocks(self, node: _Node, tag: str, state: str) -> list[dict[str, Any]]:
+        actions: list[dict[str, Any]] = []
+        for block in node.kids(tag):
+            actions += self._actions(block.children, None, state)
+        return actions
+
+    def _actions(self, nodes: list[_Node], when: str | None, state: str
+                 ) -> list[dict[str, Any]]:
+        """Gives the native actions of executable content; `when` (a native expression) is
+        the condition an enclosing `<if>` branch set, under which they take effect."""
+        actions: list[dict[str, Any]] = []
+        for node in nodes:
+            if node.namespace != _NS:
+                self.warn("scxml-foreign", node, f"element <{node.tag}> of namespace "
+                          f"{node.namespace or '(none)'} is left out", node.tag)
+                continue
+            tag = node.tag
+            if tag == "log":
+                continue  # a log changes nothing the run can see
+            if tag == "assign":
+                actions += self._assign(node, when)
+            elif tag == "raise":
+                event = node.attrs.get("event")
+                if not event:
+                    self.error("scxml-raise", node, "<raise> needs an event", state)
+                    continue
+                self.raised.add(event)
+                actions.append(self._queue_action("internal", repr(event), None, None, when))
+            elif tag == "send":
+                action = self._send(node, when, state)
+                if action is not None:
+                    actions.append(action)
+            elif tag == "cancel":
+                actions += self._cancel(node, when)
+            elif tag == "if":
+                actions += self._if(node, when, state)
+            elif tag in ("script", "invoke"):
+                continue  # refused where it stands (`_refuse_everywhere`)
+            elif tag == "foreach":
+                self.error("scxml-foreach", node, "<foreach> is refused: native actions have "
+                           "no loops", state)
+            else:
+                self.error("scxml-element", node, f"<{tag}> is not executable content", tag)
+        return actions
+
+    def _guarded(self, key: str, value: str, when: str | None) -> dict[str, Any]:
+        if when is None:
+            return {"assign": {key: value}}
+        return {"assign": {key: f"({value}) if ({when}) else context[{key!r}]"}}
+
+    def _assign(self, node: _Node, when: str | None) -> list[dict[str, Any]]:
+        location = node.attrs.get("location", "")
+        if not _NAME.match(location) or location.startswith("_"):
+            self.error("scxml-assign", node, f"assign to {location!r}: the native format sets "
+                       "whole context keys (a data id), not parts of them", location)
+            return []
+        if location not in self.context:
+            self.warn("scxml-assign-undeclared", node, f"{location!r} is not a data item; "
+                      "SCXML raises error.execution, the import sets the key", location)
+        text = node.attrs.get("expr")
+        if text is None:
+            text = node.text.strip()
+            if node.children or not text:
+                self.error("scxml-assign", node, "an <assign> needs expr= or a text value",
+                           location)
+                return []
+        value = self._expression(text, node, "expr")
+        if value is None:
+            return []
+        return [self._guarded(location, value, when)]
+
+    def _queue_action(self, queue: str, event: str, delay: str | None, pairs: str | None,
+                      when: str | None, send_id: str = "") -> dict[str, Any]:
+        self.uses_outbox = True
+        entry = f"[{queue!r}, {event}, {delay or 0}, {pairs or '[]'}, {send_id!r}]"
+        if when is None:
+            return {"assign": {OUTBOX: f"context[{OUTBOX!r}] + [{entry}]"}}
+        return {"assign": {OUTBOX: f"context[{OUTBOX!r}] + ([{entry}] if ({when}) else [])"}}
+
+    def _send(self, node: _Node, when: str | None, state: str) -> dict[str, Any] | None:
+        attrs = node.attrs
+        kind = attrs.get("type", _SCXML_PROCESSOR[0])
+        if "typeexpr" in attrs or kind not in _SCXML_PROCESSOR:
+            self.error("scxml-send-type", node, f"<send> of type {kind!r}: only the SCXML "
+                       "event processor, to this session, is imported", kind)
+            return None
+        target = attrs.get("target")
+        if "targetexpr" in attrs or (target is not None and target != "#_internal"
+                                     and not target.startswith("#_scxml_")):
+            self.error("scxml-send-target", node, f"<send> to "
+                       f"{target or attrs.get('targetexpr')!r}: the native format has no other "
+                       "sessions, so only sends to this session are imported",
+                       target or "targetexpr")
+            return None
+        if target is not None and target.startswith("#_scxml_"):
+            self.warn("scxml-send-session", node, f"target {target!r} is taken to be this "
+                      "session", target)
+        queue = "internal" if target == "#_internal" else "external"
+        if "event" in attrs:
+            event = repr(attrs["event"])
+            self.raised.add(attrs["event"])
+        elif "eventexpr" in attrs:
+            expression = self._expression(attrs["eventexpr"], node, "eventexpr")
+            if expression is None:
+                return None
+            event = f"({expression})"
+            self.warn("scxml-send-eventexpr", node, "eventexpr: the event's name is known only "
+                      "when it is sent; a name no transition names is dropped", state)
+        else:
+            self.error("scxml-send-event", node, "<send> without event or eventexpr (a "
+                       "<content>-only message) is not imported", state)
+            return None
+        delay: str | None = None
+        if "delay" in attrs:
+            ms = parse_delay_ms(attrs["delay"])
+            if ms is None:
+                self.error("scxml-send-delay", node, f"delay {attrs['delay']!r} is not a time "
+                           "such as 1s or 500ms", attrs["delay"])
+                return None
+            delay = str(ms)
+        elif "delayexpr" in attrs:
+            delay = self._expression(attrs["delayexpr"], node, "delayexpr")
+            if delay is None:
+                return None
+            delay = f"({delay})"
+        if delay is not None and queue == "internal":
+            self.error("scxml-send-delay", node, "a delayed send to #_internal is an error in "
+                       "SCXML", state)
+            return None
+        pairs: list[str] = []
+        for key in attrs.get("namelist", "").split():
+            if not _NAME.match(key):
+                self.error("scxml-send-namelist", node, f"namelist item {key!r} is not a data "
+                           "id", key)
+                return None
+            pairs.append(f"[{key!r}, context[{key!r}]]")
+        for param in node.kids("param"):
+            param_name = param.attrs.get("name")
+            if not param_name:
+                self.error("scxml-send-param", param, "<param> needs a name", state)
+                return None
+            if "expr" in param.attrs:
+                value = self._expression(param.attrs["expr"], param, "expr")
+            elif "location" in param.attrs:
+                value = self._expression(param.attrs["location"], param, "location")
+            else:
+                self.error("scxml-send-param", param, "<param> needs expr or location",
+                           param_name)
+                return None
+            if value is None:
+                return None
+            pairs.append(f"[{param_name!r}, {value}]")
+        for content in node.kids("content"):
+            self.error("scxml-send-content", content, "<content> is refused: a native event's "
+                       "payload is a mapping of named values (use <param>)", state)
+            return None
+        send_id = attrs.get("id", "")
+        if "idlocation" in attrs:
+            location = attrs["idlocation"]
+            if not _NAME.match(location) or location.startswith("_"):
+                self.error("scxml-assign", node, f"idlocation {location!r} is not a data id",
+                           location)
+                return None
+            send_id = f"send@{node.line}"
+            self.warn("scxml-send-idlocation", node, f"idlocation: every run of this send gets "
+                      f"the id {send_id!r}, not a fresh one", location)
+            return {"assign": {
+                location: (f"{send_id!r} if ({when}) else context[{location!r}]" if when
+                           else repr(send_id)),
+                **self._queue_action(queue, event, delay, "[" + ", ".join(pairs) + "]",
+                                     when, send_id)["assign"]}}
+        return self._queue_action(queue, event, delay, "[" + ", ".join(pairs) + "]", when,
+                                  send_id)
+
+    def _cancel(self, node: _Node, when: str | None) -> list[dict[str, Any]]:
+        if "sendid" in node.attrs:
+            sendid = repr(node.attrs["sendid"])
+        elif "sendidexpr" in node.attrs:
+            expression = self._expression(node.attrs["sendidexpr"], node, "sendidexpr")
+            if expression is None:
+                return []
+            sendid = f"({expression})"
+        else:
+            self.error("scxml-cancel", node, "<cancel> needs sendid or sendidexpr", "cancel")
+            return []
+        self.uses_outbox = True
+        entry = f"['cancel', {sendid}, 0, [], '']"
+        value = f"context[{OUTBOX!r}] + [{entry}]" if when is None else (
+            f"context[{OUTBOX!r}] + ([{entry}] if ({when}) else [])")
+        return [{"assign": {OUTBOX: value}}]
+
+    def _if(self, node: _Node, when: str | None, state: str) -> list[dict[str, Any]]:
+        """Gives an `<if>`: the branch taken is chosen once (a context key holds its index),
+        then each branch's actions take effect only under it."""
+        branches: list[tuple[str | None, list[_Node]]] = []
+        condition = node.attrs.get("cond")
+        if condition is None:
+            self.error("scxml-if", node, "<if> needs cond", state)
+            return []
+        current: list[_Node] = []
+        branches.append((condition, current))
+        for child in node.children:
+            if child.namespace == _NS and child.tag == "elseif":
+                current = []
+                branches.append((child.attrs.get("cond", "False"), current))
+            elif child.namespace == _NS and child.tag == "else":
+                current = []
+                branches.append((None, current))
+            else:
+                current.append(child)
+        self.temp += 1
+        key = f"_scxml_if{self.temp}"
+        choice = str(len(branches))
+        for index in range(len(branches) - 1, -1, -1):
+            text, _ = branches[index]
+            if text is None:
+                choice = str(index)
+                continue
+            translated = self._expression(text, node, "cond")
+            if translated is None:
+                return []
+            choice = f"{index} if ({translated}) else ({choice})"
+        if when is not None:
+            choice = f"({choice}) if ({when}) else -1"
+        actions: list[dict[str, Any]] = [{"assign": {key: choice}}]
+        for index, (_, body) in enumerate(branches):
+            actions += self._actions(body, f"context[{key!r}] == {index}", state)
+        return actions
+
+    # -- data and expressions ----------------------------------------------------------------
+
+    def _data(self, node: _Node) -> None:
+        ident = node.attrs.get("id", "")
+        if not _NAME.match(ident) or ident.startswith("_"):
+            self.error("scxml-data", node, f"data id {ident!r} cannot be a context key", ident)
+            return
+        if "src" in node.attrs:
+            self.error("scxml-data-src", node, "data src= is refused: importing reads no other "
+                       "file or address", ident)
+            return
+        text = node.attrs.get("expr")
+        if text is None and node.text.strip():
+            text = node.text.strip()
+        if text is None:
+            self.context[ident] = None
+            return
+        translated = self._expression(text, node, "expr" if "expr" in node.attrs else "value")
+        if translated is None:
+            return
+        try:
+            value = compile_expression(translated)(dict(self.context), None)
+        except Exception as exc:  # an expression of the user's: its failure is reported
+            self.warn("scxml-data-failed", node, f"data {ident!r} = {text!r} fails when the run "
+                      f"starts ({type(exc).__name__}: {exc}); SCXML raises error.execution, "
+                      "the import leaves it unset (None)", ident)
+            value = None
+        self.context[ident] = value
+
+    def _expression(self, text: str, node: _Node, attribute: str) -> str | None:
+        """Gives the native expression for an SCXML (python datamodel) one, or None after an
+        error located at `node`."""
+        rewrite = _Rewrite(self.chart_name)
+        try:
+            tree = ast.parse(text.strip(), mode="eval")
+            translated = ast.unparse(rewrite.visit(tree.body))
+            compile_expression(translated)
+        except SyntaxError as exc:
+            self.error("scxml-expression", node, f"{attribute}={text!r} is not a Python "
+                       f"expression: {exc.msg}", attribute)
+            return None
+        except _Inexpressible as exc:
+            self.error("scxml-expression", node, f"{attribute}={text!r} cannot be said in the "
+                       f"native expression language: {exc}", attribute)
+            return None
+        except ExpressionSyntaxError as exc:
+            self.error("scxml-expression", node, f"{attribute}={text!r} cannot be said in the "
+                       f"native expression language: {exc}", attribute)
+            return None
+        except RecursionError:
+            self.error("scxml-expression", node, f"{attribute}= is nested too deeply",
+                       attribute)
+            return None
+        for state in rewrite.in_states:
+            self.in_states.setdefault(state, node)
+        return translated
+
+
+def _matches(descriptor: str, event: str) -> bool:
+    """Tells whether an SCXML event descriptor matches an event name (`foo` matches `foo` and
+    `foo.bar`, `*` everything)."""
+    return descriptor == "*" or event == descriptor or event.startswith(descriptor + ".")
+
+
+# -- entry point -------------------------------------------------------------------------------
+
+
+def convert(data: str, lines: Mapping[str, int], name: str) -> Imported:
+    """Gives the native definition data of an SCXML document, with a warning for each feature
+    approximated; raises `DefinitionError` (located) for what cannot be imported."""
+    del lines  # SCXML is located by its own parse
+    root = _parse(data, name)
+    converter = _Converter(root, name)
+    native = converter.run()
+    native, checked = _native_checks(native, converter, name)
+    return Imported(format="scxml", data=native, findings=(*converter.warnings, *checked),
+                    source=name)
+
+
+def _native_checks(native: dict[str, Any], converter: _Converter, name: str
+                   ) -> tuple[dict[str, Any], list[Finding]]:
+    """Runs the native load-time checks on what was made: states no transition reaches are
+    left out (with a warning: they cannot change a run), a chart that need not end is
+    `reactive`, and any other native error is raised, located in the SCXML document."""
+    from reference_machine._definition import check_spec
+    from reference_machine._load import _validate
+
+    notes: list[Finding] = []
+    for _ in range(len(native["states"]) + 2):
+        try:
+            spec = _validate(native, {}, name)
+        except DefinitionError as exc:
+            raise DefinitionError([_relocated(f, converter) for f in exc.findings],
+                                  name) from exc
+        findings = check_spec(spec)
+        errors = [f for f in findings if f.severity is Severity.ERROR]
+        unreachable = [f.ids[0] for f in errors if f.code == "unreachable-state" and f.ids]
+        if unreachable:
+            for state in unreachable:
+                node = converter.node_of.get(state)
+                native["states"].pop(state, None)
+                if node is not None:
+                    notes.append(Finding(Severity.WARNING, "scxml-unreachable", node.path,
+                                         f"state {state!r} cannot be reached: left out",
+                                         (state,), node.line))
+            continue
+        if any(f.code in ("no-final", "no-way-to-final") for f in errors) and not native.get(
+                "reactive"):
+            native["reactive"] = True
+            notes.append(Finding(Severity.WARNING, "scxml-reactive", "scxml",
+                                 "some state can reach no top-level final state: the chart is "
+                                 "imported as `reactive: true` (an SCXML chart need not end)",
+                                 (), converter.root.line))
+            continue
+        if errors:
+            raise DefinitionError([_relocated(f, converter) for f in errors], name)
+        return native, notes
+    raise DefinitionError([Finding(Severity.ERROR, "scxml-native", "scxml",
+                                   "the native checks did not settle", (), None)], name)
+
+
+def _relocated(finding: Finding, converter: _Converter) -> Finding:
+    """Gives a native finding located in the SCXML document (the state it names)."""
+    parts = finding.location.split(".")
+    node = converter.node_of.get(parts[1]) if len(parts) > 1 and parts[0] == "states" else None
+    location = node.path if node is not None else "scxml"
+    line = node.line if node is not None else converter.root.line
+    return Finding(finding.severity, finding.code, location,
+                   f"native check ({finding.location}): {finding.message}", finding.ids, line)

@@ -1,0 +1,210 @@
+"""The W3C SCXML conformance tests, imported and run on the reference machine.
+
+`conformance(folder)` imports each `*.scxml` test of the folder (the mandatory tests, as
+python-statemachine keeps them: a test passes when the chart reaches its final state `pass`),
+and runs each one imported with `decide`, playing SCXML's event loop around it: the events the
+chart raises and sends to itself (the importer's outbox, `scxml.OUTBOX`) are taken out after
+every decision and delivered, internal ones first, then external ones in the order they fall
+due (a delayed send falls due on the virtual clock, which jumps to it). An event no transition
+takes is dropped, as SCXML drops it. `markdown()` sums the results up.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reference_machine._decide import decide, new_execution, start_event
+from reference_machine._definition import WorkflowDefinition, compile_definition
+from reference_machine._load import _validate
+from reference_machine._records import Accepted, Event, Execution, Rejected, Status
+from reference_machine.errors import DefinitionError
+from reference_machine.importers import scxml
+
+__all__ = ["W3CResult", "conformance", "markdown", "run_definition"]
+
+#: Events one run may take before it is stopped as one that does not finish.
+EVENTS_MAX = 500
+
+
+@dataclass(frozen=True, slots=True)
+class W3CResult:
+    """One test: whether it was imported, where its run ended, and the reason class."""
+
+    test: str
+    imported: bool
+    passed: bool
+    #: `passed`, or why not: `refused: <what>`, `reached fail`, `did not finish: ...`
+    reason: str
+    #: the final (or last) state the run reached; empty when not run
+    state: str = ""
+    warnings: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnd:
+    state: str
+    final: bool
+    why: str
+
+
+def conformance(folder: str | Path) -> list[W3CResult]:
+    """Gives one result per `*.scxml` file of `folder`, in name order."""
+    results = []
+    for path in sorted(Path(folder).glob("*.scxml")):
+        results.append(_one(path))
+    return results
+
+
+def _one(path: Path) -> W3CResult:
+    test = path.stem
+    try:
+        imported = scxml.convert(path.read_text(encoding="utf-8"), {}, str(path))
+    except DefinitionError as exc:
+        return W3CResult(test, False, False, f"refused: {_reason(exc)}")
+    try:
+        spec = _validate(imported.data, {}, imported.source)
+        definition = compile_definition(spec, source=imported.source)
+    except DefinitionError as exc:
+        return W3CResult(test, False, False, f"refused: {_reason(exc)}")
+    end = run_definition(definition)
+    warnings = len(imported.findings)
+    if end.final and end.state == "pass":
+        return W3CResult(test, True, True, "passed", end.state, warnings)
+    if end.final and end.state == "fail":
+        return W3CResult(test, True, False, "reached fail", end.state, warnings)
+    if end.final:
+        return W3CResult(test, True, False, f"reached final {end.state}", end.state, warnings)
+    return W3CResult(test, True, False, f"did not finish: {end.why}", end.state, warnings)
+
+
+def _reason(exc: DefinitionError) -> str:
+    """Gives the reason class of a refusal: the first error's code, with what it names."""
+    finding = exc.findings[0] if exc.findings else None
+    if finding is None:
+        return "unknown"
+    code = finding.code.removeprefix("scxml-")
+    if code in ("element", "datamodel", "send-target", "send-type", "expression") and \
+            finding.ids:
+        return f"{code} {finding.ids[0]}" if code != "expression" else _expression_class(
+            finding.message)
+    return code
+
+
+def _expression_class(message: str) -> str:
+    """Gives what an expression refusal is about (`_event.origin`, `hasattr()`, ...)."""
+    detail = message.split(": ", 1)[-1]
+    return f"expression: {detail[:60]}"
+
+
+def run_definition(definition: WorkflowDefinition, *, events_max: int = EVENTS_MAX) -> RunEnd:
+    """Runs an imported chart from its start, delivering what it raises and sends to itself,
+    until it is final, nothing is left to deliver, or `events_max` events were delivered."""
+    execution = new_execution(definition, "w3c")
+    internal: deque[tuple[str, dict[str, Any]]] = deque()
+    external: list[tuple[int, int, str, dict[str, Any], str]] = []
+    cancelled: set[str] = set()
+    now = 0
+    order = 0
+    decision = decide(definition, execution, start_event("w3c"), now)
+    if not isinstance(decision, Accepted):
+        why = decision.reason if isinstance(decision, Rejected) else "ignored"
+        return RunEnd("", False, f"the start was refused ({why})")
+    execution = decision.execution
+    delivered = 0
+    while True:
+        execution, sent = _take_outbox(execution)
+        for queue, name, delay, payload, send_id in sent:
+            if queue == "cancel":
+                cancelled.add(name)
+                external = [e for e in external if e[4] != name]
+                heapq.heapify(external)
+            elif queue == "internal":
+                internal.append((name, payload))
+            else:
+                order += 1
+                heapq.heappush(external, (now + delay, order, name, payload, send_id))
+        if execution.status == Status.FINAL:
+            return RunEnd(execution.state, True, "final")
+        if delivered >= events_max:
+            return RunEnd(execution.state, False, f"over {events_max} events")
+        if internal:
+            name, payload = internal.popleft()
+        elif external:
+            due, _, name, payload, _ = heapq.heappop(external)
+            now = max(now, due)
+        else:
+            return RunEnd(execution.state, False, f"no event left to deliver in state "
+                                                  f"{execution.state}")
+        delivered += 1
+        if name not in definition.events:
+            continue  # no transition names it: SCXML drops it
+        event = Event(f"w3c/{delivered}", name, "system", payload)
+        decision = decide(definition, execution, event, now)
+        if isinstance(decision, Accepted):
+            execution = decision.execution
+
+
+def _take_outbox(execution: Execution
+                 ) -> tuple[Execution, list[tuple[str, str, int, dict[str, Any], str]]]:
+    """Gives the execution with its outbox (and its regions') emptied, and what they held."""
+    found: list[list[Any]] = []
+    seen: list[Any] = []
+
+    def empty(ex: Execution) -> Execution:
+        context = ex.context
+        box = context.get(scxml.OUTBOX)
+        if box:
+            if box not in seen:  # a parallel state's own action is copied to each region
+                seen.append(box)
+                found.extend(box)
+            context = {**context, scxml.OUTBOX: []}
+        regions = tuple(empty(r) for r in ex.regions)
+        if context is ex.context and regions == ex.regions:
+            return ex
+        return ex._replace(context=context, regions=regions)
+
+    emptied = empty(execution)
+    return emptied, [_entry(item) for item in found]
+
+
+def _entry(item: Any) -> tuple[str, str, int, dict[str, Any], str]:
+    queue, name, delay, pairs, send_id = [*list(item), 0, [], ""][:5]
+    if isinstance(delay, str):
+        delay = scxml.parse_delay_ms(delay) or 0
+    payload = {str(k): v for k, v in pairs} if isinstance(pairs, list) else {}
+    return str(queue), str(name), int(delay or 0), payload, str(send_id)
+
+
+def markdown(results: Iterable[W3CResult]) -> str:
+    """Gives the summary: passed N of M, the counts by reason class, and each test not passed."""
+    listed = list(results)
+    passed = sum(1 for r in listed if r.passed)
+    imported = sum(1 for r in listed if r.imported)
+    classes: dict[str, int] = {}
+    for result in listed:
+        if not result.passed:
+            key = result.reason if result.reason.startswith("refused") else (
+                "imported, " + result.reason.split(" in state ")[0])
+            classes[key] = classes.get(key, 0) + 1
+    lines = ["# W3C SCXML conformance (mandatory tests) on the reference machine", "",
+             f"Passed {passed} of {len(listed)}; imported {imported}.", "",
+             "| reason | tests |", "| --- | --- |"]
+    lines += [f"| {reason} | {count} |" for reason, count in
+              sorted(classes.items(), key=lambda kv: (-kv[1], kv[0]))]
+    lines += ["", "| test | imported | reason |", "| --- | --- | --- |"]
+    lines += [f"| {r.test} | {'yes' if r.imported else 'no'} | {r.reason} |"
+              for r in listed if not r.passed]
+    return "\n".join(lines) + "\n"
+
+
+def by_reason(results: Iterable[W3CResult]) -> Mapping[str, int]:
+    """Gives how many tests ended for each reason."""
+    counts: dict[str, int] = {}
+    for result in results:
+        counts[result.reason] = counts.get(result.reason, 0) + 1
+    return counts
