@@ -57,6 +57,8 @@ __all__ = ["OUTBOX", "convert", "parse_delay_ms"]
 _NS = "http://www.w3.org/2005/07/scxml"
 #: The context key the chart's raised and sent events are appended to (see the module).
 OUTBOX = "_scxml_outbox"
+#: The payload key that carries an event's data when it is not a set of named values.
+_DATA = "_scxml_data"
 _NAME = re.compile(NAME_PATTERN)
 _RESERVED = ("execution.", "step.", "approval.", "timer.", "compensation.")
 _STATES = ("state", "parallel", "final")
@@ -195,8 +197,13 @@ class _Rewrite(ast.NodeTransformer):
     def _event_field(self, attr: str) -> ast.expr:
         if attr == "name":
             return ast.Attribute(ast.Name("event", ast.Load()), "type", ast.Load())
-        if attr == "data":  # an event without data has None, not an empty mapping
-            return ast.IfExp(self._payload(), self._payload(), ast.Constant(None))
+        if attr == "data":
+            # a value that is not named pairs rides under one key; an event without data has
+            # None, not an empty mapping
+            carried = ast.Subscript(self._payload(), ast.Constant(_DATA), ast.Load())
+            has = ast.Compare(ast.Constant(_DATA), [ast.In()], [self._payload()])
+            return ast.IfExp(has, carried,
+                             ast.IfExp(self._payload(), self._payload(), ast.Constant(None)))
         raise _Inexpressible(f"_event.{attr} (the native event has no such field)")
 
     def visit_Name(self, node: ast.Name) -> ast.expr:
@@ -272,6 +279,9 @@ class _Converter:
         self.raised: set[str] = set()
         self.transitions: list[_Transition] = []
         self.in_states: dict[str, _Node] = {}
+        self._stopped = False
+        self._syntax_error = False
+        self.declared = {n.attrs.get("id", "") for n in self._all(root, "data")}
         self.chart_name = root.attrs.get("name", "")
 
     # -- findings ----------------------------------------------------------------------------
@@ -417,12 +427,7 @@ class _Converter:
                           f"ends the run, so it is a state that raises done.state.{parent} on "
                           "entry and waits there", name)
             if parent is not None:
-                entry.append(self._queue_action("internal", repr(f"done.state.{parent}"),
-                                                None, None, None))
-                self.raised.add(f"done.state.{parent}")
-            for done in node.kids("donedata"):
-                self.warn("scxml-donedata", done, "<donedata> is left out: the native "
-                          "done.state event carries no data", "donedata")
+                entry += self._done_event(node, parent)
         elif kind == "parallel":
             native["type"] = "parallel"
         for child in node.children:
@@ -440,15 +445,33 @@ class _Converter:
                 continue
             else:
                 self._unknown(child)
+        if entry:
+            native["entry"] = entry
+        if exit_:
+            native["exit"] = exit_
         if kind == "state" and children:
             self._initial(node, name, children)
         elif kind == "state" and (node.attrs.get("initial") or node.kids("initial")):
             self.error("scxml-initial", node, f"atomic state {name!r} names an initial child "
                        "it does not have", name)
-        if entry:
-            native["entry"] = entry
-        if exit_:
-            native["exit"] = exit_
+
+    def _done_event(self, node: _Node, parent: str) -> list[dict[str, Any]]:
+        """Gives the actions that raise `done.state.PARENT` as `node` (a final) is entered,
+        with its `<donedata>` as the event's data."""
+        event = f"done.state.{parent}"
+        self.raised.add(event)
+        actions: list[dict[str, Any]] = []
+        pairs: list[str] = []
+        for done in node.kids("donedata"):
+            got = self._pairs(done, None, parent)
+            if got is None:  # SCXML raises error.execution and sends the event with no data
+                actions.append(self._static_error(done, "error.execution", None))
+                self._stopped = False
+            else:
+                pairs += got
+        actions.append(self._queue_action("internal", repr(event), None,
+                                          "[" + ", ".join(pairs) + "]", None))
+        return actions
 
     def _is_region(self, node: _Node) -> bool:
         return node.parent is not None and node.parent.tag == "parallel"
@@ -487,7 +510,7 @@ class _Converter:
             where = initial
             for transition in initial.kids("transition"):
                 target_text = transition.attrs.get("target")
-                actions = self._actions(transition.children, None, name or "")
+                actions = self._block(transition.children, name or "")
                 if actions and name is not None:
                     self.warn("scxml-initial-actions", transition, "the actions of an "
                               "<initial> transition run as the compound's first entry actions",
@@ -561,7 +584,7 @@ class _Converter:
         event_text = node.attrs.get("event")
         descriptors: tuple[str, ...] | None = None
         if event_text is not None:
-            descriptors = tuple(d.removesuffix(".*").removesuffix(".") for d in
+            descriptors = tuple(d.removesuffix(".*").removesuffix(".") or "*" for d in
                                 event_text.split())
             if not descriptors:
                 self.error("scxml-event", node, "an empty event attribute", source)
@@ -594,7 +617,7 @@ class _Converter:
                 self.warn("scxml-internal", node, f"type='internal': the native transition "
                           f"leaves and enters {source!r} again, running its exit and entry "
                           "actions", source)
-        actions = self._actions(node.children, None, source)
+        actions = self._block(node.children, source)
         self.transitions.append(_Transition(node, source, descriptors, guard, target, actions))
 
     def _target_name(self, node: _Node, transition: _Node) -> str | None:
@@ -764,7 +787,14 @@ class _Converter:
     def _blocks(self, node: _Node, tag: str, state: str) -> list[dict[str, Any]]:
         actions: list[dict[str, Any]] = []
         for block in node.kids(tag):
-            actions += self._actions(block.children, None, state)
+            actions += self._block(block.children, state)
+        return actions
+
+    def _block(self, nodes: list[_Node], state: str) -> list[dict[str, Any]]:
+        """Gives one block of executable content (an `<onentry>`, a transition's body)."""
+        self._stopped = False
+        actions = self._actions(nodes, None, state)
+        self._stopped = False
         return actions
 
     def _actions(self, nodes: list[_Node], when: str | None, state: str
@@ -773,6 +803,13 @@ class _Converter:
         the condition an enclosing `<if>` branch set, under which they take effect."""
         actions: list[dict[str, Any]] = []
         for node in nodes:
+            if self._stopped:
+                if when is not None:
+                    self.warn("scxml-error-stop", node, "after a statically known error in an "
+                              "<if> branch, SCXML skips the rest of the block; the import "
+                              "skips only the rest of the branch", state)
+                    self._stopped = False
+                break
             if node.namespace != _NS:
                 self.warn("scxml-foreign", node, f"element <{node.tag}> of namespace "
                           f"{node.namespace or '(none)'} is left out", node.tag)
@@ -790,9 +827,7 @@ class _Converter:
                 self.raised.add(event)
                 actions.append(self._queue_action("internal", repr(event), None, None, when))
             elif tag == "send":
-                action = self._send(node, when, state)
-                if action is not None:
-                    actions.append(action)
+                actions += self._send(node, when, state)
             elif tag == "cancel":
                 actions += self._cancel(node, when)
             elif tag == "if":
@@ -811,15 +846,29 @@ class _Converter:
             return {"assign": {key: value}}
         return {"assign": {key: f"({value}) if ({when}) else context[{key!r}]"}}
 
+    def _static_error(self, node: _Node, event: str, when: str | None) -> dict[str, Any]:
+        """Gives the raise of an error SCXML's interpreter would raise when it runs `node`
+        (known at import: an undeclared location, an expression that is not Python), and
+        stops the rest of the block as SCXML does."""
+        self.raised.add(event)
+        self._stopped = event == "error.execution"
+        self.warn("scxml-static-error", node, f"<{node.tag}> fails whenever it runs; like "
+                  f"SCXML, the import raises {event} there"
+                  + (" and skips the rest of the block" if self._stopped else ""), event)
+        return self._queue_action("internal", repr(event), None, None, when)
+
+    def _declared(self, location: str) -> bool:
+        return location in self.declared
+
     def _assign(self, node: _Node, when: str | None) -> list[dict[str, Any]]:
-        location = node.attrs.get("location", "")
-        if not _NAME.match(location) or location.startswith("_"):
+        location = node.attrs.get("location", "").strip()
+        root_name = re.split(r"[.\[]", location, maxsplit=1)[0]
+        if not self._declared(root_name):
+            return [self._static_error(node, "error.execution", when)]
+        if not _NAME.match(location) or location.startswith("_") or "." in location:
             self.error("scxml-assign", node, f"assign to {location!r}: the native format sets "
                        "whole context keys (a data id), not parts of them", location)
             return []
-        if location not in self.context:
-            self.warn("scxml-assign-undeclared", node, f"{location!r} is not a data item; "
-                      "SCXML raises error.execution, the import sets the key", location)
         text = node.attrs.get("expr")
         if text is None:
             text = node.text.strip()
@@ -827,7 +876,9 @@ class _Converter:
                 self.error("scxml-assign", node, "an <assign> needs expr= or a text value",
                            location)
                 return []
-        value = self._expression(text, node, "expr")
+        value = self._expression(text, node, "expr", runtime=True)
+        if self._syntax_error:
+            return [self._static_error(node, "error.execution", when)]
         if value is None:
             return []
         return [self._guarded(location, value, when)]
@@ -840,100 +891,126 @@ class _Converter:
             return {"assign": {OUTBOX: f"context[{OUTBOX!r}] + [{entry}]"}}
         return {"assign": {OUTBOX: f"context[{OUTBOX!r}] + ([{entry}] if ({when}) else [])"}}
 
-    def _send(self, node: _Node, when: str | None, state: str) -> dict[str, Any] | None:
-        attrs = node.attrs
-        kind = attrs.get("type", _SCXML_PROCESSOR[0])
-        if "typeexpr" in attrs or kind not in _SCXML_PROCESSOR:
-            self.error("scxml-send-type", node, f"<send> of type {kind!r}: only the SCXML "
-                       "event processor, to this session, is imported", kind)
-            return None
-        target = attrs.get("target")
-        if "targetexpr" in attrs or (target is not None and target != "#_internal"
-                                     and not target.startswith("#_scxml_")):
-            self.error("scxml-send-target", node, f"<send> to "
-                       f"{target or attrs.get('targetexpr')!r}: the native format has no other "
-                       "sessions, so only sends to this session are imported",
-                       target or "targetexpr")
-            return None
-        if target is not None and target.startswith("#_scxml_"):
-            self.warn("scxml-send-session", node, f"target {target!r} is taken to be this "
-                      "session", target)
-        queue = "internal" if target == "#_internal" else "external"
-        if "event" in attrs:
-            event = repr(attrs["event"])
-            self.raised.add(attrs["event"])
-        elif "eventexpr" in attrs:
-            expression = self._expression(attrs["eventexpr"], node, "eventexpr")
-            if expression is None:
-                return None
-            event = f"({expression})"
-            self.warn("scxml-send-eventexpr", node, "eventexpr: the event's name is known only "
-                      "when it is sent; a name no transition names is dropped", state)
-        else:
-            self.error("scxml-send-event", node, "<send> without event or eventexpr (a "
-                       "<content>-only message) is not imported", state)
-            return None
-        delay: str | None = None
-        if "delay" in attrs:
-            ms = parse_delay_ms(attrs["delay"])
-            if ms is None:
-                self.error("scxml-send-delay", node, f"delay {attrs['delay']!r} is not a time "
-                           "such as 1s or 500ms", attrs["delay"])
-                return None
-            delay = str(ms)
-        elif "delayexpr" in attrs:
-            delay = self._expression(attrs["delayexpr"], node, "delayexpr")
-            if delay is None:
-                return None
-            delay = f"({delay})"
-        if delay is not None and queue == "internal":
-            self.error("scxml-send-delay", node, "a delayed send to #_internal is an error in "
-                       "SCXML", state)
-            return None
+    def _pairs(self, node: _Node, when: str | None, state: str) -> list[str] | None:
+        """Gives the `[name, value]` expressions of an event's data (`namelist`, `<param>`,
+        `<content>`), or None when evaluating them fails whenever it runs (SCXML then raises
+        error.execution). An error of the import itself is recorded and gives []."""
         pairs: list[str] = []
-        for key in attrs.get("namelist", "").split():
-            if not _NAME.match(key):
-                self.error("scxml-send-namelist", node, f"namelist item {key!r} is not a data "
-                           "id", key)
+        for key in node.attrs.get("namelist", "").split():
+            if not self._declared(key):
                 return None
             pairs.append(f"[{key!r}, context[{key!r}]]")
         for param in node.kids("param"):
             param_name = param.attrs.get("name")
             if not param_name:
-                self.error("scxml-send-param", param, "<param> needs a name", state)
-                return None
+                self.error("scxml-param", param, "<param> needs a name", state)
+                return []
             if "expr" in param.attrs:
-                value = self._expression(param.attrs["expr"], param, "expr")
+                value = self._expression(param.attrs["expr"], param, "expr", runtime=True)
             elif "location" in param.attrs:
-                value = self._expression(param.attrs["location"], param, "location")
+                location = param.attrs["location"].strip()
+                if not self._declared(location):
+                    return None
+                value = self._expression(location, param, "location", runtime=True)
             else:
-                self.error("scxml-send-param", param, "<param> needs expr or location",
-                           param_name)
+                self.error("scxml-param", param, "<param> needs expr or location", param_name)
+                return []
+            if self._syntax_error:
                 return None
             if value is None:
-                return None
+                return []
             pairs.append(f"[{param_name!r}, {value}]")
         for content in node.kids("content"):
-            self.error("scxml-send-content", content, "<content> is refused: a native event's "
-                       "payload is a mapping of named values (use <param>)", state)
-            return None
+            if content.children:
+                self.error("scxml-content", content, "<content> with markup is refused: a "
+                           "native event's data holds values, not XML", state)
+                return []
+            text = content.attrs.get("expr")
+            if text is None:
+                literal = content.text.strip()
+                value = self._expression(literal, content, "value", runtime=True, quiet=True)
+                if value is None:
+                    self._syntax_error = False
+                    value = repr(literal)
+            else:
+                value = self._expression(text, content, "expr", runtime=True)
+                if self._syntax_error:
+                    return None
+                if value is None:
+                    return []
+            pairs.append(f"[{_DATA!r}, {value}]")
+        return pairs
+
+    def _send(self, node: _Node, when: str | None, state: str) -> list[dict[str, Any]]:
+        attrs = node.attrs
+        kind = attrs.get("type", _SCXML_PROCESSOR[0])
+        if "typeexpr" in attrs or kind not in _SCXML_PROCESSOR:
+            self.error("scxml-send-type", node, f"<send> of type {kind!r}: only the SCXML "
+                       "event processor, to this session, is imported", kind)
+            return []
+        target = attrs.get("target")
+        if "targetexpr" in attrs or target in ("#_parent",) or (
+                target is not None and target.startswith("#_") and target != "#_internal"
+                and not target.startswith("#_scxml_")):
+            self.error("scxml-send-target", node, f"<send> to "
+                       f"{target or attrs.get('targetexpr')!r}: the native format has no other "
+                       "sessions (no parent, no invoked child), so only sends to this session "
+                       "are imported", target or "targetexpr")
+            return []
+        if target is not None and target.startswith("#_scxml_"):
+            # a session id the chart writes as text cannot be this run's, which is made fresh
+            return [self._static_error(node, "error.communication", when)]
+        if target is not None and target != "#_internal":
+            return [self._static_error(node, "error.execution", when)]
+        queue = "internal" if target == "#_internal" else "external"
+        if "event" in attrs:
+            event = repr(attrs["event"])
+            self.raised.add(attrs["event"])
+        elif "eventexpr" in attrs:
+            expression = self._expression(attrs["eventexpr"], node, "eventexpr", runtime=True)
+            if self._syntax_error:
+                return [self._static_error(node, "error.execution", when)]
+            if expression is None:
+                return []
+            event = f"({expression})"
+            self.warn("scxml-send-eventexpr", node, "eventexpr: the event's name is known only "
+                      "when it is sent; a name no transition names is dropped", state)
+        else:
+            self.error("scxml-send-event", node, "<send> without event or eventexpr is not "
+                       "imported", state)
+            return []
+        delay: str | None = None
+        if "delay" in attrs:
+            ms = parse_delay_ms(attrs["delay"])
+            if ms is None:
+                return [self._static_error(node, "error.execution", when)]
+            delay = str(ms)
+        elif "delayexpr" in attrs:
+            delay = self._expression(attrs["delayexpr"], node, "delayexpr", runtime=True)
+            if self._syntax_error:
+                return [self._static_error(node, "error.execution", when)]
+            if delay is None:
+                return []
+            delay = f"({delay})"
+        if delay is not None and queue == "internal":
+            return [self._static_error(node, "error.execution", when)]
+        pairs = self._pairs(node, when, state)
+        if pairs is None:
+            return [self._static_error(node, "error.execution", when)]
         send_id = attrs.get("id", "")
+        assigns: dict[str, str] = {}
         if "idlocation" in attrs:
-            location = attrs["idlocation"]
-            if not _NAME.match(location) or location.startswith("_"):
-                self.error("scxml-assign", node, f"idlocation {location!r} is not a data id",
-                           location)
-                return None
+            location = attrs["idlocation"].strip()
+            if not self._declared(location):
+                return [self._static_error(node, "error.execution", when)]
             send_id = f"send@{node.line}"
             self.warn("scxml-send-idlocation", node, f"idlocation: every run of this send gets "
                       f"the id {send_id!r}, not a fresh one", location)
-            return {"assign": {
-                location: (f"{send_id!r} if ({when}) else context[{location!r}]" if when
-                           else repr(send_id)),
-                **self._queue_action(queue, event, delay, "[" + ", ".join(pairs) + "]",
-                                     when, send_id)["assign"]}}
-        return self._queue_action(queue, event, delay, "[" + ", ".join(pairs) + "]", when,
-                                  send_id)
+            assigns[location] = (f"{send_id!r} if ({when}) else context[{location!r}]" if when
+                                 else repr(send_id))
+        queued = self._queue_action(queue, event, delay, "[" + ", ".join(pairs) + "]", when,
+                                    send_id)
+        return [{"assign": {**assigns, **queued["assign"]}}]
 
     def _cancel(self, node: _Node, when: str | None) -> list[dict[str, Any]]:
         if "sendid" in node.attrs:
@@ -1019,17 +1096,24 @@ class _Converter:
             value = None
         self.context[ident] = value
 
-    def _expression(self, text: str, node: _Node, attribute: str) -> str | None:
+    def _expression(self, text: str, node: _Node, attribute: str, *, runtime: bool = False,
+                    quiet: bool = False) -> str | None:
         """Gives the native expression for an SCXML (python datamodel) one, or None after an
-        error located at `node`."""
+        error located at `node`. With `runtime`, text that is not Python sets `_syntax_error`
+        instead (executable content: SCXML raises error.execution where it runs)."""
         rewrite = _Rewrite(self.chart_name)
+        self._syntax_error = False
         try:
             tree = ast.parse(text.strip(), mode="eval")
             translated = ast.unparse(rewrite.visit(tree.body))
             compile_expression(translated)
         except SyntaxError as exc:
-            self.error("scxml-expression", node, f"{attribute}={text!r} is not a Python "
-                       f"expression: {exc.msg}", attribute)
+            if runtime:
+                self._syntax_error = True
+                return None
+            if not quiet:
+                self.error("scxml-expression", node, f"{attribute}={text!r} is not a Python "
+                           f"expression: {exc.msg}", attribute)
             return None
         except _Inexpressible as exc:
             self.error("scxml-expression", node, f"{attribute}={text!r} cannot be said in the "
