@@ -1,0 +1,1513 @@
+"""Amazon States Language (AWS Step Functions) to the native definition format.
+
+`convert(data, lines, name)` reads a parsed ASL document and gives the native definition data,
+with a warning finding (located in ASL terms, `States.ChargeCard.Retry[0].ErrorEquals`) for
+each feature it approximated or left out. What it cannot import raises `DefinitionError`.
+
+How the constructs map:
+
+- **Task**: a state running a step. Its tool is named from the `Resource`: the
+  `arn:aws:states:::` prefix and the `.sync`/`.waitForTaskToken` suffixes dropped, `:` as `.`,
+  other odd characters as `_`; `lambda:invoke` adds its `FunctionName` (`lambda.invoke.Fn`).
+  A `.waitForTaskToken` Task is a step that sends the token, then a wait state for the callback
+  events `<state>.task_success` / `<state>.task_failure` under `TimeoutSeconds` (else
+  `HeartbeatSeconds`). `Retry` becomes the step's retry policy, `Catch` guarded `step.failed`
+  moves, `ResultPath` an assignment into the context.
+- **Tools' contracts**: ASL says nothing of whether a service honours idempotency keys or what
+  it returns, so every tool is imported as honouring none with no output schema, and a finding
+  says so. A side file next to the input, `<file>.tools.yaml` (`x.asl.json.tools.yaml`),
+  maps a tool name to a native tool declaration (`idempotency_keys`, `repeatable`, `output`,
+  `description`), merged over those defaults; it is read with `yaml.safe_load`.
+- **Choice**: `type: choice` with guarded `always:` branches (every comparison operator, the
+  `...Path` forms, `Is*` tests, `And`/`Or`/`Not`; timestamps are compared as text,
+  `IsString`/`IsNumeric`/`IsTimestamp` as presence); no `Default` sends an unmatched run to a
+  failure (`States.NoChoiceMatched`).
+- **Wait** `after:`; **Pass** assignments on an eventless move; **Parallel** `type: parallel`
+  (one region per branch); **Map** `type: map` (distributed maps read as inline); **Succeed** /
+  **Fail** final states; an uncaught error ends the run (or the branch, or the map item) in a
+  failure final state.
+- **Data**: ASL's state data is the native context. `$.a.b` reads `context.a.b`; a result
+  written below the top level (`ResultPath: $.a.b`) goes to the flat context key `a.b`, and
+  reads under it follow. `ResultPath: $` (the default) replaces the data: every top-level key
+  the file reads is set from the result. Intrinsic functions and JSONata expressions are
+  translated where the native expression language says the same, else approximated.
+
+Nothing is evaluated: guards are written as native expression text, which the native loader
+compiles with its whitelist.
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+import math
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from reference_machine._expr import ExpressionSyntaxError, compile_expression
+from reference_machine._findings import Finding, Severity
+from reference_machine.errors import DefinitionError
+from reference_machine.importers import Imported
+
+__all__ = ["convert", "tool_name"]
+
+_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
+_ODD = re.compile(r"[^A-Za-z0-9_\-]+")
+_PLAIN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_ALL = ("transient", "rate_limited", "timeout", "permanent", "invalid_output")
+_RETRYABLE = ("transient", "rate_limited", "timeout", "invalid_output")
+_READ_ONLY = re.compile(r"^(get|describe|list|query|scan|head|batchGet|search|lookup|"
+                        r"select|read|poll|check|fetch)([A-Z_]|$)")
+_READ_LENGTH_MAX = 900  # a null-safe read of a deep path grows with its square; 1,000 is the
+# native limit of one expression
+_BARE_CONTEXT = re.compile(r"\bcontext\b(?![.\[])")
+_STATE_TYPES = ("Task", "Choice", "Wait", "Pass", "Parallel", "Map", "Succeed", "Fail")
+_CALLBACK_TIMEOUT_DEFAULT_S = 365 * 86400
+_WAIT_DEFAULT_S = 60
+_ROOT_READ = re.compile(r"\$\.([A-Za-z_][A-Za-z0-9_]*)")
+_COMPARISONS = {
+    "Equals": "==", "LessThan": "<", "GreaterThan": ">",
+    "LessThanEquals": "<=", "GreaterThanEquals": ">=",
+}
+
+
+class _Refused(Exception):
+    """The document (or one part of it) cannot be imported; carries its located finding."""
+
+    def __init__(self, location: str, message: str, code: str = "asl-invalid") -> None:
+        super().__init__(message)
+        self.finding = Finding(Severity.ERROR, code, location, message)
+
+
+def convert(data: Any, lines: Mapping[str, int], name: str) -> Imported:
+    """Gives the native definition data of a parsed ASL document, with a warning for each
+    feature approximated or left out (see the module)."""
+    if not isinstance(data, Mapping):
+        raise DefinitionError([Finding(
+            Severity.ERROR, "asl-invalid", "",
+            f"an ASL document is a mapping with StartAt and States, got {type(data).__name__}")],
+            name)
+    tools_file = _read_tools_file(name)
+    # the first pass learns which results land below the top level (flat keys); the second
+    # reads them where they are
+    first = _Converter(data, lines, name, tools_file, flat=frozenset())
+    try:
+        first.run()
+    except _Refused as exc:
+        raise DefinitionError([exc.finding], name) from None
+    if first.errors:
+        raise DefinitionError(first.errors, name)
+    second = _Converter(data, lines, name, tools_file, flat=frozenset(first.written_flat))
+    native = second.run()
+    return Imported(format="asl", data=native, findings=tuple(second.warnings), source=name)
+
+
+def tool_name(resource: str, parameters: Any = None) -> str:
+    """Gives the native tool name of a Task's `Resource` (and, for `lambda:invoke`, its
+    `FunctionName`): the name a `<file>.tools.yaml` side file declares it under."""
+    text = resource.strip()
+    text = re.sub(r"^arn:[^:]*:states:[^:]*:[^:]*:", "", text)
+    text = re.sub(r"\.(sync(:\d+)?|waitForTaskToken)$", "", text)
+    function = None
+    if text in ("lambda:invoke", "lambda:invokeAsync") and isinstance(parameters, Mapping):
+        raw = parameters.get("FunctionName")
+        if isinstance(raw, str):
+            function = raw.split(":function:")[-1].split(":")[0]
+    if text.startswith("arn:") and ":function:" in text:
+        function, text = text.split(":function:")[-1].split(":")[0], "lambda.invoke"
+    parts = [p for p in re.split(r"[:/]", text) if p]
+    if function:
+        parts.append(function)
+    cleaned = ".".join(_ODD.sub("_", p).strip("_") or "x" for p in parts) or "task"
+    if not re.match(r"^[A-Za-z_]", cleaned):
+        cleaned = "t_" + cleaned
+    return cleaned
+
+
+def _read_tools_file(name: str) -> dict[str, Any]:
+    path = Path(name + ".tools.yaml")
+    try:
+        if not path.is_file():
+            return {}
+        with path.open(encoding="utf-8") as stream:
+            loaded = yaml.safe_load(stream)
+    except (OSError, yaml.YAMLError) as exc:
+        raise DefinitionError([Finding(Severity.ERROR, "asl-tools-file", str(path),
+                                       f"cannot read the tools side file: {exc}")], name) from exc
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, Mapping) or not all(
+            isinstance(v, Mapping) for v in loaded.values()):
+        raise DefinitionError([Finding(
+            Severity.ERROR, "asl-tools-file", str(path),
+            "the tools side file maps each tool name to a tool declaration "
+            "(idempotency_keys, repeatable, output, description)")], name)
+    return {str(k): dict(v) for k, v in loaded.items()}
+
+
+# -- values: what a result or a Pass puts into the data ---------------------------------------
+
+
+@dataclass(frozen=True)
+class _Expr:
+    text: str
+
+
+@dataclass(frozen=True)
+class _Record:
+    fields: Mapping[str, Any]  # key -> _Expr | _Record
+
+
+@dataclass
+class _Scope:
+    """Where a state list lives: the top level, a parallel branch (region) or a map's items."""
+
+    prefix: str  # ASL location prefix, `States.` or `States.P.Branches[0].States.`
+    parent: str | None  # native parent of its states
+    ids: dict[str, str]  # ASL state name -> native id
+    key: str  # unique key for synthesized finals
+    in_map: bool = False
+    finals: dict[str, str] = field(default_factory=dict)
+
+
+class _Converter:
+    def __init__(self, data: Mapping[str, Any], lines: Mapping[str, int], name: str,
+                 tools_file: Mapping[str, Any], flat: frozenset[tuple[str, ...]]) -> None:
+        self.data = data
+        self.lines = lines
+        self.name = name
+        self.tools_file = tools_file
+        self.flat = flat
+        self.written_flat: set[tuple[str, ...]] = set()
+        self.warnings: list[Finding] = []
+        self.errors: list[Finding] = []
+        self.states: dict[str, dict[str, Any]] = {}
+        self.tools: dict[str, dict[str, Any]] = {}
+        self.tool_where: dict[str, str] = {}
+        self.events: dict[str, dict[str, Any]] = {}
+        self.taken: set[str] = set()
+        self.regions_of: dict[str, list[str]] = {}
+        self.jsonata = data.get("QueryLanguage") == "JSONata"
+        self.roots_read = sorted(set(_ROOT_READ.findall(json.dumps(data, default=str))))
+
+    # -- findings ----------------------------------------------------------------------------
+    def warn(self, code: str, location: str, message: str) -> None:
+        self.warnings.append(Finding(Severity.WARNING, code, location, message,
+                                     line=self._line(location)))
+
+    def error(self, location: str, message: str, code: str = "asl-invalid") -> None:
+        self.errors.append(Finding(Severity.ERROR, code, location, message,
+                                   line=self._line(location)))
+
+    def _line(self, location: str) -> int | None:
+        while location:
+            if location in self.lines:
+                return self.lines[location]
+            location = location.rpartition(".")[0]
+        return None
+
+    # -- the document --------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        top = self._scope(self.data, "", None, "end", in_map=False)
+        self._states_of(self.data, top)
+        stem = Path(self.name).name
+        for ending in (".asl.json", ".asl.yaml", ".asl.yml", ".json", ".yaml", ".yml"):
+            if stem.lower().endswith(ending):
+                stem = stem[: -len(ending)]
+                break
+        native_name = self._safe(stem) or "asl_workflow"
+        for key in ("TimeoutSeconds",):
+            if key in self.data:
+                self.warn("asl-execution-timeout", key,
+                          "the state machine's TimeoutSeconds is left out (no native budget "
+                          "fails a run on time)")
+        native: dict[str, Any] = {
+            "name": native_name,
+            "version": str(self.data.get("Version", "1")),
+            "description": str(self.data.get("Comment", "")),
+            "context": {},
+        }
+        if self.tools:
+            native["tools"] = self.tools
+        if self.events:
+            native["events"] = self.events
+        native["states"] = self.states
+        self._tool_contracts()
+        return native
+
+    def _tool_contracts(self) -> None:
+        unknown = sorted(t for t in self.tools if t not in self.tools_file)
+        reads = [t for t in unknown if self.tools[t].get("repeatable")]
+        if reads:
+            self.warn("asl-tool-read-only", self.tool_where[reads[0]],
+                      f"{len(reads)} tool(s) read as repeatable (calling one twice is no "
+                      f"duplicate effect) by the name of their action: {', '.join(reads)}")
+        if unknown:
+            side = Path(self.name).name + ".tools.yaml"
+            self.warn("asl-tool-contract", self.tool_where[unknown[0]],
+                      f"{len(unknown)} tool(s) imported as honouring no idempotency keys, with "
+                      f"no output schema (ASL does not say): {', '.join(unknown)}; declare "
+                      f"them in {side}")
+
+    def _scope(self, holder: Mapping[str, Any], prefix: str, parent: str | None, key: str,
+               *, in_map: bool) -> _Scope:
+        states = holder.get("States")
+        location = f"{prefix}States"
+        if not isinstance(states, Mapping) or not states:
+            raise _Refused(location, "expected a mapping of states (States) with at least one")
+        ids: dict[str, str] = {}
+        for asl_name in states:
+            base = self._safe(str(asl_name)) or "state"
+            if parent is not None:
+                base = f"{parent}__{base}"
+            ids[str(asl_name)] = self._unique(base)
+        return _Scope(f"{location}.", parent, ids, key, in_map=in_map)
+
+    def _states_of(self, holder: Mapping[str, Any], scope: _Scope) -> str:
+        """Converts a state list (`StartAt` + `States`); gives the native id of its start."""
+        start = holder.get("StartAt")
+        where = scope.prefix[: -len("States.")] + "StartAt"
+        if not isinstance(start, str):
+            raise _Refused(where, "expected StartAt: the name of the first state")
+        if start not in scope.ids:
+            raise _Refused(where, f"StartAt names {start!r}, which is not in States")
+        states = holder["States"]
+        for asl_name, state in states.items():
+            location = f"{scope.prefix}{asl_name}"
+            if not isinstance(state, Mapping):
+                self.error(location, "expected a mapping with a Type")
+                continue
+            try:
+                self._state(str(asl_name), state, scope, location, initial=asl_name == start)
+            except _Refused as exc:
+                self.errors.append(exc.finding)
+        return scope.ids[start]
+
+    # -- ids -------------------------------------------------------------------------------
+    @staticmethod
+    def _safe(text: str) -> str:
+        cleaned = _ODD.sub("_", text).strip("_")
+        if cleaned and not re.match(r"^[A-Za-z_]", cleaned):
+            cleaned = "s_" + cleaned
+        return cleaned
+
+    def _unique(self, base: str) -> str:
+        candidate, n = base, 2
+        while candidate in self.taken:
+            candidate, n = f"{base}_{n}", n + 1
+        self.taken.add(candidate)
+        return candidate
+
+    def _final(self, scope: _Scope, outcome: str, why: str) -> str:
+        """Gives the synthesized final state of a scope for an outcome, made when first used."""
+        if outcome not in scope.finals:
+            sid = self._unique(f"{scope.parent}__{outcome}" if scope.parent else
+                               f"{scope.key}_{outcome}")
+            self.states[sid] = self._with_parent(
+                {"type": "final", "outcome": outcome, "description": why}, scope)
+            scope.finals[outcome] = sid
+        return scope.finals[outcome]
+
+    @staticmethod
+    def _with_parent(state: dict[str, Any], scope: _Scope) -> dict[str, Any]:
+        return {"parent": scope.parent, **state} if scope.parent else state
+
+    def _next(self, state: Mapping[str, Any], scope: _Scope, location: str) -> str:
+        if state.get("End") is True:
+            return self._final(scope, "success", "the end of the flow (End: true)")
+        target = state.get("Next")
+        if not isinstance(target, str):
+            raise _Refused(f"{location}.Next", "expected Next (a state name) or End: true")
+        return self._target(target, scope, f"{location}.Next")
+
+    def _target(self, target: Any, scope: _Scope, location: str) -> str:
+        if not isinstance(target, str) or target not in scope.ids:
+            known = ", ".join(sorted(scope.ids))
+            raise _Refused(location, f"names the state {target!r}, which is not in this "
+                                     f"state list (known: {known})", "asl-unknown-state")
+        return scope.ids[target]
+
+    # -- one state ---------------------------------------------------------------------------
+    def _state(self, asl_name: str, state: Mapping[str, Any], scope: _Scope, location: str,
+               *, initial: bool) -> None:
+        kind = state.get("Type")
+        if kind not in _STATE_TYPES:
+            raise _Refused(f"{location}.Type", f"state type {kind!r}: expected one of "
+                                               f"{', '.join(_STATE_TYPES)}")
+        sid = scope.ids[asl_name]
+        comment = state.get("Comment")
+        label = asl_name if not comment else f"{asl_name}: {comment}"
+        native: dict[str, Any] = {"description": label}
+        if initial:
+            native["initial"] = True
+        jsonata = state.get("QueryLanguage", "JSONata" if self.jsonata else "JSONPath") \
+            == "JSONata"
+        if state.get("Assign") is not None:
+            assigns = self._assign(state["Assign"], f"{location}.Assign", jsonata)
+        else:
+            assigns = {}
+        handler = getattr(self, f"_{str(kind).lower()}")
+        handler(sid, state, scope, location, native, jsonata)
+        if assigns:
+            self._add_assigns(native, assigns)
+        self.states[sid] = self._with_parent(native, scope)
+
+    def _add_assigns(self, native: dict[str, Any], assigns: dict[str, str]) -> None:
+        """Puts the ASL variables' assignments on every move out of the state."""
+        moves: list[Any] = []
+        for key in ("always", "done"):
+            if key in native:
+                moves.extend(native[key])
+        for value in native.get("on", {}).values():
+            moves.extend(value if isinstance(value, list) else [value])
+        if not moves:
+            native.setdefault("entry", []).append({"assign": assigns})
+            return
+        for move in moves:
+            move.setdefault("actions", []).append({"assign": dict(assigns)})
+
+    def _assign(self, spec: Any, location: str, jsonata: bool) -> dict[str, str]:
+        if not isinstance(spec, Mapping):
+            self.warn("asl-assign", location, "Assign is not a mapping: left out")
+            return {}
+        out: dict[str, str] = {}
+        for key, value in spec.items():
+            name = str(key)[:-2] if str(key).endswith(".$") else str(key)
+            target = "var_" + self._safe(name)
+            if jsonata:
+                expr = self._jsonata(value, f"{location}.{key}", "context")
+            elif str(key).endswith(".$") and isinstance(value, str):
+                expr = self._dynamic(value, f"{location}.{key}", "context", ())
+            else:
+                expr = _literal(value)
+            if expr is None:
+                self.warn("asl-assign", f"{location}.{key}",
+                          f"variable {name!r} is not expressible natively: left unset")
+                continue
+            if _BARE_CONTEXT.search(expr):  # a context holding itself could never be stored
+                self.warn("asl-whole-data", f"{location}.{key}",
+                          f"the whole data written into {name!r} is written as null natively")
+                expr = "None"
+            out[target] = expr
+        return out
+
+    def _succeed(self, sid: str, state: Mapping[str, Any], scope: _Scope, location: str,
+                 native: dict[str, Any], jsonata: bool) -> None:
+        native.update(type="final", outcome="success")
+        self._dropped(state, location, ("InputPath", "OutputPath", "Output"))
+
+    def _fail(self, sid: str, state: Mapping[str, Any], scope: _Scope, location: str,
+              native: dict[str, Any], jsonata: bool) -> None:
+        error = state.get("Error")
+        outcome = "failure"
+        if scope.parent is not None and isinstance(error, str) and self._safe(error):
+            # a failed branch tells its error by its outcome, so the Parallel's Catch can
+            outcome = f"failure.{self._safe(error)}"
+        native.update(type="final", outcome=outcome)
+        for key in ("Error", "Cause", "ErrorPath", "CausePath"):
+            if key in state:
+                native["description"] += f" [{key}: {state[key]}]"
+
+    def _dropped(self, state: Mapping[str, Any], location: str, keys: tuple[str, ...]) -> None:
+        for key in keys:
+            if state.get(key) not in (None, "$"):
+                self.warn("asl-data-path", f"{location}.{key}",
+                          f"{key} on this state changes no context natively: left out")
+
+    def _wait(self, sid: str, state: Mapping[str, Any], scope: _Scope, location: str,
+              native: dict[str, Any], jsonata: bool) -> None:
+        target = self._next(state, scope, location)
+        seconds = state.get("Seconds")
+        if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds >= 0:
+            delay: float = seconds
+        else:
+            delay = _WAIT_DEFAULT_S
+            used = next((k for k in ("Seconds", "SecondsPath", "Timestamp", "TimestampPath")
+                         if k in state), "Seconds")
+            self.warn("asl-wait-dynamic", f"{location}.{used}",
+                      f"the wait's length ({used}: {state.get(used)!r}) is not known when "
+                      f"the definition is read: approximated as {delay} s")
+        native.update(type="wait", after={"delay": _seconds(delay), "target": target})
+
+    def _pass(self, sid: str, state: Mapping[str, Any], scope: _Scope, location: str,
+              native: dict[str, Any], jsonata: bool) -> None:
+        target = self._next(state, scope, location)
+        move: dict[str, Any] = {"target": target}
+        value: _Expr | _Record | None = None
+        if jsonata and "Output" in state:
+            value = self._value(state["Output"], f"{location}.Output", "context", jsonata=True)
+            self._write(move, value, "$", f"{location}.Output")
+        else:
+            if "Result" in state:
+                value = self._const(state["Result"], f"{location}.Result")
+            elif "Parameters" in state:
+                value = self._value(state["Parameters"], f"{location}.Parameters", "context",
+                                    base=self._input_base(state, location))
+            if value is not None:
+                self._write(move, value, state.get("ResultPath", "$"), f"{location}.ResultPath")
+            self._output_path(state, location, value is not None)
+        native["always"] = [move]
+
+    def _output_path(self, state: Mapping[str, Any], location: str, wrote: bool) -> None:
+        if state.get("OutputPath") not in (None, "$"):
+            self.warn("asl-data-path", f"{location}.OutputPath",
+                      "OutputPath narrows the data passed on; natively the whole context "
+                      "goes on: left out")
+
+    def _input_base(self, state: Mapping[str, Any], location: str) -> tuple[str | int, ...]:
+        path = state.get("InputPath")
+        if path is None or path == "$":
+            return ()
+        if not isinstance(path, str):
+            return ()
+        parsed = _parse_path(path)
+        if parsed is None or parsed[0] != "$":
+            self.warn("asl-data-path", f"{location}.InputPath",
+                      f"InputPath {path!r} is not a plain path: left out")
+            return ()
+        return tuple(parsed[1])
+
+    # -- Task --------------------------------------------------------------------------------
+    def _task(self, sid: str, state: Mapping[str, Any], scope: _Scope, location: str,
+              native: dict[str, Any], jsonata: bool) -> None:
+        resource = state.get("Resource")
+        if not isinstance(resource, str) or not resource:
+            raise _Refused(f"{location}.Resource", "a Task needs a Resource (what it calls)")
+        params_key = "Arguments" if jsonata else "Parameters"
+        params = state.get(params_key)
+        tool = tool_name(resource, params)
+        if tool not in self.tools:
+            self.tools[tool] = {"description": f"ASL resource {resource}"}
+            if _READ_ONLY.match(tool.split(".")[-1]) and not tool.startswith("lambda."):
+                self.tools[tool]["repeatable"] = True
+            self.tools[tool].update(self.tools_file.get(tool, {}))
+            self.tool_where[tool] = f"{location}.Resource"
+        callback = resource.endswith(".waitForTaskToken")
+        base = self._input_base(state, location)
+        if params is None:
+            step_input: dict[str, Any] = {"input": "=" + _render(base) if base else "=context"}
+        else:
+            translated = self._template(params, f"{location}.{params_key}", base, jsonata)
+            step_input = translated if isinstance(translated, dict) else {"input": translated}
+        step: dict[str, Any] = {"tool": tool, "input": step_input}
+        timeout = state.get("TimeoutSeconds")
+        if "TimeoutSecondsPath" in state or "HeartbeatSecondsPath" in state:
+            key = "TimeoutSecondsPath" if "TimeoutSecondsPath" in state else "HeartbeatSecondsPath"
+            self.warn("asl-timeout-dynamic", f"{location}.{key}",
+                      f"{key} is read at run time: the step has no timeout natively")
+        if isinstance(timeout, int | float) and timeout > 0 and not callback:
+            step["timeout"] = _seconds(timeout)
+        if "HeartbeatSeconds" in state and not callback:
+            self.warn("asl-heartbeat", f"{location}.HeartbeatSeconds",
+                      "a heartbeat of a task that sends none back is left out (the "
+                      "TimeoutSeconds stays)")
+        step["retry"] = self._retry(state.get("Retry"), f"{location}.Retry", tool)
+        catches = self._catches(state.get("Catch"), scope, f"{location}.Catch")
+        succeeded_target = self._next(state, scope, location)
+        success: dict[str, Any] = {"target": succeeded_target}
+        result = self._task_result(state, location, jsonata)
+        if callback:
+            wait_id = self._unique(f"{sid}__callback")
+            ok, failed = f"{sid}.task_success", f"{sid}.task_failure"
+            self.events[ok] = {"description": f"SendTaskSuccess for {sid}'s task token",
+                               "sources": ["system"], "sends_max": 1}
+            self.events[failed] = {"description": f"SendTaskFailure for {sid}'s task token",
+                                   "sources": ["system"], "sends_max": 1}
+            self._write(success, result, state.get("ResultPath", "$"), f"{location}.ResultPath")
+            delay = timeout if isinstance(timeout, int | float) and timeout > 0 else None
+            if delay is None and isinstance(state.get("HeartbeatSeconds"), int | float):
+                delay = state["HeartbeatSeconds"]
+            elif delay is not None and "HeartbeatSeconds" in state:
+                self.warn("asl-heartbeat", f"{location}.HeartbeatSeconds",
+                          "heartbeats are not modelled: the callback waits for TimeoutSeconds")
+            if delay is None:
+                delay = _CALLBACK_TIMEOUT_DEFAULT_S
+                self.warn("asl-callback-timeout", f"{location}.TimeoutSeconds",
+                          "a callback task with no TimeoutSeconds waits up to a year in ASL's "
+                          "place: the native wait times out after 365 days")
+            timeout_target = next((c["target"] for c in catches if c["categories"] is None
+                                   or "timeout" in c["categories"]),
+                                  None) or self._final(scope, "failure", "an uncaught error")
+            failure_moves = [self._catch_move(c, "callback") for c in catches
+                             if c["categories"] is None or set(c["categories"]) - {"timeout"}]
+            failure_moves.append({"target": self._final(scope, "failure", "an uncaught error")})
+            wait_state = {
+                "type": "wait",
+                "description": f"{native['description']} (waiting for the task token's "
+                               "callback)",
+                "after": {"delay": _seconds(delay), "target": timeout_target},
+                "on": {ok: success, failed: failure_moves},
+            }
+            self.states[wait_id] = self._with_parent(wait_state, scope)
+            success_move: dict[str, Any] = {"target": wait_id}
+        else:
+            self._write(success, result, state.get("ResultPath", "$"), f"{location}.ResultPath")
+            success_move = success
+        failed_moves = [self._catch_move(c, "step") for c in catches]
+        if not catches or catches[-1]["categories"] is not None:
+            failed_moves.append({"target": self._final(scope, "failure", "an uncaught error")})
+        native["step"] = step
+        native["on"] = {"step.succeeded": success_move, "step.failed": failed_moves}
+
+    def _task_result(self, state: Mapping[str, Any], location: str, jsonata: bool
+                     ) -> _Expr | _Record | None:
+        if jsonata:
+            if "Output" in state:
+                return self._value(state["Output"], f"{location}.Output", "event.payload",
+                                   jsonata=True)
+            return _Expr("event.payload")
+        value: _Expr | _Record | None = _Expr("event.payload")
+        if "ResultSelector" in state:
+            value = self._value(state["ResultSelector"], f"{location}.ResultSelector",
+                                "event.payload")
+        output = state.get("OutputPath")
+        if output not in (None, "$"):
+            parsed = _parse_path(output) if isinstance(output, str) else None
+            result_path = state.get("ResultPath", "$")
+            if result_path == "$" and parsed is not None and parsed[0] == "$" and isinstance(
+                    value, _Expr):
+                value = _Expr(_render(tuple(parsed[1]), value.text,
+                                      nullable=value.text != "event.payload"))
+            else:
+                self.warn("asl-data-path", f"{location}.OutputPath",
+                          "OutputPath narrows the data passed on; natively the whole context "
+                          "goes on: left out")
+        return value
+
+    def _retry(self, spec: Any, location: str, tool: str) -> dict[str, Any]:
+        if spec is None:
+            return {"attempts_max": 1}
+        if not isinstance(spec, list):
+            raise _Refused(location, "Retry is a list of retriers")
+        if not spec:
+            return {"attempts_max": 1}
+        categories: list[str] = []
+        for index, retrier in enumerate(spec):
+            where = f"{location}[{index}]"
+            if not isinstance(retrier, Mapping):
+                raise _Refused(where, "a retrier is a mapping with ErrorEquals")
+            errors = retrier.get("ErrorEquals")
+            if not isinstance(errors, list) or not errors or not all(
+                    isinstance(e, str) for e in errors):
+                raise _Refused(f"{where}.ErrorEquals",
+                               "a retrier needs ErrorEquals, a non-empty list of error names")
+            for err_index, error in enumerate(errors):
+                found = self._categories(error, f"{where}.ErrorEquals[{err_index}]")
+                for category in found:
+                    if category in _RETRYABLE and category not in categories:
+                        categories.append(category)
+                if "permanent" in found:
+                    self.warn("asl-retry-permanent", f"{where}.ErrorEquals[{err_index}]",
+                              f"error {error!r} is a permanent failure natively, which is "
+                              "never retried")
+        first = spec[0]
+        if len(spec) > 1:
+            self.warn("asl-retry-merged", f"{location}[1]",
+                      f"{len(spec)} retriers merged into one policy: the errors of all, the "
+                      "attempts and delays of the first")
+        attempts = first.get("MaxAttempts", 3)
+        if not isinstance(attempts, int) or attempts < 0:
+            raise _Refused(f"{location}[0].MaxAttempts", "MaxAttempts is a whole number >= 0")
+        if attempts + 1 > 100:
+            self.warn("asl-retry-bounds", f"{location}[0].MaxAttempts",
+                      f"MaxAttempts {attempts} capped at 99 retries (the native bound)")
+            attempts = 99
+        interval = first.get("IntervalSeconds", 1)
+        backoff = first.get("BackoffRate", 2.0)
+        policy: dict[str, Any] = {
+            "attempts_max": attempts + 1,
+            "delay_initial": _seconds(interval if isinstance(interval, int | float) else 1),
+            "multiplier": max(float(backoff), 1.0) if isinstance(backoff, int | float) else 2.0,
+        }
+        if isinstance(backoff, int | float) and backoff < 1:
+            self.warn("asl-retry-bounds", f"{location}[0].BackoffRate",
+                      f"BackoffRate {backoff} below 1 read as 1")
+        max_delay = first.get("MaxDelaySeconds")
+        initial_s = interval if isinstance(interval, int | float) else 1
+        if isinstance(max_delay, int | float):
+            policy["delay_max"] = _seconds(max(max_delay, initial_s))
+        else:
+            policy["delay_max"] = _seconds(max(60, initial_s) if attempts < 2 else max(
+                initial_s * policy["multiplier"] ** (attempts - 1), 60))
+        jitter = first.get("JitterStrategy")
+        if jitter == "FULL":
+            policy["jitter"] = 1.0
+        elif jitter not in (None, "NONE"):
+            self.warn("asl-retry-jitter", f"{location}[0].JitterStrategy",
+                      f"JitterStrategy {jitter!r} is not FULL or NONE: no jitter")
+        declared = self.tools.get(tool, {})
+        if "timeout" in categories and not (declared.get("idempotency_keys")
+                                            or declared.get("repeatable")):
+            categories.remove("timeout")
+            self.warn("asl-retry-timeout", f"{location}[0].ErrorEquals",
+                      f"a timeout of tool {tool!r} is not retried: it is not known to honour "
+                      "idempotency keys, so the call may have applied (an ambiguous failure "
+                      "takes the Catch); declare it in the tools side file")
+        if not categories:
+            self.warn("asl-retry-unmapped", f"{location}[0].ErrorEquals",
+                      "no retried error maps to a native category that may be retried: "
+                      "the step is not retried")
+            return {"attempts_max": 1}
+        policy["retry_on"] = categories
+        return policy
+
+    def _categories(self, error: str, location: str) -> tuple[str, ...]:
+        """Gives the native failure categories an ASL error name stands for."""
+        if error == "States.ALL":
+            return _ALL
+        if error in ("States.Timeout", "States.HeartbeatTimeout"):
+            return ("timeout",)
+        if error == "States.TaskFailed":
+            return ("transient", "rate_limited", "permanent", "invalid_output")
+        lowered = error.lower()
+        if any(w in lowered for w in ("throttl", "toomanyrequests", "rateexceeded",
+                                      "limitexceeded", "throughputexceeded", "slowdown")):
+            return ("rate_limited",)
+        if "timeout" in lowered or "timedout" in lowered:
+            return ("timeout",)
+        if any(w in lowered for w in ("serviceexception", "sdkclientexception",
+                                      "awslambdaexception", "unavailable", "internalserver",
+                                      "internalfailure", "internalerror", "serviceerror",
+                                      "connection", "econnreset", "transient", "unknown")):
+            return ("transient",)
+        self.warn("asl-error-name", location,
+                  f"error {error!r} has no native category: read as a permanent failure")
+        return ("permanent",)
+
+    def _catches(self, spec: Any, scope: _Scope, location: str) -> list[dict[str, Any]]:
+        if spec is None:
+            return []
+        if not isinstance(spec, list):
+            raise _Refused(location, "Catch is a list of catchers")
+        out: list[dict[str, Any]] = []
+        for index, catcher in enumerate(spec):
+            where = f"{location}[{index}]"
+            if not isinstance(catcher, Mapping):
+                raise _Refused(where, "a catcher is a mapping with ErrorEquals and Next")
+            errors = catcher.get("ErrorEquals")
+            if not isinstance(errors, list) or not errors or not all(
+                    isinstance(e, str) for e in errors):
+                raise _Refused(f"{where}.ErrorEquals",
+                               "a catcher needs ErrorEquals, a non-empty list of error names")
+            if "Next" not in catcher:
+                raise _Refused(f"{where}.Next", "a catcher needs Next (a state name)")
+            found: list[str] = []
+            for err_index, error in enumerate(errors):
+                for category in self._categories(error, f"{where}.ErrorEquals[{err_index}]"):
+                    if category not in found:
+                        found.append(category)
+            target = self._target(catcher["Next"], scope, f"{where}.Next")
+            actions: list[dict[str, Any]] = []
+            result_path = catcher.get("ResultPath", "$")
+            if result_path is not None:
+                move: dict[str, Any] = {}
+                self._write(move, _Expr("event.payload"), result_path, f"{where}.ResultPath")
+                actions = move.get("actions", [])
+                self.warn("asl-catch-output", f"{where}.ResultPath",
+                          "the error output ({Error, Cause}) is the native failure payload "
+                          "({category}) here")
+            out.append({"categories": None if set(found) >= set(_ALL) else found,
+                        "target": target, "actions": actions})
+        return out
+
+    @staticmethod
+    def _catch_move(catch: Mapping[str, Any], kind: str) -> dict[str, Any]:
+        move: dict[str, Any] = {"target": catch["target"]}
+        if catch["categories"] is not None and kind == "step":
+            move["guard"] = f"event.payload.category in {list(catch['categories'])!r}"
+        if catch["actions"]:
+            move["actions"] = catch["actions"]
+        return move
+
+    # -- Choice ----------------------------------------------------------------------------
+    def _choice(self, sid: str, state: Mapping[str, Any], scope: _Scope, location: str,
+                native: dict[str, Any], jsonata: bool) -> None:
+        rules = state.get("Choices")
+        if not isinstance(rules, list) or not rules:
+            raise _Refused(f"{location}.Choices", "a Choice needs Choices, a non-empty list")
+        branches: list[Any] = []
+        for index, rule in enumerate(rules):
+            where = f"{location}.Choices[{index}]"
+            if not isinstance(rule, Mapping) or "Next" not in rule:
+                raise _Refused(where, "a choice rule is a mapping with a Next")
+            target = self._target(rule["Next"], scope, f"{where}.Next")
+            if jsonata or "Condition" in rule:
+                guard = self._jsonata(rule.get("Condition"), f"{where}.Condition", "context")
+                if guard is None:
+                    guard = "False"
+                    self.warn("asl-jsonata", f"{where}.Condition",
+                              "this JSONata condition is not expressible natively: the branch "
+                              "is never taken")
+            else:
+                guard = self._rule(rule, where)
+            branch: dict[str, Any] = {"target": target, "guard": guard}
+            if "Assign" in rule:
+                assigns = self._assign(rule["Assign"], f"{where}.Assign", jsonata)
+                if assigns:
+                    branch["actions"] = [{"assign": assigns}]
+            branches.append(branch)
+        default = state.get("Default")
+        if default is not None:
+            branches.append(self._target(default, scope, f"{location}.Default"))
+        else:
+            branches.append({"target": self._final(scope, "failure", "an uncaught error"),
+                             "description": "States.NoChoiceMatched"})
+        native.update(type="choice", always=branches)
+        self._dropped(state, location, ("InputPath", "OutputPath"))
+
+    def _rule(self, rule: Mapping[str, Any], location: str) -> str:
+        """Gives the guard text of an ASL (JSONPath) choice rule."""
+        if "And" in rule or "Or" in rule:
+            key = "And" if "And" in rule else "Or"
+            parts = rule[key]
+            if not isinstance(parts, list) or not parts:
+                raise _Refused(f"{location}.{key}", f"{key} is a non-empty list of rules")
+            joined = f" {key.lower()} ".join(
+                f"({self._rule(p, f'{location}.{key}[{i}]')})" for i, p in enumerate(parts))
+            return joined
+        if "Not" in rule:
+            return f"not ({self._rule(rule['Not'], f'{location}.Not')})"
+        if not isinstance(rule, Mapping):
+            raise _Refused(location, "a choice rule is a mapping")
+        variable = rule.get("Variable")
+        if not isinstance(variable, str):
+            raise _Refused(f"{location}.Variable", "a comparison needs a Variable (a path)")
+        var = self._read(variable, f"{location}.Variable")
+        operators = [k for k in rule if k not in ("Variable", "Next", "Comment", "Assign")]
+        if len(operators) != 1:
+            raise _Refused(location, f"expected one comparison operator, got {operators}")
+        op = operators[0]
+        value = rule[op]
+        where = f"{location}.{op}"
+        if op.endswith("Path"):
+            if not isinstance(value, str):
+                raise _Refused(where, f"{op} takes a path")
+            other = self._read(value, where)
+            base = op[: -len("Path")]
+        else:
+            other = None
+            base = op
+        if base == "IsPresent":
+            return self._present(variable, where) if value else \
+                f"not ({self._present(variable, where)})"
+        if base == "IsNull":
+            test = f"{var} is None"
+            return test if value else f"{var} is not None"
+        if base == "IsBoolean":
+            test = f"({var} is True or {var} is False)"
+            return test if value else f"not {test}"
+        if base in ("IsString", "IsNumeric", "IsTimestamp"):
+            self.warn("asl-choice-type-test", where,
+                      f"{base} cannot be told natively: read as 'present and not null'")
+            test = f"({var} is not None and {var} is not True and {var} is not False)"
+            return test if value else f"not {test}"
+        if base == "StringMatches":
+            if not isinstance(value, str):
+                raise _Refused(where, "StringMatches takes a pattern string")
+            return self._matches(var, value, where)
+        for family in ("String", "Numeric", "Boolean", "Timestamp"):
+            if base.startswith(family) and base[len(family):] in _COMPARISONS:
+                symbol = _COMPARISONS[base[len(family):]]
+                break
+        else:
+            raise _Refused(where, f"unknown comparison operator {op!r}")
+        if family == "Timestamp":
+            self.warn("asl-timestamp-text", where,
+                      "timestamps are compared as text (exact for ISO 8601 in one time zone)")
+        if other is None:
+            self._check_operand(family, value, where)
+            other = _literal(value) or "None"
+        if family == "Boolean" and symbol == "==":
+            return f"{var} == {other}"
+        if symbol in ("==",) and other != "None":
+            return f"{var} == {other}"
+        return f"({var} is not None and {other} is not None and {var} {symbol} {other})"
+
+    @staticmethod
+    def _check_operand(family: str, value: Any, where: str) -> None:
+        ok = {
+            "String": isinstance(value, str),
+            "Timestamp": isinstance(value, str),
+            "Numeric": isinstance(value, int | float) and not isinstance(value, bool),
+            "Boolean": isinstance(value, bool),
+        }[family]
+        if not ok:
+            raise _Refused(where, f"a {family} comparison takes a {family.lower()}, got "
+                                  f"{value!r}")
+
+    def _present(self, variable: str, where: str) -> str:
+        parsed = _parse_path(variable)
+        if parsed is None or parsed[0] != "$" or not parsed[1]:
+            return f"{self._read(variable, where)} is not None"
+        segments = parsed[1]
+        last = segments[-1]
+        parent = self._render_read(tuple(segments[:-1]))
+        if isinstance(last, int):
+            return f"{self._read(variable, where)} is not None"
+        if self._flat_prefix(tuple(segments)) is not None:
+            return f"{self._render_read(tuple(segments))} is not None"
+        holder = parent if not segments[:-1] else _or(parent, "[]")
+        return f"{last!r} in {holder}"
+
+    def _matches(self, var: str, pattern: str, where: str) -> str:
+        parts, current, escaped = [], "", False
+        for ch in pattern:
+            if escaped:
+                current += ch
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == "*":
+                parts.append(current)
+                current = ""
+            else:
+                current += ch
+        parts.append(current)
+        if len(parts) == 1:
+            return f"{var} == {parts[0]!r}"
+        prefix, suffix, middle = parts[0], parts[-1], [p for p in parts[1:-1] if p]
+        if middle:
+            self.warn("asl-string-matches", where,
+                      f"pattern {pattern!r}: only its start {prefix!r} and end {suffix!r} are "
+                      "checked natively")
+        tests = [f"{var} is not None", f"len({var}) >= {len(prefix) + len(suffix)}"]
+        tests += [f"{var}[{i}] == {c!r}" for i, c in enumerate(prefix)]
+        tests += [f"{var}[{i - len(suffix)}] == {c!r}" for i, c in enumerate(suffix)]
+        text = " and ".join(tests)
+        if len(text) > 900:
+            self.warn("asl-string-matches", where,
+                      f"pattern {pattern!r} is too long to check natively: read as 'present'")
+            return f"{var} is not None"
+        return f"({text})"
+
+    # -- Parallel and Map ------------------------------------------------------------------
+    def _parallel(self, sid: str, state: Mapping[str, Any], scope: _Scope, location: str,
+                  native: dict[str, Any], jsonata: bool) -> None:
+        branches = state.get("Branches")
+        if not isinstance(branches, list) or not branches:
+            raise _Refused(f"{location}.Branches", "a Parallel needs Branches, a non-empty list")
+        native["type"] = "parallel"
+        for index, branch in enumerate(branches):
+            where = f"{location}.Branches[{index}]"
+            if not isinstance(branch, Mapping):
+                raise _Refused(where, "a branch is a mapping with StartAt and States")
+            region = self._unique(f"{sid}__branch{index + 1}")
+            self.states[region] = {"parent": sid,
+                                   "description": f"branch {index + 1} of {sid}"}
+            self.regions_of.setdefault(location, []).append(region)
+            inner = self._scope(branch, f"{where}.", region, region, in_map=scope.in_map)
+            self._states_of(branch, inner)
+        if state.get("Retry"):
+            self.warn("asl-retry-composite", f"{location}.Retry",
+                      "a Parallel or Map is not retried natively: its Retry is left out")
+        native["done"] = self._join(state, scope, location, "merged contexts of the branches")
+
+    def _join(self, state: Mapping[str, Any], scope: _Scope, location: str, what: str
+              ) -> list[Any]:
+        moves: list[Any] = []
+        catches = self._catches(state.get("Catch"), scope, f"{location}.Catch")
+        for index, catch in enumerate(catches):
+            guard = "event.payload.failing"
+            if catch["categories"] is not None:
+                guard = self._composite_guard(state, location, index) or guard
+            move: dict[str, Any] = {"target": catch["target"], "guard": guard}
+            if catch["actions"]:
+                move["actions"] = catch["actions"]
+            moves.append(move)
+        if not catches or catches[-1]["categories"] is not None:
+            moves.append({"target": self._final(scope, "failure", "an uncaught error"),
+                          "guard": "event.payload.failing"})
+        success: dict[str, Any] = {"target": self._next(state, scope, location)}
+        if state.get("ResultPath") is not None and state["Type"] == "Parallel":
+            self.warn("asl-parallel-result", f"{location}.ResultPath",
+                      f"the branches' outputs are not gathered in an array: the {what} go on")
+        self._dropped(state, location, ("ResultSelector", "OutputPath"))
+        moves.append(success)
+        return moves
+
+    def _composite_guard(self, state: Mapping[str, Any], location: str, index: int
+                         ) -> str | None:
+        """Gives the guard of a Parallel's catcher of named errors: a branch ended in a Fail
+        state of that error; None (any failure) where that cannot be told."""
+        where = f"{location}.Catch[{index}].ErrorEquals"
+        errors = state["Catch"][index]["ErrorEquals"]
+        named = [e for e in errors if not e.startswith("States.") or e not in (
+            "States.TaskFailed", "States.Timeout", "States.HeartbeatTimeout",
+            "States.Permissions", "States.Runtime")]
+        regions = self.regions_of.get(location, [])
+        if state.get("Type") != "Parallel" or len(named) != len(errors) or not regions:
+            self.warn("asl-catch-composite", where,
+                      "a failed branch or item tells no error natively: this catcher "
+                      "takes every failure")
+            return None
+        tests = [f"event.payload.outcomes[{region!r}] == {('failure.' + self._safe(e))!r}"
+                 for region in regions for e in named]
+        return f"event.payload.failing and ({' or '.join(tests)})"
+
+    def _map(self, sid: str, state: Mapping[str, Any], scope: _Scope, location: str,
+             native: dict[str, Any], jsonata: bool) -> None:
+        key = "ItemProcessor" if "ItemProcessor" in state else "Iterator"
+        flow = state.get(key)
+        if not isinstance(flow, Mapping):
+            raise _Refused(f"{location}.ItemProcessor",
+                           "a Map needs ItemProcessor (or Iterator) with StartAt and States")
+        config = flow.get("ProcessorConfig")
+        if isinstance(config, Mapping) and config.get("Mode") == "DISTRIBUTED":
+            self.warn("asl-map-distributed", f"{location}.{key}.ProcessorConfig",
+                      "a distributed map is read as an inline one (its items in the context)")
+        for extra in ("ItemReader", "ResultWriter", "ItemBatcher", "ItemSelector",
+                      "Parameters", "ToleratedFailurePercentage",
+                      "ToleratedFailurePercentagePath", "ToleratedFailureCountPath",
+                      "MaxConcurrencyPath", "Label"):
+            if extra in state:
+                self.warn("asl-map-field", f"{location}.{extra}",
+                          f"{extra} is not modelled natively (each item's context is the item)"
+                          ": left out")
+        native["type"] = "map"
+        if jsonata and "Items" in state:
+            items = self._jsonata(state["Items"], f"{location}.Items", "context")
+            if items is None:
+                self.warn("asl-jsonata", f"{location}.Items",
+                          "the JSONata items are not expressible natively: the map runs over "
+                          "no items")
+                items = "[]"
+        else:
+            path = state.get("ItemsPath", "$")
+            if "ItemReader" in state and "ItemsPath" not in state:
+                items = "[]"
+            elif path == "$":
+                items = "context.items"
+                self.warn("asl-map-items", f"{location}.ItemsPath",
+                          "the map's input is its items (ItemsPath $): natively the context is "
+                          "a mapping, so the items are read from context.items")
+            else:
+                items = self._read(str(path), f"{location}.ItemsPath")
+        native["items"] = _or(items, "[]") if items != "[]" else items
+        concurrency = state.get("MaxConcurrency")
+        if isinstance(concurrency, int) and concurrency > 0:
+            native["concurrency_max"] = concurrency
+        tolerated = state.get("ToleratedFailureCount")
+        if isinstance(tolerated, int) and tolerated > 0:
+            native["tolerated_failures"] = tolerated
+        percent = state.get("ToleratedFailurePercentage")
+        if isinstance(percent, int | float) and percent >= 100:
+            native["tolerated_failures"] = 1_000_000
+        inner = self._scope(flow, f"{location}.{key}.", sid, sid, in_map=True)
+        self._states_of(flow, inner)
+        result_path = state.get("ResultPath", "$")
+        results = None
+        if isinstance(result_path, str):
+            parsed = _parse_path(result_path)
+            if parsed and parsed[0] == "$" and len(parsed[1]) == 1 and isinstance(
+                    parsed[1][0], str) and _ID.match(parsed[1][0]):
+                results = parsed[1][0]
+        if results is None:
+            results = f"results_{sid}"
+            if result_path is not None:
+                self.warn("asl-map-result", f"{location}.ResultPath",
+                          f"the items' results go to the context key {results!r} "
+                          f"(ResultPath {result_path!r} is not one top-level key)")
+        native["results"] = results
+        native["done"] = self._join(state, scope, location, "items' results")
+        if state.get("Retry"):
+            self.warn("asl-retry-composite", f"{location}.Retry",
+                      "a Parallel or Map is not retried natively: its Retry is left out")
+
+    # -- data: reads, values and writes -------------------------------------------------------
+    def _flat_prefix(self, segments: tuple[str | int, ...]) -> int | None:
+        for size in range(len(segments), 1, -1):
+            if segments[:size] in self.flat:
+                return size
+        return None
+
+    def _render_read(self, segments: tuple[str | int, ...], root: str = "context") -> str:
+        if root == "context":
+            size = self._flat_prefix(segments)
+            if size is not None:
+                key = ".".join(str(s) for s in segments[:size])
+                return _render(segments[size:], f"context[{key!r}]", nullable=True)
+        return _render(segments, root)
+
+    def _read(self, path: str, location: str, root: str = "context",
+              base: tuple[str | int, ...] = ()) -> str:
+        """Gives the expression reading an ASL path (`$.a.b`, `$$.Map.Item.Value`, `$var`)."""
+        parsed = _parse_path(path)
+        if parsed is None:
+            self.warn("asl-path", location,
+                      f"path {path!r} (filters, wildcards, slices) is not expressible "
+                      "natively: read as null")
+            return "None"
+        kind, segments = parsed
+        if kind == "$":
+            text = self._render_read(base + tuple(segments), root)
+            if text == "None":
+                self.warn("asl-path", location,
+                          f"path {path!r} is too deep to read null-safely natively: read as "
+                          "null")
+            return text
+        if kind == "$$":
+            if tuple(segments[:3]) == ("Map", "Item", "Value"):
+                return _render(tuple(segments[3:]), "context")
+            if tuple(segments[:3]) == ("Map", "Item", "Index"):
+                self.warn("asl-context-object", location,
+                          "the map item's index is not in an item's context: read as 0")
+                return "0"
+            self.warn("asl-context-object", location,
+                      f"the context object ({path}) is not modelled: read as the text {path!r}")
+            return repr(path)
+        return _render((f"var_{self._safe(kind[1:])}", *segments))
+
+    def _dynamic(self, text: str, location: str, root: str,
+                 base: tuple[str | int, ...]) -> str | None:
+        """Gives the expression of a `.$` value: a path or an intrinsic function call."""
+        stripped = text.strip()
+        if stripped.startswith("States."):
+            return self._intrinsic(stripped, location, root, base)
+        if stripped.startswith("$"):
+            return self._read(stripped, location, root, base)
+        return None
+
+    def _template(self, params: Any, location: str, base: tuple[str | int, ...],
+                  jsonata: bool) -> Any:
+        """Gives the native step input of Parameters (or JSONata Arguments)."""
+        if jsonata:
+            if isinstance(params, str):
+                expr = self._jsonata(params, location, "context")
+                if expr is None:
+                    self.warn("asl-jsonata", location,
+                              "this JSONata expression is not expressible natively: sent as "
+                              "its text")
+                    return params
+                return "=" + expr
+            if isinstance(params, Mapping):
+                return {self._key(k, location): self._template(v, f"{location}.{k}", base, True)
+                        for k, v in params.items()}
+            return _input_literal(params)
+        if isinstance(params, Mapping):
+            out: dict[str, Any] = {}
+            for key, value in params.items():
+                key = str(key)
+                where = f"{location}.{key}"
+                if key.endswith(".$"):
+                    name = key[:-2]
+                    expr = self._dynamic(value, where, "context", base) if isinstance(
+                        value, str) else None
+                    if expr is None:
+                        self.warn("asl-intrinsic", where,
+                                  f"{value!r} is not expressible natively: sent as its text")
+                        out[name] = _input_literal(value)
+                    else:
+                        out[name] = "=" + expr
+                else:
+                    out[key] = self._template(value, where, base, False)
+            return out
+        if isinstance(params, list):
+            if any(isinstance(v, Mapping) and any(str(k).endswith(".$") for k in v)
+                   for v in params):
+                self.warn("asl-parameters-list", location,
+                          "paths inside a list are sent as their text (a native step input "
+                          "evaluates no expression inside a list)")
+            return params
+        return _input_literal(params)
+
+    def _key(self, key: Any, location: str) -> str:
+        return str(key)
+
+    def _const(self, value: Any, location: str) -> _Expr | _Record | None:
+        if isinstance(value, Mapping):
+            fields: dict[str, Any] = {}
+            for key, inner in value.items():
+                converted = self._const(inner, f"{location}.{key}")
+                if converted is not None:
+                    fields[str(key)] = converted
+            return _Record(fields)
+        literal = _literal(value)
+        if literal is None:
+            self.warn("asl-result-value", location,
+                      "a mapping inside a list cannot be written natively: written as null")
+            return _Expr("None")
+        return _Expr(literal)
+
+    def _value(self, spec: Any, location: str, root: str, *, jsonata: bool = False,
+               base: tuple[str | int, ...] = ()) -> _Expr | _Record | None:
+        """Gives what Parameters, ResultSelector or Output make of the data."""
+        if jsonata:
+            if isinstance(spec, Mapping):
+                fields = {str(k): self._value(v, f"{location}.{k}", root, jsonata=True)
+                          for k, v in spec.items()}
+                return _Record({k: v for k, v in fields.items() if v is not None})
+            if isinstance(spec, str) and spec.strip().startswith("{%"):
+                expr = self._jsonata(spec, location, root)
+                if expr is None:
+                    self.warn("asl-jsonata", location,
+                              "this JSONata expression is not expressible natively: null")
+                    return _Expr("None")
+                return _Expr(expr)
+            return self._const(spec, location)
+        if isinstance(spec, Mapping):
+            record: dict[str, Any] = {}
+            for key, value in spec.items():
+                key = str(key)
+                where = f"{location}.{key}"
+                if key.endswith(".$"):
+                    expr = self._dynamic(value, where, root, base) if isinstance(
+                        value, str) else None
+                    if expr is None:
+                        self.warn("asl-intrinsic", where,
+                                  f"{value!r} is not expressible natively: written as its text")
+                        expr = _literal(value) or "None"
+                    record[key[:-2]] = _Expr(expr)
+                else:
+                    inner = self._value(value, where, root, base=base)
+                    if inner is not None:
+                        record[key] = inner
+            return _Record(record)
+        return self._const(spec, location)
+
+    def _write(self, move: dict[str, Any], value: _Expr | _Record | None, result_path: Any,
+               location: str) -> None:
+        """Adds to a move the assignments that put `value` at `result_path`."""
+        if value is None or result_path is None:
+            return
+        if not isinstance(result_path, str):
+            raise _Refused(location, "ResultPath is a path or null")
+        parsed = _parse_path(result_path)
+        if parsed is None or parsed[0] != "$" or any(isinstance(s, int) for s in parsed[1]):
+            self.warn("asl-result-path", location,
+                      f"ResultPath {result_path!r} is not a plain path: the result is dropped")
+            return
+        segments = tuple(str(s) for s in parsed[1])
+        assigns: dict[str, str] = {}
+        if not segments:
+            # the result replaces the data: every top-level key read is set from it
+            if isinstance(value, _Record):
+                self._flatten(assigns, (), value, location)
+                for key in self.roots_read:
+                    if key not in value.fields:
+                        assigns.setdefault(key, "None")
+            else:
+                for key in self.roots_read:
+                    assigns[key] = _render((key,), value.text,
+                                           nullable=value.text != "event.payload")
+            for flat in sorted(self.flat):
+                assigns.setdefault(".".join(flat), "None") if not isinstance(
+                    value, _Expr) else assigns.setdefault(
+                    ".".join(flat), _render(flat, value.text,
+                                            nullable=value.text != "event.payload"))
+        else:
+            self._flatten(assigns, segments, value, location)
+        assigns = {k: v for k, v in assigns.items() if _ID.match(k)}
+        for key, text in assigns.items():
+            if _BARE_CONTEXT.search(text):  # a context holding itself could never be stored
+                self.warn("asl-whole-data", location,
+                          f"the whole data written into {key!r} is written as null natively")
+                assigns[key] = "None"
+        if assigns:
+            move.setdefault("actions", []).append({"assign": assigns})
+
+    def _flatten(self, assigns: dict[str, str], segments: tuple[str, ...],
+                 value: _Expr | _Record, location: str) -> None:
+        if isinstance(value, _Expr):
+            if not segments:
+                return
+            if len(segments) > 1:
+                self.written_flat.add(segments)
+                key = ".".join(segments)
+                if key not in assigns and (segments in self.flat):
+                    self.warn("asl-result-flat", location,
+                              f"the value at {'$.' + key} is kept under the flat context key "
+                              f"{key!r}")
+            key = ".".join(segments)
+            if not _ID.match(key):
+                self.warn("asl-result-path", location,
+                          f"the key {key!r} is not a native context key: dropped")
+                return
+            assigns[key] = value.text
+            return
+        if not segments and not value.fields:
+            return
+        if segments and not value.fields:
+            assigns[".".join(segments)] = "[]"
+            self.warn("asl-result-value", location,
+                      "an empty mapping is written as an empty list natively")
+            return
+        for key, inner in value.fields.items():
+            self._flatten(assigns, (*segments, key), inner, location)
+
+    # -- intrinsic functions and JSONata ----------------------------------------------------
+    def _intrinsic(self, text: str, location: str, root: str,
+                   base: tuple[str | int, ...]) -> str | None:
+        try:
+            call, rest = _parse_intrinsic(text, 0)
+        except ValueError:
+            return None
+        if text[rest:].strip():
+            return None
+        return self._lower_call(call, location, root, base)
+
+    def _lower_call(self, node: Any, location: str, root: str,
+                    base: tuple[str | int, ...]) -> str | None:
+        if isinstance(node, tuple) and node[0] == "path":
+            return self._read(node[1], location, root, base)
+        if isinstance(node, tuple) and node[0] == "lit":
+            return _literal(node[1])
+        name, args = node
+        lowered = [self._lower_call(a, location, root, base) for a in args]
+        if any(a is None for a in lowered):
+            return None
+        a = [str(x) for x in lowered]
+        if name == "States.Array":
+            return f"[{', '.join(a)}]"
+        if name == "States.ArrayLength" and len(a) == 1:
+            return f"len({_or(a[0], '[]')})"
+        if name == "States.ArrayGetItem" and len(a) == 2:
+            return f"{_or(a[0], '[]')}[{a[1]}]"
+        if name == "States.ArrayContains" and len(a) == 2:
+            return f"{a[1]} in {_or(a[0], '[]')}"
+        if name == "States.MathAdd" and len(a) == 2:
+            return f"{_or(a[0], '0')} + {_or(a[1], '0')}"
+        if name in ("States.JsonToString", "States.StringToJson", "States.JsonMerge") and a:
+            self.warn("asl-intrinsic", location,
+                      f"{name} is approximated as its (first) argument unchanged")
+            return a[0]
+        if name == "States.Format" and a:
+            template = args[0][1] if isinstance(args[0], tuple) and args[0][0] == "lit" else None
+            if isinstance(template, str) and template.count("{}") == len(a) - 1 and all(
+                    isinstance(x, tuple) and x[0] == "lit" and isinstance(x[1], str)
+                    for x in args[1:]):
+                parts = template.split("{}")
+                out = parts[0]
+                for part, arg in zip(parts[1:], args[1:], strict=True):
+                    out += str(arg[1]) + part
+                return repr(out)
+            self.warn("asl-intrinsic", location,
+                      "States.Format of values read at run time is sent as its template")
+            return a[0]
+        self.warn("asl-intrinsic", location,
+                  f"{name} is not expressible natively: sent as its text")
+        return repr(_intrinsic_text(node))
+
+    def _jsonata(self, text: Any, location: str, root: str) -> str | None:
+        """Gives the native expression of a small, safe subset of JSONata, or None."""
+        if not isinstance(text, str):
+            return _literal(text) if text is not None else None
+        stripped = text.strip()
+        if not (stripped.startswith("{%") and stripped.endswith("%}")):
+            return repr(text)
+        body = stripped[2:-2].strip()
+        out: list[str] = []
+        for token in _jsonata_tokens(body):
+            if token is None:
+                return None
+            if token.startswith("$states.input"):
+                segments = token[len("$states.input"):].split(".")[1:]
+                out.append(self._render_read(tuple(segments)) if root == "context"
+                           else _render(tuple(segments), root))
+            elif token.startswith("$states.result"):
+                segments = token[len("$states.result"):].split(".")[1:]
+                out.append(_render(tuple(segments), "event.payload"))
+            elif token.startswith("$states"):
+                return None
+            elif token.startswith("$"):
+                name, _, rest = token[1:].partition(".")
+                out.append(_render((f"var_{self._safe(name)}",
+                                    *(rest.split(".") if rest else ()))))
+            else:
+                out.append(token)
+        expr = " ".join(out)
+        try:
+            compile_expression(expr)
+        except ExpressionSyntaxError:
+            return None
+        return expr
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def _seconds(value: float) -> str:
+    """Gives the native duration of ASL seconds, written with its unit."""
+    if value == int(value):
+        return f"{int(value)}s"
+    return f"{round(value * 1000)}ms"
+
+
+def _or(expr: str, fallback: str) -> str:
+    """Gives `expr`, or `fallback` when it is null (a native `or` gives a boolean)."""
+    return f"({expr} if {expr} is not None else {fallback})"
+
+
+def _literal(value: Any) -> str | None:
+    """Gives the native expression text of a JSON value, or None (a mapping inside)."""
+    if value is None:
+        return "None"
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else None
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, list):
+        items = [_literal(v) for v in value]
+        if any(i is None for i in items):
+            return None
+        return f"[{', '.join(str(i) for i in items)}]"
+    return None
+
+
+def _input_literal(value: Any) -> Any:
+    """A step input literal; a text starting with '=' would read as an expression."""
+    if isinstance(value, str) and value.startswith("="):
+        return "=" + repr(value)
+    return value
+
+
+def _render(segments: tuple[str | int, ...] | list[str | int], root: str = "context",
+            *, nullable: bool = False) -> str:
+    """Gives the expression reading `segments` below `root`: null when a mapping on the way
+    is missing (ASL would fail the run there; a run started with unknown input must not).
+    `nullable`: `root` itself may be null."""
+    first = 0 if nullable else 1
+    if len(segments) < 1 + first:
+        return _render_plain(segments, root)
+    prefixes = [_render_plain(segments[:size], root) for size in range(first, len(segments))]
+    guarded = (f"({_render_plain(segments, root)} if "
+               f"{' and '.join(f'{p} is not None' for p in prefixes)} else None)")
+    return guarded if len(guarded) <= _READ_LENGTH_MAX else "None"
+
+
+def _render_plain(segments: tuple[str | int, ...] | list[str | int], root: str) -> str:
+    out = root
+    for seg in segments:
+        if isinstance(seg, int):
+            out += f"[{seg}]"
+        elif _PLAIN.match(seg) and not keyword.iskeyword(seg):
+            out += f".{seg}"
+        else:
+            out += f"[{seg!r}]"
+    return out
+
+
+_SEGMENT = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
+
+
+def _parse_path(path: str) -> tuple[str, list[str | int]] | None:
+    """Parses a plain JSONPath: `$`, `$$` or `$name`, then `.key`, `['key']` or `[0]`
+    segments; gives None for filters, wildcards and slices."""
+    match = re.match(r"^(\$\$|\$[A-Za-z_][A-Za-z0-9_]*|\$)", path.strip())
+    if match is None:
+        return None
+    head, rest = match.group(1), path.strip()[match.end():]
+    segments: list[str | int] = []
+    position = 0
+    while position < len(rest):
+        seg = _SEGMENT.match(rest, position)
+        if seg is None:
+            return None
+        name, index, quoted, dquoted = seg.groups()
+        if index is not None:
+            segments.append(int(index))
+        else:
+            text = name if name is not None else (quoted if quoted is not None else dquoted)
+            if text is None or "*" in text or "?" in text:
+                return None
+            segments.append(text)
+        position = seg.end()
+    return head, segments
+
+
+def _parse_intrinsic(text: str, pos: int) -> tuple[Any, int]:
+    """Parses `States.Name(arg, ...)`; an argument is a literal, a path or a call."""
+    match = re.compile(r"\s*(States\.[A-Za-z]+)\s*\(").match(text, pos)
+    if match is None:
+        raise ValueError(text)
+    name, pos = match.group(1), match.end()
+    args: list[Any] = []
+    while True:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos < len(text) and text[pos] == ")":
+            return (name, args), pos + 1
+        if text.startswith("States.", pos):
+            arg, pos = _parse_intrinsic(text, pos)
+        elif pos < len(text) and text[pos] == "'":
+            end, buf = pos + 1, ""
+            while end < len(text) and text[end] != "'":
+                if text[end] == "\\" and end + 1 < len(text):
+                    end += 1
+                buf += text[end]
+                end += 1
+            if end >= len(text):
+                raise ValueError(text)
+            arg, pos = ("lit", buf), end + 1
+        else:
+            token = re.compile(r"[^,()\s]+").match(text, pos)
+            if token is None:
+                raise ValueError(text)
+            raw, pos = token.group(0), token.end()
+            if raw.startswith("$"):
+                arg = ("path", raw)
+            else:
+                try:
+                    arg = ("lit", json.loads(raw))
+                except json.JSONDecodeError as exc:
+                    raise ValueError(raw) from exc
+        args.append(arg)
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos < len(text) and text[pos] == ",":
+            pos += 1
+        elif pos < len(text) and text[pos] == ")":
+            continue
+        else:
+            raise ValueError(text)
+
+
+def _intrinsic_text(node: Any) -> str:
+    if node[0] == "path":
+        return str(node[1])
+    if node[0] == "lit":
+        return json.dumps(node[1]) if not isinstance(node[1], str) else f"'{node[1]}'"
+    return f"{node[0]}({', '.join(_intrinsic_text(a) for a in node[1])})"
+
+
+_JSONATA_TOKEN = re.compile(
+    r"\s*(?:(?P<path>\$[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)"
+    r"|(?P<num>\d+(?:\.\d+)?)|(?P<str>'[^'\\]*'|\"[^\"\\]*\")"
+    r"|(?P<op>!=|<=|>=|=|<|>|\(|\)|\[|\]|,|\+|-|\*|/)"
+    r"|(?P<word>and|or|true|false|null|in)\b)")
+
+
+def _jsonata_tokens(body: str) -> Iterator[str | None]:
+    """Gives native tokens of a JSONata expression, None at the first one outside the subset
+    (function calls such as `$count(...)` included)."""
+    position = 0
+    words = {"and": "and", "or": "or", "true": "True", "false": "False", "null": "None",
+             "in": "in"}
+    while position < len(body.rstrip()):
+        match = _JSONATA_TOKEN.match(body, position)
+        if match is None:
+            yield None
+            return
+        position = match.end()
+        if match.group("path"):
+            if body[position:position + 1] == "(":
+                yield None
+                return
+            yield match.group("path")
+        elif match.group("num"):
+            yield match.group("num")
+        elif match.group("str"):
+            yield repr(match.group("str")[1:-1])
+        elif match.group("op"):
+            op = match.group("op")
+            yield "==" if op == "=" else op
+        else:
+            yield words[match.group("word")]
