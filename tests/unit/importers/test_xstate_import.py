@@ -1,0 +1,651 @@
+"""Tests of the XState v5 importer: the docs' plain-config examples import, lint clean of
+errors, decide as XState would on the reference machine and fuzz without a harness error; bad
+configs are refused (or approximated) with located findings."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from charts import Driver
+
+from harness.engines.fuzz import FuzzOptions, fuzz
+from reference_machine import (
+    TIMER_FIRED,
+    Accepted,
+    Event,
+    Finding,
+    Rejected,
+    Severity,
+    TimerPurpose,
+    WorkflowDefinition,
+    check_spec,
+    load_definition,
+    load_spec,
+)
+from reference_machine.errors import DefinitionError
+from reference_machine.importers import import_definition, lint_imported, to_yaml
+from reference_machine.importers.xstate import EVENT_SOURCES, convert
+
+# -- the examples: XState v5 docs configs with no inline JavaScript ---------------------------
+# Each is written from memory of the page named above it (stately.ai/docs), faithfully except
+# where noted: inline functions (guards, assign callbacks, actor logic) are JavaScript, so a
+# JSON config names them, and the test registers Python functions under those names.
+
+# stately.ai/docs/state-machines-and-statecharts (the toggle of the quick start)
+TOGGLE: dict[str, Any] = {
+    "id": "toggle",
+    "initial": "Inactive",
+    "states": {
+        "Inactive": {"on": {"toggle": "Active"}},
+        "Active": {"on": {"toggle": "Inactive"}},
+    },
+}
+
+# stately.ai/docs/delayed-transitions (the traffic light)
+TRAFFIC_LIGHT: dict[str, Any] = {
+    "id": "trafficLight",
+    "initial": "green",
+    "states": {
+        "green": {"after": {"5000": {"target": "yellow"}}},
+        "yellow": {"after": {"2000": {"target": "red"}}},
+        "red": {"after": {"10000": {"target": "green"}}},
+    },
+}
+
+# stately.ai/docs/invoke (fetching a user; `input` as a literal, the assign callbacks named,
+# and `success` final as in the docs' fetch examples, so the run ends there)
+FETCH: dict[str, Any] = {
+    "id": "user",
+    "initial": "idle",
+    "context": {"userId": 42, "user": None, "error": None},
+    "states": {
+        "idle": {"on": {"FETCH": {"target": "loading"}}},
+        "loading": {
+            "invoke": {
+                "id": "getUser",
+                "src": "fetchUser",
+                "input": {"userId": 42},
+                "onDone": {"target": "success", "actions": "assignUser"},
+                "onError": {"target": "failure", "actions": "assignError"},
+            },
+        },
+        "success": {"type": "final"},
+        "failure": {"on": {"RETRY": {"target": "loading"}}},
+    },
+}
+
+# stately.ai/docs/history-states (the checkout: paying by card or PayPal, then the address,
+# and back to the payment method chosen; the switching events are added so that history has
+# something to remember)
+CHECKOUT: dict[str, Any] = {
+    "id": "checkout",
+    "initial": "payment",
+    "states": {
+        "payment": {
+            "initial": "card",
+            "states": {
+                "card": {"on": {"paypal": "paypal"}},
+                "paypal": {"on": {"card": "card"}},
+                "hist": {"type": "history"},
+            },
+            "on": {"next": "address"},
+        },
+        "address": {"on": {"back": {"target": "payment.hist"}}},
+    },
+}
+
+# stately.ai/docs/parallel-states (uploading and downloading a file at once; `success` final
+# so that the machine is done once both are)
+FILE: dict[str, Any] = {
+    "id": "file",
+    "type": "parallel",
+    "states": {
+        "upload": {
+            "initial": "idle",
+            "states": {
+                "idle": {"on": {"INIT_UPLOAD": {"target": "pending"}}},
+                "pending": {"on": {"UPLOAD_COMPLETE": {"target": "success"}}},
+                "success": {"type": "final"},
+            },
+        },
+        "download": {
+            "initial": "idle",
+            "states": {
+                "idle": {"on": {"INIT_DOWNLOAD": {"target": "pending"}}},
+                "pending": {"on": {"DOWNLOAD_COMPLETE": {"target": "success"}}},
+                "success": {"type": "final"},
+            },
+        },
+    },
+}
+
+# stately.ai/docs/parallel-states (v4's word processor, in the same page's spirit: four
+# toggles that never end); a native parallel state joins its regions by their final states
+WORD: dict[str, Any] = {
+    "id": "word",
+    "type": "parallel",
+    "states": {
+        "bold": {"initial": "off", "states": {
+            "on": {"on": {"TOGGLE_BOLD": "off"}}, "off": {"on": {"TOGGLE_BOLD": "on"}}}},
+        "underline": {"initial": "off", "states": {
+            "on": {"on": {"TOGGLE_UNDERLINE": "off"}},
+            "off": {"on": {"TOGGLE_UNDERLINE": "on"}}}},
+        "italics": {"initial": "off", "states": {
+            "on": {"on": {"TOGGLE_ITALICS": "off"}}, "off": {"on": {"TOGGLE_ITALICS": "on"}}}},
+        "list": {"initial": "none", "states": {
+            "none": {"on": {"BULLETS": "bullets", "NUMBERS": "numbers"}},
+            "bullets": {"on": {"NONE": "none", "NUMBERS": "numbers"}},
+            "numbers": {"on": {"BULLETS": "bullets", "NONE": "none"}}}},
+    },
+}
+
+# stately.ai/docs/guards and the docs' feedback machine (the guard and the assign named)
+FEEDBACK: dict[str, Any] = {
+    "id": "feedback",
+    "initial": "prompt",
+    "context": {"feedback": ""},
+    "states": {
+        "prompt": {
+            "on": {
+                "feedback.good": {"target": "thanks"},
+                "feedback.bad": {"target": "form"},
+            },
+        },
+        "form": {
+            "on": {
+                "feedback.update": {"actions": {"type": "updateFeedback"}},
+                "submit": [
+                    {"guard": "feedbackValid", "target": "thanks"},
+                    {"actions": [{"type": "xstate.assign",
+                                  "assignment": {"feedback": ""}}]},
+                ],
+                "back": {"target": "prompt"},
+            },
+        },
+        "thanks": {},
+        "closed": {"type": "final"},
+    },
+    "on": {"feedback.close": {"target": ".closed"}},
+}
+
+# stately.ai/docs/eventless-transitions (the game: won once enough points are awarded)
+GAME: dict[str, Any] = {
+    "id": "game",
+    "initial": "playing",
+    "context": {"points": 0},
+    "states": {
+        "playing": {
+            "always": {"guard": "didPlayerWin", "target": "won"},
+            "on": {"award.points": {"actions": "awardPoints"}},
+        },
+        "won": {"type": "final"},
+    },
+}
+
+
+def _payload(event: Any) -> Mapping[str, Any]:
+    payload = getattr(event, "payload", None)
+    return payload if isinstance(payload, Mapping) else {}
+
+
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "assignUser": lambda context, event: {"user": _payload(event).get("name", "someone")},
+    "assignError": lambda context, event: {"error": _payload(event).get("category")},
+    "updateFeedback": lambda context, event: {
+        "feedback": str(_payload(event).get("feedback", ""))},
+    "feedbackValid": lambda context, event: len(context["feedback"]) > 0,
+    "didPlayerWin": lambda context, event: context["points"] > 99,
+    "awardPoints": lambda context, event: {"points": context["points"] + 50},
+}
+
+FUZZ = FuzzOptions(runs=20, seed=0, replay_dir=None, isolate=False)
+#: Verdicts other than `held`: the fetch's RETRY runs its actor again after an ambiguous
+#: failure, and nothing says the actor may be repeated (see the test of it)
+VERDICTS = {"fetch": ("violated", ("no_duplicate_effect",))}
+
+EXAMPLES = {"toggle": TOGGLE, "traffic_light": TRAFFIC_LIGHT, "fetch": FETCH,
+            "checkout": CHECKOUT, "file": FILE, "feedback": FEEDBACK, "game": GAME}
+
+
+def imported(config: Mapping[str, Any], name: str = "machine.xstate.json") -> Any:
+    return convert(copy.deepcopy(dict(config)), {}, name)
+
+
+def definition(config: Mapping[str, Any]) -> WorkflowDefinition:
+    return load_definition(imported(config).data, functions=FUNCTIONS)
+
+
+def codes(findings: Any) -> list[str]:
+    return [f.code for f in findings]
+
+
+def at(findings: Any, code: str) -> list[str]:
+    return [f.location for f in findings if f.code == code]
+
+
+def fire(driver: Driver, now: int | None = None) -> Any:
+    """Fires the run's one wait timer, at its time."""
+    (timer,) = [t for t in driver.ex.timers if t.purpose == TimerPurpose.WAIT_TIMEOUT]
+    driver.serial += 1
+    return driver.send(Event(f"ev{driver.serial}", TIMER_FIRED, "timer", {}, timer.id),
+                       timer.fire_at if now is None else now)
+
+
+# -- every example ---------------------------------------------------------------------------
+
+class TestExamples:
+    @pytest.mark.parametrize("name", sorted(EXAMPLES))
+    def test_lints_clean_of_errors(self, name: str) -> None:
+        """Each example imports to a definition the native checks find no error in."""
+        spec, _, _ = load_spec(imported(EXAMPLES[name]).data)
+        errors = [f for f in check_spec(spec, functions=FUNCTIONS)
+                  if f.severity is Severity.ERROR]
+        assert errors == []
+
+    @pytest.mark.parametrize("name", sorted(EXAMPLES))
+    def test_fuzzes_without_harness_error(self, name: str) -> None:
+        """Each example fuzzes to a verdict, never an exception; all hold but the fetch."""
+        report = fuzz(definition(EXAMPLES[name]), FUZZ)
+        expected = VERDICTS.get(name, ("held", ()))
+        assert (report.verdict, tuple(f.rule for f in report.failures)) == expected
+
+    def test_fetch_holds_once_its_actor_is_declared_repeatable(self) -> None:
+        """The fetch's violation is the machine's, not the importer's: an actor XState says
+        nothing about is not assumed safe to repeat, so RETRY after an ambiguous failure (a
+        crash before its result was recorded) fetches twice; a read declared repeatable
+        holds."""
+        data = imported(FETCH).data
+        data["tools"]["fetchUser"]["repeatable"] = True
+        report = fuzz(load_definition(data, functions=FUNCTIONS), FUZZ)
+        assert report.verdict == "held"
+
+    @pytest.mark.parametrize("name", sorted(EXAMPLES))
+    def test_native_yaml_loads_back(self, name: str) -> None:
+        """The native YAML `fsmharness import` writes loads as the same definition data."""
+        result = imported(EXAMPLES[name])
+        text = to_yaml(result)
+        assert text.startswith("# imported from machine.xstate.json (xstate)")
+        spec, _, _ = load_spec(text)
+        assert spec.name == result.data["name"]
+
+    def test_events_are_declared_with_the_default_sources(self) -> None:
+        """Every event of `on` is declared, sent by a human or the system."""
+        data = imported(FEEDBACK).data
+        assert set(data["events"]) == {"feedback.good", "feedback.bad", "feedback.update",
+                                       "submit", "back", "feedback.close"}
+        assert all(e["sources"] == list(EVENT_SOURCES) for e in data["events"].values())
+
+
+class TestToggle:
+    def test_toggles_for_ever(self) -> None:
+        """The toggle has no final state: reactive, and each toggle flips it."""
+        data = imported(TOGGLE).data
+        assert data["reactive"] is True
+        driver = Driver(definition(TOGGLE))
+        driver.start()
+        assert driver.ex.state == "Inactive"
+        for expected in ("Active", "Inactive", "Active"):
+            assert isinstance(driver.event("toggle"), Accepted)
+            assert driver.ex.state == expected
+
+
+class TestTrafficLight:
+    def test_cycles_on_its_timers(self) -> None:
+        """Green, yellow, red, green: each after its own delay in ms."""
+        data = imported(TRAFFIC_LIGHT).data
+        assert data["states"]["green"]["after"] == {"delay": "5000ms", "target": "yellow"}
+        driver = Driver(definition(TRAFFIC_LIGHT))
+        driver.start()
+        assert driver.ex.state == "green"
+        assert isinstance(fire(driver), Accepted)
+        assert driver.ex.state == "yellow"
+        fire(driver)
+        assert driver.ex.state == "red"
+        fire(driver)
+        assert driver.ex.state == "green"
+
+
+class TestFetch:
+    def test_invoke_is_a_step(self) -> None:
+        """The invoke's src is a declared tool, run once (no retries), with its input."""
+        data = imported(FETCH).data
+        assert data["tools"] == {"fetchUser": {"description": "XState actor 'fetchUser'"}}
+        step = data["states"]["loading"]["step"]
+        assert step == {"tool": "fetchUser", "retry": {"attempts_max": 1},
+                        "input": {"userId": 42}}
+        assert data["states"]["loading"]["on"]["step.succeeded"] == [
+            {"target": "success", "actions": [{"function": "assignUser"}]}]
+
+    def test_done_reaches_success_with_the_output_assigned(self) -> None:
+        """FETCH runs the step; its success takes onDone, with its action."""
+        driver = Driver(definition(FETCH))
+        driver.start()
+        driver.event("FETCH")
+        assert driver.ex.state == "loading"
+        assert driver.calls("fetchUser")[0].input == {"userId": 42}
+        driver.answer("fetchUser", {"name": "Ada"})
+        assert (driver.ex.state, driver.ex.status, driver.ex.outcome) == (
+            "success", "final", "success")
+        assert driver.ex.context["user"] == "Ada"
+
+    def test_error_goes_to_failure_and_retry_runs_it_again(self) -> None:
+        """The step's failure takes onError; RETRY calls the actor again."""
+        driver = Driver(definition(FETCH))
+        driver.start()
+        driver.event("FETCH")
+        driver.answer("fetchUser", ok=False)
+        assert driver.ex.state == "failure"
+        assert driver.ex.context["error"] == "permanent"
+        driver.event("RETRY")
+        assert driver.ex.state == "loading" and len(driver.calls("fetchUser")) == 2
+
+
+class TestCheckout:
+    def test_history_resumes_the_payment_method(self) -> None:
+        """Back from the address resumes PayPal, chosen before, not the initial card."""
+        data = imported(CHECKOUT).data
+        assert data["states"]["payment"]["history"] == "shallow"
+        assert data["states"]["address"]["on"]["back"] == [{"target": "payment"}]
+        driver = Driver(definition(CHECKOUT))
+        driver.start()
+        assert driver.ex.state == "card"
+        driver.event("paypal")
+        driver.event("next")
+        assert driver.ex.state == "address"
+        driver.event("back")
+        assert driver.ex.state == "paypal"
+
+
+class TestFile:
+    def test_regions_run_at_once_and_join(self) -> None:
+        """Both transfers move independently; once both are final the machine is done."""
+        data = imported(FILE).data
+        assert data["states"]["file"]["type"] == "parallel"
+        assert data["states"]["upload.idle"]["parent"] == "upload"
+        driver = Driver(definition(FILE))
+        driver.start()
+        assert driver.ex.state == "file"
+        assert [r.state for r in driver.ex.regions] == ["upload.idle", "download.idle"]
+        driver.event("INIT_UPLOAD")
+        driver.event("INIT_DOWNLOAD")
+        driver.event("UPLOAD_COMPLETE")
+        assert [r.state for r in driver.ex.regions] == ["upload.success", "download.pending"]
+        driver.event("DOWNLOAD_COMPLETE")
+        assert (driver.ex.state, driver.ex.status) == ("done", "final")
+
+    def test_a_region_that_never_ends_is_refused(self) -> None:
+        """The word processor's regions have no final state: refused, each region named."""
+        with pytest.raises(DefinitionError, match="region has no final state") as caught:
+            imported(WORD)
+        assert at(caught.value.findings, "region-never-final") == [
+            "states.bold", "states.underline", "states.italics", "states.list"]
+
+
+class TestFeedback:
+    def test_guard_and_the_fallback(self) -> None:
+        """An empty submit takes the unguarded fallback (it stays in the form); a valid one
+        goes to thanks; closing from anywhere ends the machine."""
+        driver = Driver(definition(FEEDBACK))
+        driver.start()
+        driver.event("feedback.bad")
+        assert driver.ex.state == "form"
+        driver.event("submit")
+        assert driver.ex.state == "form"
+        driver.event("feedback.update", {"feedback": "great"})
+        assert driver.ex.context["feedback"] == "great"
+        driver.event("submit")
+        assert driver.ex.state == "thanks"
+        driver.event("feedback.close")
+        assert (driver.ex.state, driver.ex.status) == ("closed", "final")
+
+    def test_the_roots_transitions_reach_every_state(self) -> None:
+        """The root's `on` (target `.closed`) is given to each top-level state but the final
+        one, after the state's own."""
+        states = imported(FEEDBACK).data["states"]
+        for name in ("prompt", "form", "thanks"):
+            assert states[name]["on"]["feedback.close"] == [{"target": "closed"}]
+        assert "on" not in states["closed"]
+
+    def test_guards_are_registered_functions(self) -> None:
+        """A guard name is a native `function:` guard; an unregistered one is located."""
+        data = imported(FEEDBACK).data
+        assert data["states"]["form"]["on"]["submit"][0]["guard"] == {
+            "function": "feedbackValid"}
+        spec, _, _ = load_spec(data)
+        missing = [f for f in check_spec(spec, functions={}) if f.code == "unknown-function"]
+        assert "states.form.on.submit[0].guard" in [f.location for f in missing]
+
+    def test_a_literal_assign_is_a_native_assign(self) -> None:
+        """`assign` with a literal value is written as a native assign expression."""
+        data = imported(FEEDBACK).data
+        assert data["states"]["form"]["on"]["submit"][1] == {
+            "actions": [{"assign": {"feedback": "''"}}]}
+
+
+class TestGame:
+    def test_eventless_transition_fires_once_its_guard_holds(self) -> None:
+        """Points awarded by an internal transition; `always` moves on at 100."""
+        driver = Driver(definition(GAME))
+        driver.start()
+        driver.event("award.points")
+        assert driver.ex.state == "playing"
+        driver.event("award.points")
+        assert (driver.ex.state, driver.ex.status) == ("won", "final")
+
+
+# -- what is approximated, with its location ---------------------------------------------------
+
+class TestApproximations:
+    def test_several_delays_keep_the_shortest(self) -> None:
+        """Two delays on one state: the shorter one is kept, the other warned."""
+        config = {"id": "m", "initial": "a", "states": {
+            "a": {"after": {"3000": "c", "1000": "b"}}, "b": {"type": "final"},
+            "c": {"type": "final"}}}
+        result = imported(config)
+        assert result.data["states"]["a"]["after"] == {"delay": "1000ms", "target": "b"}
+        assert at(result.findings, "after-several") == ["states.a.after.3000"]
+
+    def test_a_guarded_delay_goes_through_a_choice(self) -> None:
+        """A delayed transition with a guard and actions moves through a choice state."""
+        config = {"id": "m", "initial": "a", "context": {"n": 0}, "states": {
+            "a": {"after": {"500": [{"target": "b", "guard": "ready"}, {"target": "c"}]}},
+            "b": {"type": "final"}, "c": {"type": "final"}}}
+        data = imported(config).data
+        assert data["states"]["a"]["after"] == {"delay": "500ms", "target": "a.after_500"}
+        assert data["states"]["a.after_500"]["type"] == "choice"
+        funcs = {"ready": lambda context, event: False}
+        driver = Driver(load_definition(data, functions=funcs))
+        driver.start()
+        fire(driver)
+        assert driver.ex.state == "c"
+
+    def test_no_on_error_is_a_failure_final(self) -> None:
+        """An invoke without onError fails the run: a final state of outcome failure."""
+        config = {"id": "m", "initial": "a", "states": {
+            "a": {"invoke": {"src": "work", "onDone": "b"}}, "b": {"type": "final"}}}
+        result = imported(config)
+        assert result.data["states"]["xstate_error"]["outcome"] == "failure"
+        assert at(result.findings, "no-on-error") == ["states.a.invoke"]
+        driver = Driver(load_definition(result.data))
+        driver.start()
+        driver.answer("work", ok=False)
+        assert (driver.ex.state, driver.ex.outcome) == ("xstate_error", "failure")
+
+    def test_a_nested_final_takes_its_parents_on_done(self) -> None:
+        """A final child of a compound state with onDone is a choice taking onDone at once."""
+        config = {"id": "m", "initial": "work", "states": {
+            "work": {"initial": "one", "onDone": "finished", "on": {"CANCEL": "cancelled"},
+                     "states": {"one": {"on": {"NEXT": "two"}}, "two": {"type": "final"}}},
+            "finished": {"type": "final"}, "cancelled": {"type": "final"}}}
+        data = imported(config).data
+        assert data["states"]["two"]["type"] == "choice"
+        assert data["states"]["work"]["on"]["CANCEL"] == [{"target": "cancelled"}]
+        driver = Driver(load_definition(data))
+        driver.start()
+        driver.event("NEXT")
+        assert (driver.ex.state, driver.ex.status) == ("finished", "final")
+
+    def test_final_output_is_kept_in_the_context(self) -> None:
+        """A final state's literal output is assigned to context.output as it is entered."""
+        config = {"id": "m", "initial": "a", "states": {
+            "a": {"on": {"GO": "b"}}, "b": {"type": "final", "output": {"ok": True}}}}
+        result = imported(config)
+        assert at(result.findings, "left-out") == ["states.b.output"]
+        config["states"]["b"]["output"] = [1, "two"]
+        result = imported(config)
+        assert result.data["states"]["b"]["entry"] == [{"assign": {"output": "[1, 'two']"}}]
+        driver = Driver(load_definition(result.data))
+        driver.start()
+        driver.event("GO")
+        assert driver.ex.context["output"] == [1, "two"]
+
+    def test_wildcard_expands_to_the_events_not_handled(self) -> None:
+        """`*` is one transition per declared event the state does not name itself."""
+        config = {"id": "m", "initial": "a", "states": {
+            "a": {"on": {"GO": "b", "*": "c"}}, "b": {"on": {"STOP": "c", "GO": "a"}},
+            "c": {"type": "final"}}}
+        result = imported(config)
+        assert result.data["states"]["a"]["on"]["STOP"] == [{"target": "c"}]
+        assert result.data["states"]["a"]["on"]["GO"] == [{"target": "b"}]
+        assert at(result.findings, "wildcard") == ["states.a.on.*"]
+
+    def test_a_name_the_native_format_refuses_is_made_safe(self) -> None:
+        """A state key and an event name with a space are renamed; the original is kept."""
+        config = {"id": "m", "initial": "first step", "states": {
+            "first step": {"on": {"go on": "done"}}, "done": {"type": "final"}}}
+        result = imported(config)
+        assert result.data["states"]["first_step"]["description"] == "XState state first step"
+        assert result.data["events"]["go_on"]["description"] == "XState event 'go on'"
+        assert at(result.findings, "renamed-event") == ["states.first step.on.go on"]
+
+    def test_built_in_actions_and_params_are_warned(self) -> None:
+        """A built-in action is left out, a param of a named one too, each located."""
+        config = {"id": "m", "initial": "a", "states": {
+            "a": {"entry": [{"type": "xstate.log"}, {"type": "track", "params": {"n": 1}}],
+                  "on": {"GO": "b"}},
+            "b": {"type": "final"}}}
+        result = imported(config)
+        assert result.data["states"]["a"]["entry"] == [{"function": "track"}]
+        assert at(result.findings, "left-out") == ["states.a.entry[0]"]
+        assert at(result.findings, "params-left-out") == ["states.a.entry[1].params"]
+
+    def test_dead_end_is_final(self) -> None:
+        """A top-level state nothing leaves is imported as a final state, with a warning."""
+        config = {"id": "m", "initial": "a", "states": {"a": {"on": {"GO": "b"}}, "b": {}}}
+        result = imported(config)
+        assert result.data["states"]["b"]["type"] == "final"
+        assert "reactive" not in result.data
+        assert at(result.findings, "dead-end") == ["states.b"]
+
+
+# -- targets ------------------------------------------------------------------------------------
+
+class TestTargets:
+    CONFIG: dict[str, Any] = {
+        "id": "m", "initial": "a", "states": {
+            "a": {"initial": "a1", "states": {
+                "a1": {"on": {"SIB": "a2", "DEEP": "#m.b.b2", "CHILD": "#side"}},
+                "a2": {"on": {"UP": "#m.b"}}},
+                "on": {"DOWN": ".a2"}},
+            "b": {"initial": "b1", "states": {"b1": {"on": {"X": "b2"}}, "b2": {"id": "side"}}},
+        }}
+
+    def test_xstate_resolution(self) -> None:
+        """Siblings, `.child`, `#machine.path` and custom `#id` each find their state."""
+        states = imported(self.CONFIG).data["states"]
+        on = states["a1"]["on"]
+        assert on["SIB"] == [{"target": "a2"}]
+        assert on["DEEP"] == [{"target": "b2"}] and on["CHILD"] == [{"target": "b2"}]
+        assert states["a"]["on"]["DOWN"] == [{"target": "a2"}]
+        assert states["a2"]["on"]["UP"] == [{"target": "b"}]
+
+    def test_a_target_that_does_not_exist_is_located(self) -> None:
+        """A bad target is an error at the transition, with a suggestion."""
+        config = copy.deepcopy(self.CONFIG)
+        config["states"]["a"]["states"]["a1"]["on"]["SIB"] = "a3"
+        with pytest.raises(DefinitionError, match="has no child 'a3'") as caught:
+            imported(config)
+        assert caught.value.location == "states.a.states.a1.on.SIB"
+
+    def test_a_bare_target_on_the_root_is_refused_as_xstate_does(self) -> None:
+        """On the root a bare name is no sibling: XState says `.name`, so do we."""
+        config = {"id": "m", "initial": "a", "on": {"R": "a"},
+                  "states": {"a": {"on": {"GO": "b"}}, "b": {"type": "final"}}}
+        with pytest.raises(DefinitionError, match=r"did you mean '\.a'"):
+            imported(config)
+
+    def test_leaving_a_region_is_refused(self) -> None:
+        """A transition out of a region is located: natively a region ends in its finals."""
+        config = copy.deepcopy(FILE)
+        config["states"]["upload"]["states"]["idle"]["on"]["ABORT"] = "#file.download.idle"
+        with pytest.raises(DefinitionError, match="crosses a region") as caught:
+            imported(config)
+        assert caught.value.location == "states.upload.states.idle.on.ABORT"
+
+
+# -- bad input ----------------------------------------------------------------------------------
+
+class TestBadInput:
+    @pytest.mark.parametrize("data", [[], "machine", None, 3])
+    def test_not_a_mapping(self, data: Any) -> None:
+        """A document that is not an object is refused at the top."""
+        with pytest.raises(DefinitionError, match="is a JSON object") as caught:
+            convert(data, {}, "m.xstate.json")
+        assert caught.value.findings[0].code == "not-a-machine"
+
+    def test_unknown_top_level_key_is_warned(self) -> None:
+        """An unknown key at the top is a warning, with a suggestion."""
+        config = {**TOGGLE, "contxt": {}}
+        result = imported(config)
+        (finding,) = [f for f in result.findings if f.code == "unknown-key"]
+        assert finding.location == "contxt" and "did you mean 'context'" in finding.message
+
+    @pytest.mark.parametrize(("where", "value"), [
+        ("guard", "({ context }) => context.count > 0"),
+        ("actions", "() => console.log('hi')"),
+    ])
+    def test_javascript_where_a_name_belongs(self, where: str, value: str) -> None:
+        """Code where a name is expected is refused, never evaluated."""
+        config = {"id": "m", "initial": "a", "states": {
+            "a": {"on": {"GO": {"target": "b", where: value}}}, "b": {"type": "final"}}}
+        with pytest.raises(DefinitionError, match="looks like JavaScript") as caught:
+            imported(config)
+        assert caught.value.location == f"states.a.on.GO.{where}"
+
+    def test_named_delay_is_refused(self) -> None:
+        """A delay named in the implementation cannot be imported: located."""
+        config = {"id": "m", "initial": "a", "states": {
+            "a": {"after": {"LIGHT_DELAY": "b"}}, "b": {"type": "final"}}}
+        with pytest.raises(DefinitionError, match="named") as caught:
+            imported(config)
+        assert caught.value.location == "states.a.after.LIGHT_DELAY"
+
+    def test_inline_actor_is_refused(self) -> None:
+        """An invoke whose src is not a name (inline logic) is refused at the src."""
+        config = {"id": "m", "initial": "a", "states": {
+            "a": {"invoke": {"src": {"states": {}}, "onDone": "b"}}, "b": {"type": "final"}}}
+        with pytest.raises(DefinitionError, match="inline actor") as caught:
+            imported(config)
+        assert caught.value.location == "states.a.invoke.src"
+
+    def test_a_file_imports_through_the_frame(self, tmp_path: Path) -> None:
+        """A `*.xstate.json` file loads by its name, and lint lists the importer's warnings
+        first."""
+        path = tmp_path / "feedback.xstate.json"
+        path.write_text(json.dumps({**FEEDBACK, "tags": ["x"]}), encoding="utf-8")
+        loaded = import_definition(path, functions=FUNCTIONS)
+        assert loaded.name == "feedback"
+        findings: list[Finding] = lint_imported(path, functions=FUNCTIONS)
+        assert findings[0].code == "left-out" and findings[0].location == "tags"
+        assert not [f for f in findings if f.severity is Severity.ERROR]
+
+    def test_a_rejected_event_stays(self) -> None:
+        """An event the state does not take is rejected, as XState ignores it."""
+        driver = Driver(definition(TOGGLE))
+        driver.start()
+        assert isinstance(driver.event("nothing"), Rejected)
