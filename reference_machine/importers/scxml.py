@@ -52,13 +52,17 @@ from reference_machine._spec import NAME_PATTERN
 from reference_machine.errors import DefinitionError, DefinitionSyntaxError
 from reference_machine.importers import Imported
 
-__all__ = ["OUTBOX", "convert", "parse_delay_ms"]
+__all__ = ["EVENT_DATA", "EVENT_FIELDS", "OUTBOX", "convert", "parse_delay_ms"]
 
 _NS = "http://www.w3.org/2005/07/scxml"
 #: The context key the chart's raised and sent events are appended to (see the module).
 OUTBOX = "_scxml_outbox"
-#: The payload key that carries an event's data when it is not a set of named values.
-_DATA = "_scxml_data"
+#: The payload keys of an event the SCXML driver delivers: SCXML's event fields (`type`,
+#: `sendid`, `origin`, `origintype`, `invokeid`) and the event's data.
+EVENT_FIELDS = "_scxml_event"
+EVENT_DATA = "_scxml_data"
+#: The data key a `<content>` value rides under, in an outbox entry's pairs.
+_DATA = EVENT_DATA
 _NAME = re.compile(NAME_PATTERN)
 _RESERVED = ("execution.", "step.", "approval.", "timer.", "compensation.")
 _STATES = ("state", "parallel", "final")
@@ -107,6 +111,7 @@ def _parse(data: str, name: str) -> _Node:
     parser.SetParamEntityParsing(xml.parsers.expat.XML_PARAM_ENTITY_PARSING_NEVER)
     stack: list[_Node] = []
     roots: list[_Node] = []
+    bare: list[bool] = []
 
     def doctype(*_: Any) -> None:
         # a DOCTYPE is where entities are declared: refused before any can expand
@@ -124,6 +129,10 @@ def _parse(data: str, name: str) -> _Node:
 
     def start(tag: str, attrs: dict[str, str]) -> None:
         namespace, _, local = tag.rpartition("}")
+        if not roots:
+            bare.append(not namespace)
+        if not namespace and bare[0]:
+            namespace = _NS  # a chart written without its namespace, throughout
         node = _Node(local, {k.rpartition("}")[2]: v for k, v in attrs.items()},
                      parser.CurrentLineNumber, namespace)
         if stack:
@@ -195,16 +204,21 @@ class _Rewrite(ast.NodeTransformer):
         return ast.Attribute(ast.Name("event", ast.Load()), "payload", ast.Load())
 
     def _event_field(self, attr: str) -> ast.expr:
+        """Gives `_event.ATTR`: an event the SCXML driver delivers carries SCXML's event
+        fields under `_scxml_event` and its data under `_scxml_data`; any other event (sent
+        from outside) is external, and its payload is its data."""
         if attr == "name":
             return ast.Attribute(ast.Name("event", ast.Load()), "type", ast.Load())
+        driven = ast.Compare(ast.Constant(EVENT_FIELDS), [ast.In()], [self._payload()])
         if attr == "data":
-            # a value that is not named pairs rides under one key; an event without data has
-            # None, not an empty mapping
-            carried = ast.Subscript(self._payload(), ast.Constant(_DATA), ast.Load())
-            has = ast.Compare(ast.Constant(_DATA), [ast.In()], [self._payload()])
-            return ast.IfExp(has, carried,
+            carried = ast.Subscript(self._payload(), ast.Constant(EVENT_DATA), ast.Load())
+            return ast.IfExp(driven, carried,
                              ast.IfExp(self._payload(), self._payload(), ast.Constant(None)))
-        raise _Inexpressible(f"_event.{attr} (the native event has no such field)")
+        if attr in ("type", "sendid", "origin", "origintype", "invokeid"):
+            told = ast.Subscript(ast.Subscript(self._payload(), ast.Constant(EVENT_FIELDS),
+                                               ast.Load()), ast.Constant(attr), ast.Load())
+            return ast.IfExp(driven, told, ast.Constant("external" if attr == "type" else None))
+        raise _Inexpressible(f"_event.{attr} (SCXML events have no such field)")
 
     def visit_Name(self, node: ast.Name) -> ast.expr:
         if node.id == "_event":
@@ -235,11 +249,7 @@ class _Rewrite(ast.NodeTransformer):
                 and not node.keywords):
             # mapping.get(key): the native key read gives None for a missing key, as get does
             owner = func.value
-            if (isinstance(owner, ast.Attribute) and owner.attr == "data"
-                    and isinstance(owner.value, ast.Name) and owner.value.id == "_event"):
-                base: ast.expr = self._payload()
-            else:
-                base = self.visit(owner)
+            base = self.visit(owner)
             return ast.Subscript(base, self.visit(node.args[0]), ast.Load())
         if isinstance(func, ast.Name) and func.id in _FUNCTIONS:
             return ast.Call(func, [self.visit(a) for a in node.args],
@@ -281,6 +291,7 @@ class _Converter:
         self.in_states: dict[str, _Node] = {}
         self._stopped = False
         self._syntax_error = False
+        self.startup: list[list[Any]] = []
         self.declared = {n.attrs.get("id", "") for n in self._all(root, "data")}
         self.chart_name = root.attrs.get("name", "")
 
@@ -332,7 +343,7 @@ class _Converter:
         if self.errors:
             raise DefinitionError(self.errors, self.source)
         if self.uses_outbox:
-            self.context[OUTBOX] = []
+            self.context[OUTBOX] = list(self.startup)
         events = self._events()
         self._expand(events)
         native: dict[str, Any] = {
@@ -611,12 +622,6 @@ class _Converter:
                        "target: the native format runs eventless transitions only to move "
                        "(one without a target would loop)", source)
             return
-        if node.attrs.get("type") == "internal" and target is not None:
-            owner = self.node_of[source]
-            if owner.kids("onentry", "onexit") and self._inside(self.node_by_name[target], owner):
-                self.warn("scxml-internal", node, f"type='internal': the native transition "
-                          f"leaves and enters {source!r} again, running its exit and entry "
-                          "actions", source)
         actions = self._block(node.children, source)
         self.transitions.append(_Transition(node, source, descriptors, guard, target, actions))
 
@@ -668,7 +673,11 @@ class _Converter:
                               "event", source)
                 continue
             del done_of
-            self.states[source].setdefault("_on", []).append((t.descriptors, spec, t.node))
+            internal = (t.node.attrs.get("type") == "internal" and t.target is not None
+                        and t.target != source and self._within(t.target, source)
+                        and self.states[source].get("type") != "parallel")
+            self.states[source].setdefault("_on", []).append(
+                (t.descriptors, spec, t.node, internal))
 
     def _region_of(self, name: str) -> str | None:
         current: str | None = name
@@ -765,12 +774,13 @@ class _Converter:
     def _expand(self, events: set[str]) -> None:
         """Gives each state's `on:`: for each event name, the transitions whose descriptors
         match it (SCXML's prefix match), in document order."""
+        copies: list[tuple[str, str, dict[str, Any]]] = []
         for name, state in self.states.items():
             written = state.pop("_on", [])
             if not written:
                 continue
             on: dict[str, list[dict[str, Any]]] = {}
-            for descriptors, spec, node in written:
+            for descriptors, spec, node, internal in written:
                 matched = sorted(e for e in events if any(_matches(d, e) for d in descriptors))
                 if self.node_of[name].tag == "parallel":
                     matched = [e for e in matched if e != f"done.state.{name}"]
@@ -778,9 +788,24 @@ class _Converter:
                     self.warn("scxml-event-never", node, f"no event the chart raises, sends or "
                               f"names matches {' '.join(descriptors)!r}", name)
                 for event in matched:
-                    on.setdefault(event, []).append(dict(spec))
+                    if not internal:
+                        on.setdefault(event, []).append(dict(spec))
+                        continue
+                    # declared on each child, its domain is `name`, which it neither leaves
+                    # nor enters: SCXML's internal transition
+                    if on.get(event):
+                        self.warn("scxml-internal-order", node, f"type='internal': for "
+                                  f"{event!r} it is tried before the transitions {name!r} "
+                                  "declares above it", name)
+                    copies.append((name, event, spec))
             if on:
                 state["on"] = on
+        for name, event, spec in copies:
+            for child in self._children(name):
+                if self.states[child].get("type") == "final":
+                    continue
+                self.states[child].setdefault("on", {}).setdefault(event, []).append(
+                    dict(spec))
 
     # -- executable content ------------------------------------------------------------------
 
@@ -846,7 +871,8 @@ class _Converter:
             return {"assign": {key: value}}
         return {"assign": {key: f"({value}) if ({when}) else context[{key!r}]"}}
 
-    def _static_error(self, node: _Node, event: str, when: str | None) -> dict[str, Any]:
+    def _static_error(self, node: _Node, event: str, when: str | None, send_id: str = ""
+                      ) -> dict[str, Any]:
         """Gives the raise of an error SCXML's interpreter would raise when it runs `node`
         (known at import: an undeclared location, an expression that is not Python), and
         stops the rest of the block as SCXML does."""
@@ -855,7 +881,7 @@ class _Converter:
         self.warn("scxml-static-error", node, f"<{node.tag}> fails whenever it runs; like "
                   f"SCXML, the import raises {event} there"
                   + (" and skips the rest of the block" if self._stopped else ""), event)
-        return self._queue_action("internal", repr(event), None, None, when)
+        return self._queue_action("platform", repr(event), None, None, when, send_id)
 
     def _declared(self, location: str) -> bool:
         return location in self.declared
@@ -928,10 +954,8 @@ class _Converter:
             text = content.attrs.get("expr")
             if text is None:
                 literal = content.text.strip()
-                value = self._expression(literal, content, "value", runtime=True, quiet=True)
-                if value is None:
-                    self._syntax_error = False
-                    value = repr(literal)
+                value = self._expression(literal, content, "value") if _is_literal(
+                    literal) else repr(literal)  # text content is data, not an expression
             else:
                 value = self._expression(text, content, "expr", runtime=True)
                 if self._syntax_error:
@@ -957,11 +981,27 @@ class _Converter:
                        "sessions (no parent, no invoked child), so only sends to this session "
                        "are imported", target or "targetexpr")
             return []
+        send_id = attrs.get("id", "")
+        assigns: dict[str, str] = {}
+        if "idlocation" in attrs:
+            location = attrs["idlocation"].strip()
+            if not self._declared(location):
+                return [self._static_error(node, "error.execution", when)]
+            send_id = f"send@{node.line}"
+            self.warn("scxml-send-idlocation", node, f"idlocation: every run of this send gets "
+                      f"the id {send_id!r}, not a fresh one", location)
+            assigns[location] = (f"{send_id!r} if ({when}) else context[{location!r}]" if when
+                                 else repr(send_id))
+
+        def fail(event: str) -> list[dict[str, Any]]:
+            raised = self._static_error(node, event, when, send_id)
+            return [{"assign": {**assigns, **raised["assign"]}}]
+
         if target is not None and target.startswith("#_scxml_"):
             # a session id the chart writes as text cannot be this run's, which is made fresh
-            return [self._static_error(node, "error.communication", when)]
+            return fail("error.communication")
         if target is not None and target != "#_internal":
-            return [self._static_error(node, "error.execution", when)]
+            return fail("error.execution")
         queue = "internal" if target == "#_internal" else "external"
         if "event" in attrs:
             event = repr(attrs["event"])
@@ -969,7 +1009,7 @@ class _Converter:
         elif "eventexpr" in attrs:
             expression = self._expression(attrs["eventexpr"], node, "eventexpr", runtime=True)
             if self._syntax_error:
-                return [self._static_error(node, "error.execution", when)]
+                return fail("error.execution")
             if expression is None:
                 return []
             event = f"({expression})"
@@ -983,31 +1023,20 @@ class _Converter:
         if "delay" in attrs:
             ms = parse_delay_ms(attrs["delay"])
             if ms is None:
-                return [self._static_error(node, "error.execution", when)]
+                return fail("error.execution")
             delay = str(ms)
         elif "delayexpr" in attrs:
             delay = self._expression(attrs["delayexpr"], node, "delayexpr", runtime=True)
             if self._syntax_error:
-                return [self._static_error(node, "error.execution", when)]
+                return fail("error.execution")
             if delay is None:
                 return []
             delay = f"({delay})"
         if delay is not None and queue == "internal":
-            return [self._static_error(node, "error.execution", when)]
+            return fail("error.execution")
         pairs = self._pairs(node, when, state)
         if pairs is None:
-            return [self._static_error(node, "error.execution", when)]
-        send_id = attrs.get("id", "")
-        assigns: dict[str, str] = {}
-        if "idlocation" in attrs:
-            location = attrs["idlocation"].strip()
-            if not self._declared(location):
-                return [self._static_error(node, "error.execution", when)]
-            send_id = f"send@{node.line}"
-            self.warn("scxml-send-idlocation", node, f"idlocation: every run of this send gets "
-                      f"the id {send_id!r}, not a fresh one", location)
-            assigns[location] = (f"{send_id!r} if ({when}) else context[{location!r}]" if when
-                                 else repr(send_id))
+            return fail("error.execution")
         queued = self._queue_action(queue, event, delay, "[" + ", ".join(pairs) + "]", when,
                                     send_id)
         return [{"assign": {**assigns, **queued["assign"]}}]
@@ -1084,7 +1113,18 @@ class _Converter:
         if text is None:
             self.context[ident] = None
             return
-        translated = self._expression(text, node, "expr" if "expr" in node.attrs else "value")
+        translated = self._expression(text, node, "expr" if "expr" in node.attrs else "value",
+                                      runtime=True)
+        if self._syntax_error:
+            # SCXML raises error.execution as it binds the data, before the run starts
+            self.warn("scxml-static-error", node, f"data {ident!r} = {text!r} is not Python; "
+                      "like SCXML, the import leaves it unset (None) and raises "
+                      "error.execution as the run starts", ident)
+            self.context[ident] = None
+            self.startup.append(["platform", "error.execution", 0, [], ""])
+            self.raised.add("error.execution")
+            self.uses_outbox = True
+            return
         if translated is None:
             return
         try:
@@ -1130,6 +1170,17 @@ class _Converter:
         for state in rewrite.in_states:
             self.in_states.setdefault(state, node)
         return translated
+
+
+def _is_literal(text: str) -> bool:
+    """Tells whether `text` is a Python literal (a number, a quoted string, a list of them)."""
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError:
+        return False
+    allowed = (ast.Expression, ast.Constant, ast.List, ast.Tuple, ast.UnaryOp, ast.USub,
+               ast.Load)
+    return all(isinstance(node, allowed) for node in ast.walk(tree))
 
 
 def _matches(descriptor: str, event: str) -> bool:

@@ -27,6 +27,7 @@ from reference_machine.importers import scxml
 
 __all__ = ["W3CResult", "conformance", "markdown", "run_definition"]
 
+_PROCESSOR = "http://www.w3.org/TR/scxml/#SCXMLEventProcessor"
 #: Events one run may take before it is stopped as one that does not finish.
 EVENTS_MAX = 500
 
@@ -107,7 +108,7 @@ def run_definition(definition: WorkflowDefinition, *, events_max: int = EVENTS_M
     execution = new_execution(definition, "w3c")
     internal: deque[tuple[str, dict[str, Any]]] = deque()
     external: list[tuple[int, int, str, dict[str, Any], str]] = []
-    cancelled: set[str] = set()
+    origin = f"#_scxml_{execution.id}"
     now = 0
     order = 0
     decision = decide(definition, execution, start_event("w3c"), now)
@@ -118,12 +119,16 @@ def run_definition(definition: WorkflowDefinition, *, events_max: int = EVENTS_M
     delivered = 0
     while True:
         execution, sent = _take_outbox(execution)
-        for queue, name, delay, payload, send_id in sent:
+        for queue, name, delay, data, send_id in sent:
             if queue == "cancel":
-                cancelled.add(name)
                 external = [e for e in external if e[4] != name]
                 heapq.heapify(external)
-            elif queue == "internal":
+                continue
+            fields = {"type": queue, "sendid": send_id or None, "invokeid": None,
+                      "origin": origin if queue == "external" else None,
+                      "origintype": _PROCESSOR if queue == "external" else None}
+            payload = {scxml.EVENT_FIELDS: fields, scxml.EVENT_DATA: data}
+            if queue in ("internal", "platform"):
                 internal.append((name, payload))
             else:
                 order += 1
@@ -150,7 +155,7 @@ def run_definition(definition: WorkflowDefinition, *, events_max: int = EVENTS_M
 
 
 def _take_outbox(execution: Execution
-                 ) -> tuple[Execution, list[tuple[str, str, int, dict[str, Any], str]]]:
+                 ) -> tuple[Execution, list[tuple[str, str, int, Any, str]]]:
     """Gives the execution with its outbox (and its regions') emptied, and what they held."""
     found: list[list[Any]] = []
     seen: list[Any] = []
@@ -172,12 +177,17 @@ def _take_outbox(execution: Execution
     return emptied, [_entry(item) for item in found]
 
 
-def _entry(item: Any) -> tuple[str, str, int, dict[str, Any], str]:
+def _entry(item: Any) -> tuple[str, str, int, Any, str]:
+    """Gives an outbox entry's queue, event, delay, data (named values, one value, or None)
+    and send id."""
     queue, name, delay, pairs, send_id = [*list(item), 0, [], ""][:5]
     if isinstance(delay, str):
         delay = scxml.parse_delay_ms(delay) or 0
-    payload = {str(k): v for k, v in pairs} if isinstance(pairs, list) else {}
-    return str(queue), str(name), int(delay or 0), payload, str(send_id)
+    named = {str(k): v for k, v in pairs} if isinstance(pairs, list) else {}
+    data: Any = named or None
+    if set(named) == {scxml.EVENT_DATA}:
+        data = named[scxml.EVENT_DATA]
+    return str(queue), str(name), int(delay or 0), data, str(send_id)
 
 
 def markdown(results: Iterable[W3CResult]) -> str:
