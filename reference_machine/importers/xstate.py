@@ -60,6 +60,8 @@ _CODE = re.compile(r"=>|[(){};`]|\bfunction\b|\breturn\b|\s")
 _RESERVED_PREFIXES = ("execution.", "step.", "approval.", "timer.", "compensation.")
 _XSTATE_EVENT_PREFIXES = ("xstate.", "done.", "error.")
 _ASSIGN_TYPES = ("assign", "xstate.assign")
+#: The most states a parallel state whose regions never end is imported as (their product).
+_PRODUCT_MAX = 256
 
 _ROOT_KEYS = frozenset({"id", "initial", "states", "context", "type", "on", "always", "after",
                         "entry", "exit", "invoke", "description", "version", "output", "types",
@@ -154,6 +156,9 @@ class _Converter:
         self.used_context: set[str] = set()
         self.reactive = False
         self.root: _Node | None = None
+        self.flat: dict[int, bool] = {}
+        #: while a region's transitions are read into a product: the region and its parallel
+        self.product_source: tuple[_Node, _Node] | None = None
 
     # -- findings --------------------------------------------------------------------------------
 
@@ -204,7 +209,7 @@ class _Converter:
         wrapped = root.kind == "parallel" or bool(data.get("entry") or data.get("exit"))
         if wrapped:
             root.native = self._fresh(workflow)
-        reactive = root.kind != "parallel" and not any(
+        reactive = self._flat(root) if root.kind == "parallel" else not any(
             c.kind == "final" or self._dead_end(c) for c in root.children)
         self.reactive = reactive
         for key in ("always", "after", "invoke"):
@@ -373,8 +378,9 @@ class _Converter:
             self._final(node, out)
         else:
             self._moving(node, out)
-        for child in node.children:
-            self._emit_node(child)
+        if not self._flat(node):
+            for child in node.children:
+                self._emit_node(child)
 
     def _dead_end(self, node: _Node) -> bool:
         """Tells whether `node` is a top-level atomic state nothing leaves."""
@@ -458,7 +464,9 @@ class _Converter:
         config = node.config
         kind = node.kind
         on = self._on(node)
-        if kind == "parallel":
+        if kind == "parallel" and self._flat(node):
+            self._product(node, out)
+        elif kind == "parallel":
             out["type"] = "parallel"
             self._parallel(node, out, on)
         if config.get("onDone") is not None and kind == "compound":
@@ -611,10 +619,21 @@ class _Converter:
             out["description"] = item["description"]
         return out
 
-    def _target(self, node: _Node, text: str, loc: str) -> str | None:
+    def _target(self, node: _Node, text: str, loc: str) -> Any:
         found = self._resolve(node, text, loc)
         if found is None:
             return None
+        if self.product_source is not None:
+            region, parallel = self.product_source
+            if found.parent is region:
+                return ("region", found.key)
+            if found.within(parallel):
+                self.error("product-target", loc, "in a parallel state imported as the product "
+                           "of its regions, a transition moves within its own region or leaves "
+                           "the parallel state")
+                return None
+            self._check_scope(parallel, found, loc)
+            return found.native
         if found is self.root and not self.root.native:
             self.error("root-target", loc, "the machine's root is not a state of the native "
                        "definition; target its initial state instead")
@@ -911,6 +930,109 @@ class _Converter:
             self.compound_after[node.native] = after
         else:
             out["after"] = after
+
+    def _flat(self, node: _Node) -> bool:
+        """Tells whether parallel state `node` is imported as the product of its regions:
+        no region ever ends, and each is a flat set of states that only take events."""
+        if node.kind != "parallel":
+            return False
+        known = self.flat.get(id(node))
+        if known is not None:
+            return known
+        regions = [r for r in node.children if r.kind != "history"]
+        flat = bool(regions) and all(
+            r.kind == "compound" and not _has_final(r)
+            and set(r.config) <= {"initial", "states", "description"}
+            and all(c.kind == "atomic" and set(c.config) <= {"on", "description"}
+                    for c in r.children)
+            for r in regions)
+        size = 1
+        for region in regions:
+            size *= max(len(region.children), 1)
+        flat = flat and size <= _PRODUCT_MAX
+        self.flat[id(node)] = flat
+        return flat
+
+    def _product(self, node: _Node, out: dict[str, Any]) -> None:
+        """Writes parallel state `node`, whose regions never end, as one compound state whose
+        children are the combinations of its regions' states: an event moves the one region
+        that takes it, the others keep their state."""
+        regions = [r for r in node.children if r.kind != "history"]
+        for history in (c for c in node.children if c.kind == "history"):
+            self.warn("left-out", history.loc, "history of a parallel state is not imported")
+        takes: dict[str, _Node] = {}
+        moves: list[dict[str, dict[str, list[Any]]]] = []   # per region: state -> on
+        for region in regions:
+            per_state: dict[str, dict[str, list[Any]]] = {}
+            for state in region.children:
+                on: dict[str, list[Any]] = {}
+                converted = self._region_on(state, region, node)
+                for event, transitions in converted.items():
+                    other = takes.setdefault(event, region)
+                    if other is not region:
+                        self.error("product-conflict", f"{state.at('on')}.{event}",
+                                   f"regions {other.key!r} and {region.key!r} both take "
+                                   f"{event!r}: a parallel state whose regions never end is "
+                                   "imported as the product of its regions, which needs each "
+                                   "event taken by one region")
+                    on[event] = transitions
+                per_state[state.key] = on
+            moves.append(per_state)
+        combos: list[tuple[str, ...]] = [()]
+        for region in regions:
+            combos = [(*combo, c.key) for combo in combos for c in region.children]
+        initial = tuple((self._initial(r) or r.children[0]).key for r in regions)
+        keys = [r.key for r in regions]
+
+        def name(combo: tuple[str, ...]) -> str:
+            return f"{node.native}." + ".".join(
+                f"{_safe(r)}_{_safe(c)}" for r, c in zip(keys, combo, strict=True))
+
+        names = {combo: self._fresh(name(combo)) for combo in combos}
+        for combo in combos:
+            spec: dict[str, Any] = {"parent": node.native, "description": "XState states " + (
+                ", ".join(".".join((*r.path, c)) for r, c in zip(regions, combo, strict=True)))}
+            if combo == initial:
+                spec["initial"] = True
+            on_out: dict[str, list[Any]] = {}
+            for index, (key, per_state) in enumerate(zip(combo, moves, strict=True)):
+                for event, transitions in per_state[key].items():
+                    on_out[event] = [self._combined(t, combo, index, names)
+                                     for t in transitions]
+            if on_out:
+                spec["on"] = on_out
+                if self.reactive:
+                    spec["type"] = "wait"
+            self.states[names[combo]] = spec
+        self.warn("parallel-product", node.loc, f"no region of this parallel state ever ends, "
+                  "and a native parallel state joins its regions by their final states: it is "
+                  f"imported as one compound state whose {len(combos)} children are the "
+                  "combinations of its regions' states (an event moves the region that takes "
+                  "it)")
+        if node.config.get("onDone") is not None:
+            self.warn("done-never", node.at("onDone"), "no region ever ends, so this onDone is "
+                      "never taken; it is left out")
+
+    def _region_on(self, state: _Node, region: _Node, parallel: _Node
+                   ) -> dict[str, list[Any]]:
+        """Gives the transitions of a state of a region taken into a product, each target
+        as ("region", key) within the region or the native name of a state outside."""
+        written = state.config.get("on")
+        if not isinstance(written, Mapping):
+            return {}
+        saved, self.product_source = self.product_source, (region, parallel)
+        try:
+            return self._on(state)
+        finally:
+            self.product_source = saved
+
+    def _combined(self, transition: dict[str, Any], combo: tuple[str, ...], index: int,
+                  names: Mapping[tuple[str, ...], str]) -> dict[str, Any]:
+        target = transition.get("target")
+        if isinstance(target, tuple):
+            moved = (*combo[:index], target[1], *combo[index + 1:])
+            return {**transition, "target": names[moved]}
+        return dict(transition)
 
     def _parallel(self, node: _Node, out: dict[str, Any], on: dict[str, list[Any]]) -> None:
         for region in node.children:

@@ -124,8 +124,8 @@ FILE: dict[str, Any] = {
     },
 }
 
-# stately.ai/docs/parallel-states (v4's word processor, in the same page's spirit: four
-# toggles that never end); a native parallel state joins its regions by their final states
+# xstate.js.org/docs/guides/parallel.html (the v4 docs' word processor; v5's parallel-states
+# page shows the same kind of machine): four toggles that never end
 WORD: dict[str, Any] = {
     "id": "word",
     "type": "parallel",
@@ -209,7 +209,8 @@ FUZZ = FuzzOptions(runs=20, seed=0, replay_dir=None, isolate=False)
 VERDICTS = {"fetch": ("violated", ("no_duplicate_effect",))}
 
 EXAMPLES = {"toggle": TOGGLE, "traffic_light": TRAFFIC_LIGHT, "fetch": FETCH,
-            "checkout": CHECKOUT, "file": FILE, "feedback": FEEDBACK, "game": GAME}
+            "checkout": CHECKOUT, "file": FILE, "word": WORD, "feedback": FEEDBACK,
+            "game": GAME}
 
 
 def imported(config: Mapping[str, Any], name: str = "machine.xstate.json") -> Any:
@@ -378,12 +379,43 @@ class TestFile:
         driver.event("DOWNLOAD_COMPLETE")
         assert (driver.ex.state, driver.ex.status) == ("done", "final")
 
-    def test_a_region_that_never_ends_is_refused(self) -> None:
-        """The word processor's regions have no final state: refused, each region named."""
+
+
+class TestWordProcessor:
+    def test_regions_that_never_end_are_their_product(self) -> None:
+        """No region ends, so the parallel state is one compound state of 2*2*2*3 children;
+        each toggle moves its own region and keeps the others."""
+        result = imported(WORD)
+        assert at(result.findings, "parallel-product") == [""]
+        states = result.data["states"]
+        assert len([s for s in states.values() if s.get("parent") == "word"]) == 24
+        assert result.data["reactive"] is True
+        driver = Driver(definition(WORD))
+        driver.start()
+        assert driver.ex.state == "word.bold_off.underline_off.italics_off.list_none"
+        driver.event("TOGGLE_BOLD")
+        driver.event("NUMBERS")
+        driver.event("TOGGLE_ITALICS")
+        assert driver.ex.state == "word.bold_on.underline_off.italics_on.list_numbers"
+        driver.event("TOGGLE_BOLD")
+        assert driver.ex.state == "word.bold_off.underline_off.italics_on.list_numbers"
+
+    def test_a_region_that_never_ends_and_runs_a_step_is_refused(self) -> None:
+        """A region that never ends and is more than states taking events: refused, located."""
+        config = copy.deepcopy(WORD)
+        config["states"]["bold"]["states"]["on"]["invoke"] = {"src": "render", "onDone": "off"}
         with pytest.raises(DefinitionError, match="region has no final state") as caught:
-            imported(WORD)
+            imported(config)
         assert at(caught.value.findings, "region-never-final") == [
             "states.bold", "states.underline", "states.italics", "states.list"]
+
+    def test_an_event_two_regions_take_is_refused(self) -> None:
+        """The product needs each event taken by one region: located where the second is."""
+        config = copy.deepcopy(WORD)
+        config["states"]["underline"]["states"]["off"]["on"]["TOGGLE_BOLD"] = "on"
+        with pytest.raises(DefinitionError, match="both take 'TOGGLE_BOLD'") as caught:
+            imported(config)
+        assert caught.value.location == "states.underline.states.off.on.TOGGLE_BOLD"
 
 
 class TestFeedback:
