@@ -119,7 +119,7 @@ def tool_name(resource: str, parameters: Any = None) -> str:
         if isinstance(raw, str):
             function = raw.split(":function:")[-1].split(":")[0]
     if text.startswith("arn:") and ":function:" in text:
-        function, text = text.split(":function:")[-1].split(":")[0], "lambda.invoke"
+        function, text = text.split(":function:")[-1].split(":")[0], "lambda:invoke"
     parts = [p for p in re.split(r"[:/]", text) if p]
     if function:
         parts.append(function)
@@ -261,7 +261,8 @@ class _Converter:
         if not isinstance(states, Mapping) or not states:
             raise _Refused(location, "expected a mapping of states (States) with at least one")
         ids: dict[str, str] = {}
-        for asl_name in states:
+        # names that are safe as they are keep them; the others are renamed after
+        for asl_name in sorted(states, key=lambda n: self._safe(str(n)) != str(n)):
             base = self._safe(str(asl_name)) or "state"
             if parent is not None:
                 base = f"{parent}__{base}"
@@ -793,8 +794,9 @@ class _Converter:
             other = None
             base = op
         if base == "IsPresent":
-            return self._present(variable, where) if value else \
-                f"not ({self._present(variable, where)})"
+            # a result that replaced the data leaves the keys it lacks as null, not absent
+            self.warn("asl-is-present", where, "IsPresent reads as 'not null'")
+            return f"{var} is not None" if value else f"{var} is None"
         if base == "IsNull":
             test = f"{var} is None"
             return test if value else f"{var} is not None"
@@ -839,20 +841,6 @@ class _Converter:
         if not ok:
             raise _Refused(where, f"a {family} comparison takes a {family.lower()}, got "
                                   f"{value!r}")
-
-    def _present(self, variable: str, where: str) -> str:
-        parsed = _parse_path(variable)
-        if parsed is None or parsed[0] != "$" or not parsed[1]:
-            return f"{self._read(variable, where)} is not None"
-        segments = parsed[1]
-        last = segments[-1]
-        parent = self._render_read(tuple(segments[:-1]))
-        if isinstance(last, int):
-            return f"{self._read(variable, where)} is not None"
-        if self._flat_prefix(tuple(segments)) is not None:
-            return f"{self._render_read(tuple(segments))} is not None"
-        holder = parent if not segments[:-1] else _or(parent, "[]")
-        return f"{last!r} in {holder}"
 
     def _matches(self, var: str, pattern: str, where: str) -> str:
         parts, current, escaped = [], "", False

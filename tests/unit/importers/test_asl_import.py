@@ -1,0 +1,531 @@
+"""Tests of the Amazon States Language importer: each construct imported and run on the
+reference machine as Step Functions would run it, located errors for what cannot be imported,
+and the public corpus: its import rate, and fuzz campaigns over it without a harness error."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reference_machine import (
+    Accepted,
+    Event,
+    Execution,
+    RunEffect,
+    WorkflowDefinition,
+    decide,
+    new_execution,
+    start_event,
+)
+from reference_machine.errors import DefinitionError
+from reference_machine.importers import import_definition, import_document
+from reference_machine.importers.asl import convert, tool_name
+from reference_machine.importers.survey import survey
+
+CORPUS = Path(__file__).resolve().parents[3].parent / "shared" / "corpus" / "step-functions"
+_ids = itertools.count(1)
+
+
+def write(tmp_path: Path, doc: Any, name: str = "flow.asl.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+def load(tmp_path: Path, doc: Any, name: str = "flow.asl.json") -> WorkflowDefinition:
+    return import_definition(write(tmp_path, doc, name))
+
+
+def started(definition: WorkflowDefinition, context: Mapping[str, Any] | None = None
+            ) -> Accepted:
+    decision = decide(definition, new_execution(definition, "r1", context=context),
+                      start_event("r1"), now=0)
+    assert isinstance(decision, Accepted), decision
+    return decision
+
+
+def answer(definition: WorkflowDefinition, execution: Execution, kind: str,
+           payload: Mapping[str, Any], *, now: int = 1) -> Accepted:
+    assert execution.effect is not None
+    event = Event(f"e{next(_ids)}", kind, "tool", payload, answers=execution.effect.effect_id)
+    decision = decide(definition, execution, event, now=now)
+    assert isinstance(decision, Accepted), decision
+    return decision
+
+
+def codes(definition: WorkflowDefinition) -> set[str]:
+    return {w.code for w in definition.warnings}
+
+
+def one_task(**task: Any) -> dict[str, Any]:
+    """A Task charging a card, then Done; a Fail state for each catcher's Next."""
+    finals = {c["Next"]: {"Type": "Fail", "Error": c["Next"]} for c in task.get("Catch", [])
+              if isinstance(c, dict) and "Next" in c}
+    return {"StartAt": "Charge", "States": {
+        "Charge": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke",
+                   "Parameters": {"FunctionName": "charge", "Payload.$": "$"},
+                   "Next": "Done", **task},
+        "Done": {"Type": "Succeed"},
+        **finals,
+    }}
+
+
+class TestTask:
+    def test_a_task_is_a_step_of_a_declared_tool_whose_contract_is_unknown(self, tmp_path: Path
+                                                                           ) -> None:
+        """A Task runs a step of its Resource's tool, declared with no idempotency keys, and a
+        finding says its contract is unknown."""
+        definition = load(tmp_path, one_task())
+        step = definition.states["Charge"].step
+        assert step is not None and step.tool == "lambda.invoke.charge"
+        assert not step.idempotent and step.attempts_max == 1
+        assert "asl-tool-contract" in codes(definition)
+        decision = started(definition, {"amount": 5})
+        effect = next(c for c in decision.commands if isinstance(c, RunEffect))
+        assert effect.input["Payload"]["amount"] == 5
+        done = answer(definition, decision.execution, "step.succeeded", {"ok": True})
+        assert done.execution.state == "Done" and done.execution.outcome == "success"
+
+    def test_retry_becomes_the_native_policy(self, tmp_path: Path) -> None:
+        """IntervalSeconds, BackoffRate, MaxAttempts, MaxDelaySeconds and JitterStrategy map
+        onto the retry policy; a timeout of a tool not known idempotent is not retried."""
+        doc = one_task(Retry=[{"ErrorEquals": ["States.ALL"], "IntervalSeconds": 2,
+                               "BackoffRate": 1.5, "MaxAttempts": 4, "MaxDelaySeconds": 30,
+                               "JitterStrategy": "FULL"}])
+        definition = load(tmp_path, doc)
+        step = definition.states["Charge"].step
+        assert step is not None
+        assert (step.attempts_max, step.delay_initial_ms, step.delay_max_ms) == (5, 2000, 30000)
+        assert (step.multiplier, step.jitter) == (1.5, 1.0)
+        assert step.retry_on == {"transient", "rate_limited", "invalid_output"}
+        timeout = next(w for w in definition.warnings if w.code == "asl-retry-timeout")
+        assert timeout.location == "States.Charge.Retry[0].ErrorEquals"
+
+    def test_a_side_file_declares_the_tools(self, tmp_path: Path) -> None:
+        """`<file>.tools.yaml` merges native declarations over the defaults: an idempotent
+        tool has its timeouts retried."""
+        doc = one_task(Retry=[{"ErrorEquals": ["States.Timeout",
+                                               "Lambda.TooManyRequestsException"]}])
+        path = write(tmp_path, doc)
+        (tmp_path / "flow.asl.json.tools.yaml").write_text(
+            "lambda.invoke.charge:\n  idempotency_keys: true\n"
+            "  output: {type: object, required: [id], properties: {id: {type: string}}}\n",
+            encoding="utf-8")
+        definition = import_definition(path)
+        step = definition.states["Charge"].step
+        assert step is not None and step.idempotent
+        assert step.retry_on == {"timeout", "rate_limited"}
+        assert "asl-tool-contract" not in codes(definition)
+        assert definition.tools["lambda.invoke.charge"].output is not None
+
+    def test_several_retriers_are_merged_with_a_finding(self, tmp_path: Path) -> None:
+        """Two retriers become one policy (the errors of both, the first's numbers)."""
+        doc = one_task(Retry=[{"ErrorEquals": ["Lambda.ServiceException"], "MaxAttempts": 2},
+                              {"ErrorEquals": ["Lambda.TooManyRequestsException"],
+                               "MaxAttempts": 6}])
+        definition = load(tmp_path, doc)
+        step = definition.states["Charge"].step
+        assert step is not None and step.attempts_max == 3
+        assert step.retry_on == {"transient", "rate_limited"}
+        merged = next(w for w in definition.warnings if w.code == "asl-retry-merged")
+        assert merged.location == "States.Charge.Retry[1]"
+
+    def test_catch_routes_failures_by_error_and_keeps_the_error(self, tmp_path: Path) -> None:
+        """Catchers are guarded step.failed moves tried in order; ResultPath puts the failure
+        into the context."""
+        doc = one_task(Catch=[
+            {"ErrorEquals": ["States.Timeout"], "Next": "TimedOut"},
+            {"ErrorEquals": ["States.ALL"], "Next": "Broke", "ResultPath": "$.error"},
+        ])
+        definition = load(tmp_path, doc)
+        first = started(definition).execution
+        timed_out = answer(definition, first, "step.failed", {"category": "timeout"})
+        assert timed_out.execution.state == "TimedOut"
+        broke = answer(definition, started(definition).execution, "step.failed",
+                       {"category": "permanent"})
+        assert broke.execution.state == "Broke"
+        assert broke.execution.context["error"] == {"category": "permanent"}
+
+    def test_an_uncaught_error_fails_the_run(self, tmp_path: Path) -> None:
+        """With no catcher, a failed step ends the run in a failure final state."""
+        definition = load(tmp_path, one_task(Catch=[{"ErrorEquals": ["States.Timeout"],
+                                                     "Next": "TimedOut"}]))
+        failed = answer(definition, started(definition).execution, "step.failed",
+                        {"category": "transient"})
+        assert failed.execution.outcome == "failure"
+
+    def test_result_selector_and_result_path_write_the_context(self, tmp_path: Path) -> None:
+        """ResultSelector picks from the output, ResultPath places it; `$.a.b` is a flat key
+        that later reads follow."""
+        doc = {"StartAt": "Get", "States": {
+            "Get": {"Type": "Task", "Resource": "arn:aws:states:::aws-sdk:s3:getObject",
+                    "ResultSelector": {"size.$": "$.ContentLength"},
+                    "ResultPath": "$.object.meta", "Next": "Big?"},
+            "Big?": {"Type": "Choice", "Choices": [
+                {"Variable": "$.object.meta.size", "NumericGreaterThan": 10, "Next": "Big"}],
+                "Default": "Small"},
+            "Big": {"Type": "Succeed"}, "Small": {"Type": "Succeed"}}}
+        definition = load(tmp_path, doc)
+        assert definition.tools["aws-sdk.s3.getObject"].repeatable
+        done = answer(definition, started(definition).execution, "step.succeeded",
+                      {"ContentLength": 11})
+        assert done.execution.state == "Big"
+        assert done.execution.context["object.meta.size"] == 11
+
+    def test_result_path_dollar_replaces_the_data(self, tmp_path: Path) -> None:
+        """The default ResultPath replaces the data: a key the output lacks is gone."""
+        doc = {"StartAt": "Get", "States": {
+            "Get": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke",
+                    "OutputPath": "$.Payload", "Next": "Check"},
+            "Check": {"Type": "Choice", "Choices": [
+                {"Variable": "$.status", "StringEquals": "ok", "Next": "Ok"},
+                {"Variable": "$.old", "IsPresent": True, "Next": "Stale"}],
+                "Default": "Other"},
+            "Ok": {"Type": "Succeed"}, "Stale": {"Type": "Fail"}, "Other": {"Type": "Fail"}}}
+        definition = load(tmp_path, doc)
+        first = started(definition, {"old": 1}).execution
+        done = answer(definition, first, "step.succeeded", {"Payload": {"status": "ok"}})
+        assert done.execution.state == "Ok"
+        other = answer(definition, started(definition, {"old": 1}).execution,
+                       "step.succeeded", {"Payload": {"status": "no"}})
+        assert other.execution.state == "Other"
+
+    def test_wait_for_task_token_is_a_step_then_a_callback_wait(self, tmp_path: Path) -> None:
+        """`.waitForTaskToken`: the step sends the token, then a wait state takes the declared
+        callback events under TimeoutSeconds."""
+        doc = {"StartAt": "Ask", "States": {
+            "Ask": {"Type": "Task", "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+                    "Parameters": {"MessageBody": {"token.$": "$$.Task.Token"}},
+                    "TimeoutSeconds": 3600, "ResultPath": "$.answer", "Next": "Done",
+                    "Catch": [{"ErrorEquals": ["States.Timeout"], "Next": "Late"}]},
+            "Done": {"Type": "Succeed"}, "Late": {"Type": "Fail"}}}
+        definition = load(tmp_path, doc)
+        assert set(definition.events) >= {"Ask.task_success", "Ask.task_failure"}
+        sent = answer(definition, started(definition).execution, "step.succeeded", {})
+        waiting = sent.execution
+        assert waiting.state == "Ask__callback"
+        assert definition.states["Ask__callback"].after_ms == 3_600_000
+        assert definition.states["Ask__callback"].after_target == "Late"
+        event = Event("cb-1", "Ask.task_success", "system", {"approved": True})
+        done = decide(definition, waiting, event, now=2)
+        assert isinstance(done, Accepted) and done.execution.state == "Done"
+        assert done.execution.context["answer"] == {"approved": True}
+
+    def test_tool_names(self) -> None:
+        """Tool names drop the ARN prefix and the integration suffix; lambda adds its
+        function."""
+        assert tool_name("arn:aws:states:::dynamodb:putItem") == "dynamodb.putItem"
+        assert tool_name("arn:aws:states:::states:startExecution.sync:2") == \
+            "states.startExecution"
+        assert tool_name("arn:aws:lambda:us-east-1:1:function:my-fn") == "lambda.invoke.my-fn"
+        assert tool_name("${Fn Arn}") == "Fn_Arn"
+
+
+CHOICES: list[tuple[dict[str, Any], dict[str, Any], bool]] = [
+    ({"Variable": "$.s", "StringEquals": "a"}, {"s": "a"}, True),
+    ({"Variable": "$.s", "StringEquals": "a"}, {"s": "b"}, False),
+    ({"Variable": "$.s", "StringLessThan": "b"}, {"s": "a"}, True),
+    ({"Variable": "$.s", "StringGreaterThanEquals": "b"}, {"s": "a"}, False),
+    ({"Variable": "$.s", "StringEqualsPath": "$.t"}, {"s": "a", "t": "a"}, True),
+    ({"Variable": "$.n", "NumericEquals": 3}, {"n": 3}, True),
+    ({"Variable": "$.n", "NumericLessThan": 3}, {"n": 2.5}, True),
+    ({"Variable": "$.n", "NumericLessThanEquals": 3}, {"n": 4}, False),
+    ({"Variable": "$.n", "NumericGreaterThan": 3}, {}, False),
+    ({"Variable": "$.n", "NumericGreaterThanEqualsPath": "$.m"}, {"n": 3, "m": 3}, True),
+    ({"Variable": "$.n", "NumericLessThanPath": "$.m"}, {"n": 3, "m": 2}, False),
+    ({"Variable": "$.b", "BooleanEquals": True}, {"b": True}, True),
+    ({"Variable": "$.b", "BooleanEquals": False}, {"b": True}, False),
+    ({"Variable": "$.b", "BooleanEqualsPath": "$.c"}, {"b": True, "c": True}, True),
+    ({"Variable": "$.t", "TimestampLessThan": "2024-01-02T00:00:00Z"},
+     {"t": "2024-01-01T00:00:00Z"}, True),
+    ({"Variable": "$.t", "TimestampGreaterThanPath": "$.u"},
+     {"t": "2024-01-01T00:00:00Z", "u": "2024-01-02T00:00:00Z"}, False),
+    ({"Variable": "$.f", "StringMatches": "log-*.txt"}, {"f": "log-2024.txt"}, True),
+    ({"Variable": "$.f", "StringMatches": "log-*.txt"}, {"f": "log-2024.csv"}, False),
+    ({"Variable": "$.f", "StringMatches": "a\\*b"}, {"f": "a*b"}, True),
+    ({"Variable": "$.x.y", "IsPresent": True}, {"x": {"y": 0}}, True),
+    ({"Variable": "$.x.y", "IsPresent": True}, {"x": {}}, False),
+    ({"Variable": "$.x", "IsPresent": False}, {}, True),
+    ({"Variable": "$.x", "IsNull": True}, {"x": None}, True),
+    ({"Variable": "$.x", "IsBoolean": True}, {"x": False}, True),
+    ({"Variable": "$.x", "IsBoolean": True}, {"x": 0}, False),
+    ({"Variable": "$.x", "IsString": True}, {"x": "s"}, True),
+    ({"Variable": "$.x", "IsNumeric": False}, {}, True),
+    ({"Variable": "$.x", "IsTimestamp": True}, {"x": "2024-01-01T00:00:00Z"}, True),
+    ({"And": [{"Variable": "$.n", "NumericGreaterThan": 1},
+              {"Variable": "$.n", "NumericLessThan": 5}]}, {"n": 3}, True),
+    ({"Or": [{"Variable": "$.n", "NumericEquals": 1},
+             {"Variable": "$.s", "StringEquals": "a"}]}, {"n": 2, "s": "a"}, True),
+    ({"Not": {"Variable": "$.s", "StringEquals": "a"}}, {"s": "a"}, False),
+    ({"Variable": "$.items[1].name", "StringEquals": "b"},
+     {"items": [{"name": "a"}, {"name": "b"}]}, True),
+    ({"Variable": "$['odd key']", "NumericEquals": 1}, {"odd key": 1}, True),
+]
+
+
+class TestChoice:
+    @pytest.mark.parametrize(("rule", "context", "taken"), CHOICES,
+                             ids=[json.dumps(c[0])[:60] for c in CHOICES])
+    def test_a_choice_routes_as_step_functions_does(self, tmp_path: Path, rule: dict[str, Any],
+                                                    context: dict[str, Any], taken: bool
+                                                    ) -> None:
+        """Each comparison operator decides the branch the way ASL does on that data."""
+        doc = {"StartAt": "Route", "States": {
+            "Route": {"Type": "Choice", "Choices": [{**rule, "Next": "Yes"}], "Default": "No"},
+            "Yes": {"Type": "Succeed"}, "No": {"Type": "Succeed"}}}
+        definition = load(tmp_path, doc)
+        assert definition.states["Route"].kind == "choice"
+        assert started(definition, context).execution.state == ("Yes" if taken else "No")
+
+    def test_no_default_and_no_match_fails_the_run(self, tmp_path: Path) -> None:
+        """States.NoChoiceMatched: the run fails."""
+        doc = {"StartAt": "Route", "States": {
+            "Route": {"Type": "Choice", "Choices": [
+                {"Variable": "$.s", "StringEquals": "a", "Next": "Yes"}]},
+            "Yes": {"Type": "Succeed"}}}
+        definition = load(tmp_path, doc)
+        assert started(definition, {"s": "b"}).execution.outcome == "failure"
+
+    def test_type_tests_that_cannot_be_told_are_findings(self, tmp_path: Path) -> None:
+        """IsString is approximated, with its location."""
+        doc = {"StartAt": "Route", "States": {
+            "Route": {"Type": "Choice", "Choices": [
+                {"Variable": "$.s", "IsString": True, "Next": "Yes"}], "Default": "Yes"},
+            "Yes": {"Type": "Succeed"}}}
+        definition = load(tmp_path, doc)
+        found = next(w for w in definition.warnings if w.code == "asl-choice-type-test")
+        assert found.location == "States.Route.Choices[0].IsString"
+
+    def test_jsonata_conditions_translate_when_safe(self, tmp_path: Path) -> None:
+        """A JSONata condition in the safe subset routes; one outside it is a located
+        warning and its branch is never taken."""
+        doc = {"QueryLanguage": "JSONata", "StartAt": "Route", "States": {
+            "Route": {"Type": "Choice", "Choices": [
+                {"Condition": "{% $count($states.input.list) > 0 %}", "Next": "Never"},
+                {"Condition": "{% $states.input.job.state = 'DONE' and $states.input.n >= 2 %}",
+                 "Next": "Yes"}], "Default": "No"},
+            "Never": {"Type": "Succeed"}, "Yes": {"Type": "Succeed"}, "No": {"Type": "Succeed"}}}
+        definition = load(tmp_path, doc)
+        assert started(definition, {"job": {"state": "DONE"}, "n": 2}).execution.state == "Yes"
+        assert started(definition, {"job": {"state": "DONE"}, "n": 1}).execution.state == "No"
+        found = next(w for w in definition.warnings if w.code == "asl-jsonata")
+        assert found.location == "States.Route.Choices[0].Condition"
+
+
+class TestOtherStates:
+    def test_wait_pass_succeed_fail(self, tmp_path: Path) -> None:
+        """Wait is `after:`; Pass writes Result at ResultPath and moves on; Succeed and Fail
+        are final states with their outcomes."""
+        doc = {"StartAt": "Set", "States": {
+            "Set": {"Type": "Pass", "Result": {"limit": 3, "tags": ["a"]},
+                    "ResultPath": "$.config", "Next": "Hold"},
+            "Hold": {"Type": "Wait", "Seconds": 5, "Next": "Check"},
+            "Check": {"Type": "Choice", "Choices": [
+                {"Variable": "$.config.limit", "NumericEquals": 3, "Next": "Ok"}],
+                "Default": "Bad"},
+            "Ok": {"Type": "Succeed"}, "Bad": {"Type": "Fail", "Error": "Bad"}}}
+        definition = load(tmp_path, doc)
+        hold = definition.states["Hold"]
+        assert hold.kind == "wait" and hold.after_ms == 5000 and hold.after_target == "Check"
+        assert definition.states["Ok"].outcome == "success"
+        assert definition.states["Bad"].outcome == "failure"
+        waiting = started(definition).execution
+        assert waiting.state == "Hold"
+        assert waiting.context["config.limit"] == 3 and waiting.context["config.tags"] == ["a"]
+
+    def test_dynamic_waits_are_approximated(self, tmp_path: Path) -> None:
+        """SecondsPath, Timestamp and TimestampPath are not known at load: a finding."""
+        doc = {"StartAt": "Hold", "States": {
+            "Hold": {"Type": "Wait", "TimestampPath": "$.at", "Next": "Done"},
+            "Done": {"Type": "Succeed"}}}
+        definition = load(tmp_path, doc)
+        found = next(w for w in definition.warnings if w.code == "asl-wait-dynamic")
+        assert found.location == "States.Hold.TimestampPath"
+
+    def test_pass_parameters_and_intrinsics(self, tmp_path: Path) -> None:
+        """Parameters with paths and intrinsic functions the native expressions can say."""
+        doc = {"StartAt": "Shape", "States": {
+            "Shape": {"Type": "Pass", "Parameters": {
+                "pair.$": "States.Array($.a, $.b)",
+                "count.$": "States.ArrayLength($.list)",
+                "sum.$": "States.MathAdd($.a, 1)",
+                "first.$": "States.ArrayGetItem($.list, 0)",
+                "label.$": "States.Format('n={}', 'x')",
+                "id.$": "States.UUID()"},
+                "ResultPath": "$.out", "Next": "Done"},
+            "Done": {"Type": "Succeed"}}}
+        definition = load(tmp_path, doc)
+        context = started(definition, {"a": 2, "b": 3, "list": [7, 8]}).execution.context
+        assert context["out.pair"] == [2, 3] and context["out.count"] == 2
+        assert context["out.sum"] == 3 and context["out.first"] == 7
+        assert context["out.label"] == "n=x"
+        uuid = next(w for w in definition.warnings if w.code == "asl-intrinsic")
+        assert uuid.location == "States.Shape.Parameters.id.$"
+
+    def test_parallel_is_regions_joined_with_catch(self, tmp_path: Path) -> None:
+        """Each branch is a region; the join goes on, or to the catcher when one fails."""
+        branch = {"StartAt": "Work", "States": {
+            "Work": {"Type": "Task", "Resource": "arn:aws:states:::sns:publish", "End": True}}}
+        doc = {"StartAt": "Both", "States": {
+            "Both": {"Type": "Parallel", "Branches": [branch, branch], "Next": "Done",
+                     "Catch": [{"ErrorEquals": ["States.ALL"], "Next": "Failed"}]},
+            "Done": {"Type": "Succeed"}, "Failed": {"Type": "Fail"}}}
+        definition = load(tmp_path, doc)
+        assert definition.states["Both"].kind == "parallel"
+        regions = [name for name, _ in definition.states["Both"].regions]
+        assert len(regions) == 2
+        execution = started(definition).execution
+        for index in range(2):
+            region = execution.regions[index]
+            assert region.effect is not None
+            event = Event(f"r{index}", "step.succeeded", "tool", {},
+                          answers=region.effect.effect_id)
+            decision = decide(definition, execution, event, now=1 + index)
+            assert isinstance(decision, Accepted)
+            execution = decision.execution
+        assert execution.state == "Done"
+        failing = started(definition).execution
+        region = failing.regions[0]
+        assert region.effect is not None
+        event = Event("f0", "step.failed", "tool", {"category": "permanent"},
+                      answers=region.effect.effect_id)
+        decision = decide(definition, failing, event, now=1)
+        assert isinstance(decision, Accepted) and decision.execution.state == "Failed"
+
+    def test_map_is_a_native_map(self, tmp_path: Path) -> None:
+        """ItemsPath, MaxConcurrency, ToleratedFailureCount and ResultPath map onto the map
+        state; a distributed map reads as inline with a finding."""
+        doc = {"StartAt": "Each", "States": {
+            "Each": {"Type": "Map", "ItemsPath": "$.orders", "MaxConcurrency": 2,
+                     "ToleratedFailureCount": 1, "ResultPath": "$.results",
+                     "ItemProcessor": {
+                         "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
+                         "StartAt": "Ship", "States": {
+                             "Ship": {"Type": "Task", "Resource": "arn:aws:states:::sns:publish",
+                                      "Parameters": {"id.$": "$.id"}, "End": True}}},
+                     "Next": "Done"},
+            "Done": {"Type": "Succeed"}}}
+        definition = load(tmp_path, doc)
+        each = definition.states["Each"]
+        assert each.kind == "map" and each.concurrency_max == 2
+        assert each.tolerated_failures == 1 and each.results == "results"
+        assert "asl-map-distributed" in codes(definition)
+        execution = started(definition, {"orders": [{"id": "o1"}]}).execution
+        item = execution.regions[0]
+        assert item.effect is not None
+        assert item.context == {"id": "o1"}
+        event = Event("i0", "step.succeeded", "tool", {}, answers=item.effect.effect_id)
+        decision = decide(definition, execution, event, now=1)
+        assert isinstance(decision, Accepted) and decision.execution.state == "Done"
+
+    def test_odd_state_names_become_safe_ids_with_their_label(self, tmp_path: Path) -> None:
+        """A state name with spaces and punctuation is a safe id; the name is its label."""
+        doc = {"StartAt": "Is it done?", "States": {
+            "Is it done?": {"Type": "Pass", "Next": "All done!"},
+            "All done!": {"Type": "Succeed"}}}
+        imported = import_document(write(tmp_path, doc, "odd name.asl.json"))
+        assert imported.data["name"] == "odd_name"
+        assert set(imported.data["states"]) == {"Is_it_done", "All_done"}
+        assert imported.data["states"]["Is_it_done"]["description"] == "Is it done?"
+
+    def test_every_warning_is_located(self, tmp_path: Path) -> None:
+        """No approximation is silent or unlocated."""
+        doc = one_task(Retry=[{"ErrorEquals": ["Custom.Error"]}],
+                       Catch=[{"ErrorEquals": ["States.ALL"], "Next": "Broke",
+                               "ResultPath": "$.err"}])
+        imported = import_document(write(tmp_path, doc))
+        assert imported.findings
+        assert all(f.location.startswith("States.") for f in imported.findings)
+
+
+class TestBadInput:
+    def test_a_retrier_without_error_equals(self, tmp_path: Path) -> None:
+        """The error names the retrier's ErrorEquals."""
+        with pytest.raises(DefinitionError, match=r"ErrorEquals") as info:
+            load(tmp_path, one_task(Retry=[{"MaxAttempts": 2}]))
+        assert info.value.findings[0].location == "States.Charge.Retry[0].ErrorEquals"
+
+    def test_a_next_to_a_missing_state(self, tmp_path: Path) -> None:
+        """The error names the Next at fault."""
+        doc = {"StartAt": "A", "States": {"A": {"Type": "Pass", "Next": "Nowhere"}}}
+        with pytest.raises(DefinitionError, match=r"Nowhere") as info:
+            load(tmp_path, doc)
+        assert info.value.findings[0].location == "States.A.Next"
+
+    def test_not_a_mapping(self) -> None:
+        """A document that is not a mapping is refused."""
+        with pytest.raises(DefinitionError, match=r"mapping"):
+            convert(["not", "a", "machine"], {}, "x.asl.json")
+
+    def test_no_start_at(self) -> None:
+        """StartAt is required, and located."""
+        with pytest.raises(DefinitionError, match=r"StartAt") as info:
+            convert({"States": {"A": {"Type": "Succeed"}}}, {}, "x.asl.json")
+        assert info.value.findings[0].location == "StartAt"
+
+    def test_an_unknown_state_type(self) -> None:
+        """A Type outside ASL's is located."""
+        with pytest.raises(DefinitionError, match=r"state type") as info:
+            convert({"StartAt": "A", "States": {"A": {"Type": "Sleep"}}}, {}, "x.asl.json")
+        assert info.value.findings[0].location == "States.A.Type"
+
+    def test_a_comparison_of_the_wrong_type(self) -> None:
+        """NumericEquals on a string is an error at the operator."""
+        doc = {"StartAt": "R", "States": {
+            "R": {"Type": "Choice", "Choices": [
+                {"Variable": "$.n", "NumericEquals": "3", "Next": "Y"}]},
+            "Y": {"Type": "Succeed"}}}
+        with pytest.raises(DefinitionError, match=r"Numeric") as info:
+            convert(doc, {}, "x.asl.json")
+        assert info.value.findings[0].location == "States.R.Choices[0].NumericEquals"
+
+
+needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(),
+                                  reason=f"the Step Functions corpus is not at {CORPUS}")
+
+
+def corpus_files() -> list[Path]:
+    if not CORPUS.is_dir():
+        return []
+    return sorted(p for p in CORPUS.iterdir() if p.name.endswith((".asl.json", ".asl.yaml")))
+
+
+@needs_corpus
+class TestCorpus:
+    def test_at_least_nine_in_ten_import(self) -> None:
+        """The survey of the public corpus imports at least 90% of its files."""
+        result = survey([CORPUS])
+        assert len(result.files) == len(corpus_files()) >= 80
+        assert result.rate >= 0.9, result.markdown()
+        table = result.markdown()
+        assert f"Imported {len(result.imported)} of {len(result.files)}" in table
+        assert "asl-tool-contract" in table
+
+    def test_a_sample_fuzzes_without_a_harness_error(self) -> None:
+        """Five corpus files, ten runs each with every fault kind: a verdict, no exception."""
+        from harness.engines.fuzz import FuzzOptions, fuzz
+
+        for path in corpus_files()[::17][:5]:
+            report = fuzz(import_definition(path), FuzzOptions(runs=10, seed=0, replay_dir=None,
+                                                               shrink=False))
+            assert report.verdict in ("held", "violated", "vacuous"), path.name
+
+    @pytest.mark.slow
+    def test_every_file_fuzzes_without_a_harness_error(self) -> None:
+        """Every imported corpus file, 50 runs with every fault kind: a verdict each."""
+        from harness.engines.fuzz import FuzzOptions, fuzz
+
+        verdicts = {}
+        for path in corpus_files():
+            try:
+                definition = import_definition(path)
+            except DefinitionError:
+                continue
+            report = fuzz(definition, FuzzOptions(runs=50, seed=0, replay_dir=None))
+            verdicts[path.name] = report.verdict
+        assert set(verdicts.values()) <= {"held", "violated", "vacuous"}, verdicts
