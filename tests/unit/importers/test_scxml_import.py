@@ -1,0 +1,404 @@
+"""Tests of the SCXML importer: each element imported and run end to end on the reference
+machine, the refusals (each located, with its line), and the W3C conformance tests measured
+on the corpus (a floor on what passes)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reference_machine import (
+    Accepted,
+    DefinitionError,
+    DefinitionSyntaxError,
+    Event,
+    Severity,
+    decide,
+    load_definition,
+    new_execution,
+    start_event,
+)
+from reference_machine.importers import import_definition, scxml, w3c
+
+CORPUS = Path(__file__).resolve().parents[3].parent / "shared" / "corpus" / "scxml-w3c"
+#: W3C tests measured passing when this floor was set (of 165 `.scxml` files in the corpus)
+PASSED_FLOOR = 58
+HEAD = ('<?xml version="1.0"?>\n<scxml xmlns="http://www.w3.org/2005/07/scxml" '
+        'version="1.0" datamodel="python"')
+TAIL = '<final id="pass"/><final id="fail"/></scxml>'
+
+
+def chart(body: str, **attrs: str) -> str:
+    extra = "".join(f' {key}="{value}"' for key, value in attrs.items())
+    return f"{HEAD}{extra}>\n{body}\n{TAIL}"
+
+
+def imported(text: str) -> scxml.Imported:
+    return scxml.convert(text, {}, "chart.scxml")
+
+
+def ends(text: str) -> str:
+    """Gives the state a chart's run ends in (driven as SCXML's event loop would)."""
+    definition = load_definition(imported(text).data)
+    end = w3c.run_definition(definition)
+    return end.state if end.final else f"stuck in {end.state}: {end.why}"
+
+
+def codes(result: scxml.Imported) -> list[str]:
+    return [finding.code for finding in result.findings]
+
+
+def refusal(text: str, kind: type[DefinitionError] = DefinitionError) -> Any:
+    with pytest.raises(kind, match=r"error") as caught:
+        imported(text)
+    return caught.value.findings[0]
+
+
+class TestStates:
+    def test_transition_on_an_event_a_sender_sends(self) -> None:
+        """A state's transition is a native `on:` an event from outside takes."""
+        text = chart('<state id="s0"><transition event="go" target="pass"/></state>')
+        definition = load_definition(imported(text).data)
+        execution = new_execution(definition, "x")
+        started = decide(definition, execution, start_event("x"), 0)
+        assert isinstance(started, Accepted)
+        moved = decide(definition, started.execution, Event("e1", "go"), 1)
+        assert isinstance(moved, Accepted)
+        assert moved.execution.state == "pass"
+
+    def test_first_state_in_document_order_is_initial(self) -> None:
+        """With no `initial`, the first state is where the run starts (W3C test 355)."""
+        text = chart('<state id="s0"><transition target="pass"/></state>'
+                     '<state id="s1"><transition target="fail"/></state>')
+        result = imported(text)
+        assert result.data["states"]["s0"]["initial"] is True
+        assert "scxml-unreachable" in codes(result)  # s1 is left out, and said so
+        assert ends(text) == "pass"
+
+    def test_initial_attribute_names_a_nested_state(self) -> None:
+        """`initial` on the chart may name a state deep inside; the run starts there."""
+        text = chart('<state id="s0"><state id="s01"><transition target="fail"/></state>'
+                     '<state id="s02"><transition target="pass"/></state></state>',
+                     initial="s02")
+        assert ends(text) == "pass"
+
+    def test_eventless_transitions_become_always(self) -> None:
+        """A transition without an event is native `always:`, guards in order."""
+        text = chart('<datamodel><data id="n" expr="2"/></datamodel>'
+                     '<state id="s0"><transition cond="n == 1" target="fail"/>'
+                     '<transition cond="n == 2" target="pass"/></state>')
+        always = imported(text).data["states"]["s0"]["always"]
+        assert [t["guard"] for t in always] == ["context['n'] == 1", "context['n'] == 2"]
+        assert ends(text) == "pass"
+
+    def test_eventless_of_a_compound_is_copied_to_its_leaves(self) -> None:
+        """The native format has eventless transitions on leaves only: a compound's are
+        copied below it, after the leaf's own, with a located warning."""
+        text = chart('<state id="p"><transition target="pass"/>'
+                     '<state id="c"><transition event="never" target="fail"/></state></state>')
+        result = imported(text)
+        assert result.data["states"]["c"]["always"] == [{"target": "pass"}]
+        warning = next(f for f in result.findings if f.code == "scxml-eventless-compound")
+        assert warning.location == "scxml/state[@id='p']" and warning.line == 3
+        assert ends(text) == "pass"
+
+    def test_nested_final_raises_done_state(self) -> None:
+        """A `<final>` inside a compound raises done.state.PARENT with its donedata."""
+        text = chart('<state id="s0"><transition event="done.state.s0" '
+                     'cond="_event.data.get(\'v\') == 1" target="pass"/>'
+                     '<transition event="done.state.s0" target="fail"/>'
+                     '<state id="a"><transition target="b"/></state>'
+                     '<final id="b"><donedata><param name="v" expr="1"/></donedata></final>'
+                     '</state>')
+        result = imported(text)
+        assert result.data["states"]["b"].get("type") != "final"
+        assert "scxml-nested-final" in codes(result)
+        assert ends(text) == "pass"
+
+    def test_history_is_the_compound_state_attribute(self) -> None:
+        """`<history type="deep">` becomes `history: deep` on its state, with the departure
+        said as a warning; a transition to the history resumes the leaf left."""
+        text = chart(
+            '<datamodel><data id="n" expr="0"/></datamodel>'
+            '<state id="work" initial="w1"><history id="h" type="deep"/>'
+            '<transition event="pause" target="away"/>'
+            '<state id="w1"><onentry><if cond="n == 1"><raise event="wrong"/></if>'
+            '<raise event="next"/></onentry>'
+            '<transition event="next" target="w2"/>'
+            '<transition event="wrong" target="fail"/></state>'
+            '<state id="w2"><onentry><if cond="n == 0"><assign location="n" expr="1"/>'
+            '<raise event="pause"/><else/><raise event="back"/></if></onentry>'
+            '<transition event="back" target="pass"/></state></state>'
+            '<state id="away"><onentry><raise event="resume"/></onentry>'
+            '<transition event="resume" target="h"/></state>')
+        result = imported(text)
+        assert result.data["states"]["work"]["history"] == "deep"
+        assert "scxml-history-attribute" in codes(result)
+        assert ends(text) == "pass"
+
+    def test_parallel_regions_join_on_done_state(self) -> None:
+        """A parallel state whose regions end in finals joins by its done.state transition."""
+        text = chart('<parallel id="p"><transition event="done.state.p" target="pass"/>'
+                     '<state id="r1"><state id="a"><transition target="a_end"/></state>'
+                     '<final id="a_end"/></state>'
+                     '<state id="r2"><state id="b"><transition event="go" target="b_end"/>'
+                     '<onentry><raise event="go"/></onentry></state>'
+                     '<final id="b_end"/></state></parallel>')
+        result = imported(text)
+        assert result.data["states"]["p"]["done"] == [{"target": "pass"}]
+        assert ends(text) == "pass"
+
+
+class TestEvents:
+    def test_raised_events_queue_in_order(self) -> None:
+        """`<raise>` goes to the internal queue in order (W3C test 144)."""
+        text = chart('<state id="s0"><onentry><raise event="foo"/><raise event="bar"/>'
+                     '</onentry><transition event="foo" target="s1"/>'
+                     '<transition event="*" target="fail"/></state>'
+                     '<state id="s1"><transition event="bar" target="pass"/>'
+                     '<transition event="*" target="fail"/></state>')
+        result = imported(text)
+        assert set(result.data["events"]) == {"foo", "bar"}
+        assert ends(text) == "pass"
+
+    def test_descriptors_match_by_prefix(self) -> None:
+        """`error` matches error.execution; `*` matches every event the chart knows."""
+        text = chart('<state id="s0"><onentry><raise event="error.x"/></onentry>'
+                     '<transition event="error" target="pass"/>'
+                     '<transition event="*" target="fail"/></state>')
+        on = imported(text).data["states"]["s0"]["on"]
+        assert [t["target"] for t in on["error.x"]] == ["pass", "fail"]
+        assert ends(text) == "pass"
+
+    def test_internal_events_before_external_and_delays_in_order(self) -> None:
+        """An immediate send comes after raised events; a delayed send after both."""
+        text = chart('<state id="s0"><onentry><send event="late" delay="1s"/>'
+                     '<send event="ext"/><raise event="int"/></onentry>'
+                     '<transition event="int" target="s1"/>'
+                     '<transition event="*" target="fail"/></state>'
+                     '<state id="s1"><transition event="ext" target="s2"/>'
+                     '<transition event="*" target="fail"/></state>'
+                     '<state id="s2"><transition event="late" target="pass"/>'
+                     '<transition event="*" target="fail"/></state>')
+        assert ends(text) == "pass"
+
+    def test_cancel_takes_back_a_delayed_send(self) -> None:
+        """`<cancel sendid>` drops the delayed event with that id."""
+        text = chart('<state id="s0"><onentry><send id="t" event="boom" delay="1s"/>'
+                     '<send event="safe" delay="2s"/><cancel sendid="t"/></onentry>'
+                     '<transition event="boom" target="fail"/>'
+                     '<transition event="safe" target="pass"/></state>')
+        assert ends(text) == "pass"
+
+    def test_params_are_the_event_data(self) -> None:
+        """`<param>` and `namelist` values come back as `_event.data`."""
+        text = chart('<datamodel><data id="a" expr="3"/><data id="got"/></datamodel>'
+                     '<state id="s0"><onentry><send event="e" namelist="a">'
+                     '<param name="b" expr="a + 1"/></send></onentry>'
+                     '<transition event="e" target="s1">'
+                     '<assign location="got" expr="_event.data.get(\'a\') + '
+                     '_event.data.get(\'b\')"/></transition></state>'
+                     '<state id="s1"><transition cond="got == 7" target="pass"/>'
+                     '<transition target="fail"/></state>')
+        assert ends(text) == "pass"
+
+    def test_assign_to_undeclared_raises_error_execution(self) -> None:
+        """A location no `<data>` declares fails whenever it runs: error.execution is raised
+        there and the rest of the block is skipped (W3C tests 286, 311)."""
+        text = chart('<state id="s0"><onentry><assign location="nope" expr="1"/>'
+                     '<raise event="foo"/></onentry>'
+                     '<transition event="error.execution" target="pass"/>'
+                     '<transition event="*" target="fail"/></state>')
+        result = imported(text)
+        warning = next(f for f in result.findings if f.code == "scxml-static-error")
+        assert warning.location.endswith("onentry[1]/assign[1]")
+        assert ends(text) == "pass"
+
+
+class TestExecutableContent:
+    def test_entry_exit_and_transition_actions_in_scxml_order(self) -> None:
+        """Exit (innermost first), then the transition's, then entry (outermost first)."""
+        text = chart(
+            '<datamodel><data id="log" expr="[]"/></datamodel>'
+            '<state id="p"><onexit><assign location="log" expr="log + [\'xp\']"/></onexit>'
+            '<state id="a"><onexit><assign location="log" expr="log + [\'xa\']"/></onexit>'
+            '<transition event="go" target="q">'
+            '<assign location="log" expr="log + [\'t\']"/></transition></state></state>'
+            '<state id="q"><onentry><assign location="log" expr="log + [\'nq\']"/></onentry>'
+            '<transition cond="log == [\'xa\', \'xp\', \'t\', \'nq\']" target="pass"/>'
+            '<transition target="fail"/></state>')
+        definition = load_definition(imported(text).data)
+        started = decide(definition, new_execution(definition, "x"), start_event("x"), 0)
+        assert isinstance(started, Accepted)
+        moved = decide(definition, started.execution, Event("e1", "go"), 1)
+        assert isinstance(moved, Accepted)
+        assert moved.execution.state == "pass"
+
+    def test_if_elseif_else_takes_one_branch(self) -> None:
+        """The branch is chosen once: an assign in it does not reopen another branch."""
+        text = chart('<datamodel><data id="v" expr="1"/></datamodel>'
+                     '<state id="s0"><onentry><if cond="v == 1"><assign location="v" '
+                     'expr="2"/><raise event="one"/><elseif cond="v == 2"/>'
+                     '<raise event="two"/><else/><raise event="other"/></if></onentry>'
+                     '<transition event="one" cond="v == 2" target="pass"/>'
+                     '<transition event="*" target="fail"/></state>')
+        assert ends(text) == "pass"
+
+    def test_internal_transition_does_not_leave_its_source(self) -> None:
+        """type='internal' to a child runs no exit of the source (W3C test 505)."""
+        text = chart('<datamodel><data id="exits" expr="0"/></datamodel>'
+                     '<state id="s1"><onentry><raise event="foo"/></onentry>'
+                     '<onexit><assign location="exits" expr="exits + 1"/></onexit>'
+                     '<transition event="foo" type="internal" target="s11"/>'
+                     '<transition event="bar" target="s2"/>'
+                     '<state id="s11"><onentry><raise event="bar"/></onentry></state></state>'
+                     '<state id="s2"><transition cond="exits == 1" target="pass"/>'
+                     '<transition target="fail"/></state>', initial="s1")
+        assert ends(text) == "pass"
+
+    def test_log_leaves_no_trace(self) -> None:
+        """`<log>` is dropped without a finding: it changes nothing a run can see."""
+        text = chart('<state id="s0"><onentry><log label="x" expr="1"/></onentry>'
+                     '<transition target="pass"/></state>')
+        assert not [f for f in imported(text).findings if "log" in f.location]
+
+    def test_import_definition_reads_a_scxml_file(self, tmp_path: Path) -> None:
+        """The importers' frame reads `*.scxml` through this module, warnings kept."""
+        path = tmp_path / "flow.scxml"
+        path.write_text(chart('<state id="s0"><transition event="go" target="pass"/></state>'),
+                        encoding="utf-8")
+        definition = import_definition(path)
+        assert definition.initial == "s0"
+        assert "go" in definition.events
+
+
+class TestRefusals:
+    def test_malformed_xml_is_located(self) -> None:
+        """XML that is not well-formed is refused with its line."""
+        finding = refusal(f"{HEAD}>\n<state id='s0'>\n<transition target='pass'>\n</state>",
+                          DefinitionSyntaxError)
+        assert finding.code == "scxml-syntax" and finding.line == 5  # the stray </state>
+
+    def test_entity_declarations_are_refused(self) -> None:
+        """A DOCTYPE with entities (billion laughs) is refused before anything expands."""
+        laughs = ('<?xml version="1.0"?>\n<!DOCTYPE scxml [\n<!ENTITY lol "lol">\n'
+                  '<!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">\n]>\n'
+                  '<scxml xmlns="http://www.w3.org/2005/07/scxml">&lol2;</scxml>')
+        finding = refusal(laughs, DefinitionSyntaxError)
+        assert finding.code == "scxml-doctype" and finding.line == 2
+
+    def test_external_entity_is_refused(self) -> None:
+        """An external entity is never fetched."""
+        text = ('<?xml version="1.0"?>\n<!DOCTYPE scxml SYSTEM "http://example.com/x.dtd">\n'
+                '<scxml xmlns="http://www.w3.org/2005/07/scxml"/>')
+        assert refusal(text, DefinitionSyntaxError).code == "scxml-doctype"
+
+    def test_ecmascript_is_refused_with_its_location(self) -> None:
+        """datamodel="ecmascript" is refused at the root, with its line."""
+        text = ('<?xml version="1.0"?>\n\n<scxml xmlns="http://www.w3.org/2005/07/scxml" '
+                'datamodel="ecmascript"><final id="pass"/></scxml>')
+        finding = refusal(text)
+        assert (finding.code, finding.location, finding.line) == ("scxml-datamodel", "scxml", 3)
+
+    def test_missing_target_is_located(self) -> None:
+        """A transition to a state that does not exist names the transition and its line."""
+        finding = refusal(chart('<state id="s1">\n<transition event="a" target="pass"/>\n'
+                                '<transition event="b" target="nowhere"/></state>'))
+        assert finding.code == "scxml-unknown-target"
+        assert finding.location == "scxml/state[@id='s1']/transition[2]"
+        assert finding.line == 5
+
+    def test_script_is_refused(self) -> None:
+        """`<script>` would have to run code: refused where it stands."""
+        finding = refusal(chart('<script>x = 1</script><state id="s0">'
+                                '<transition target="pass"/></state>'))
+        assert finding.code == "scxml-script" and finding.location == "scxml/script[1]"
+
+    def test_invoke_and_foreach_are_refused(self) -> None:
+        """No child sessions, no loops in native actions: both refused, located."""
+        invoke = refusal(chart('<state id="s0"><invoke type="scxml" src="x.scxml"/>'
+                               '<transition target="pass"/></state>'))
+        assert invoke.code == "scxml-invoke"
+        loop = refusal(chart('<datamodel><data id="a" expr="[1]"/><data id="i"/></datamodel>'
+                             '<state id="s0"><onentry><foreach array="a" item="i"/>'
+                             '</onentry><transition target="pass"/></state>'))
+        assert loop.code == "scxml-foreach"
+        assert loop.location == "scxml/state[@id='s0']/onentry[1]/foreach[1]"
+
+    def test_inexpressible_expression_is_refused(self) -> None:
+        """An expression the safe language cannot say is an error at its element."""
+        finding = refusal(chart('<state id="s0"><transition cond="hasattr(x, \'y\')" '
+                                'target="pass"/></state>'))
+        assert finding.code == "scxml-expression" and "hasattr" in finding.message
+        assert finding.severity is Severity.ERROR
+
+    def test_several_targets_are_refused(self) -> None:
+        """The native transition moves to one state."""
+        finding = refusal(chart('<state id="s0"><transition target="pass fail"/></state>'))
+        assert finding.code == "scxml-multiple-targets"
+
+    def test_send_to_another_session_is_refused(self) -> None:
+        """A parent or an invoked child does not exist natively."""
+        finding = refusal(chart('<state id="s0"><onentry><send event="x" target="#_parent"/>'
+                                '</onentry><transition target="pass"/></state>'))
+        assert finding.code == "scxml-send-target"
+
+
+class TestLayering:
+    def test_importers_import_nothing_of_harness(self) -> None:
+        """`reference_machine` stays below `harness` and `fault_injection`."""
+        for module in (scxml, w3c):
+            tree = ast.parse(Path(str(module.__file__)).read_text(encoding="utf-8"))
+            names = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                     for alias in node.names]
+            names += [node.module or "" for node in ast.walk(tree)
+                      if isinstance(node, ast.ImportFrom)]
+            assert not [n for n in names if n.split(".")[0] in ("harness", "fault_injection")]
+
+    def test_no_eval_in_the_importer(self) -> None:
+        """Expressions are parsed with `ast` and compiled by the safe language, never run."""
+        tree = ast.parse(Path(str(scxml.__file__)).read_text(encoding="utf-8"))
+        called = {node.func.id for node in ast.walk(tree)
+                  if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+        assert not called & {"eval", "exec", "compile", "__import__"}
+
+
+@pytest.fixture(scope="module")
+def results() -> list[w3c.W3CResult]:
+    return w3c.conformance(CORPUS)
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"the W3C corpus is not at {CORPUS}")
+class TestConformance:
+    def test_pass_count_floor(self, results: list[w3c.W3CResult]) -> None:
+        """At least as many W3C tests pass as when the floor was measured."""
+        passed = sum(1 for r in results if r.passed)
+        assert passed >= PASSED_FLOOR, w3c.markdown(results)
+
+    def test_a_pass_is_a_run_that_reached_pass(self, results: list[w3c.W3CResult]) -> None:
+        """No test counts as passed unless imported and ended in its `pass` state."""
+        for result in results:
+            if result.passed:
+                assert result.imported and result.state == "pass" and result.reason == "passed"
+            else:
+                assert result.state != "pass"
+            if result.state == "fail":
+                assert not result.passed and result.reason == "reached fail"
+
+    def test_every_refusal_has_a_reason_class(self, results: list[w3c.W3CResult]) -> None:
+        """What is not imported says why."""
+        for result in results:
+            if not result.imported:
+                assert result.reason.startswith("refused: ") and len(result.reason) > 9
+
+    def test_markdown_sums_up(self, results: list[w3c.W3CResult]) -> None:
+        """The summary gives the count and lists each test not passed."""
+        text = w3c.markdown(results)
+        passed = sum(1 for r in results if r.passed)
+        assert f"Passed {passed} of {len(results)}" in text
+        for result in results:
+            if not result.passed:
+                assert f"| {result.test} |" in text
