@@ -28,7 +28,11 @@ How XState maps onto the native format:
 - **`after`** (delays in ms) is the native `after:`; a delayed transition with a guard or
   actions goes through a choice state; several delays keep the shortest (a warning).
 - **Parallel states** are native parallel states: a region is left only through its final
-  states and the join is the parallel state's `onDone` (the native `done:`).
+  states and the join is the parallel state's `onDone` (the native `done:`). A parallel state
+  whose regions never end (toggles, as in a word processor) is imported, with a warning, as
+  one compound state whose children are the combinations of its regions' states, when each
+  region is a flat set of states taking events and no event is taken by two regions (at most
+  256 combinations); otherwise it is refused.
 - **History** pseudo-states become the native `history:` attribute of their parent.
 - A final state nested in a compound state with `onDone` becomes a choice state taking that
   `onDone` at once (XState's `done.state` event); `output` is kept in `context.output`.
@@ -56,7 +60,7 @@ EVENT_SOURCES = ("human", "system")
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
-_CODE = re.compile(r"=>|[(){};`]|\bfunction\b|\breturn\b|\s")
+_CODE = re.compile(r"=>|[(){};`\[\]]|\bfunction\b|\breturn\b|&&|\|\||[<>!]=?|===?")
 _RESERVED_PREFIXES = ("execution.", "step.", "approval.", "timer.", "compensation.")
 _XSTATE_EVENT_PREFIXES = ("xstate.", "done.", "error.")
 _ASSIGN_TYPES = ("assign", "xstate.assign")
@@ -610,7 +614,7 @@ class _Converter:
         actions = self._actions(item.get("actions"), f"{loc}.actions")
         if actions:
             out["actions"] = actions
-        if "reenter" in item or "internal" in item:
+        if item.get("reenter") is True or "internal" in item:
             self.warn("reenter", f"{loc}.{'reenter' if 'reenter' in item else 'internal'}",
                       "the native machine chooses what is left and entered as SCXML does (a "
                       "transition to its own compound state leaves and enters it again); "
@@ -646,7 +650,8 @@ class _Converter:
             self.history_via.add(id(compound))
             found = compound
         elif found.config.get("states") and any(
-                c.kind == "history" for c in found.children):
+                c.kind == "history" for c in found.children) and not loc.startswith(
+                    node.at("after")):  # a native timer enters a compound's initial state
             self.direct_to.setdefault(id(found), loc)
         self._check_scope(node, found, loc)
         return found.native
@@ -923,7 +928,7 @@ class _Converter:
                 self.warn("after-guarded", where, "every delayed transition is guarded: when "
                           "none holds, the native timer's event is rejected (XState ignores it)")
         after = {"delay": f"{ms}ms", "target": target}
-        if node.kind == "compound":
+        if node.kind == "compound" or self._flat(node):
             self.warn("after-compound", loc, "a compound state's timer runs while any child is "
                       "active; the native format times leaves, so it is given to each child "
                       "without a timer of its own, and restarts as the child changes")

@@ -361,6 +361,27 @@ class TestCheckout:
         driver.event("back")
         assert driver.ex.state == "paypal"
 
+    def test_deep_history_resumes_the_leaf(self) -> None:
+        """A deep history node resumes the exact leaf; a transition straight to the compound
+        resumes it too natively (warned), a timer to it enters its initial state."""
+        config = {"id": "m", "initial": "ed", "states": {
+            "ed": {"initial": "t", "on": {"P": "prev"}, "states": {
+                "t": {"initial": "t1", "states": {"t1": {"on": {"N": "t2"}}, "t2": {}}},
+                "h": {"type": "history", "history": "deep"}}},
+            "prev": {"on": {"BACK": "ed.h", "RESTART": "ed"}, "after": {"1000": "ed"}}}}
+        result = imported(config)
+        assert result.data["states"]["ed"]["history"] == "deep"
+        assert at(result.findings, "history-everywhere") == ["states.prev.on.RESTART"]
+        driver = Driver(load_definition(result.data))
+        driver.start()
+        driver.event("N")
+        driver.event("P")
+        driver.event("BACK")
+        assert driver.ex.state == "t2"
+        driver.event("P")
+        fire(driver)
+        assert driver.ex.state == "t1"
+
 
 class TestFile:
     def test_regions_run_at_once_and_join(self) -> None:
