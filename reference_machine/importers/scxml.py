@@ -534,37 +534,38 @@ class _Converter:
             first = children[0]
             chain = [first]
         else:
-            targets = target_text.split()
-            if len(targets) != 1:
+            chains = []
+            for target_id in target_text.split():
+                target = self.by_id.get(target_id)
+                if target is None or not self._inside(target, owner):
+                    self.error("scxml-unknown-target", where, f"initial state {target_id!r} is "
+                               f"not a state inside {name or 'the chart'}", target_id)
+                    return
+                chain = []
+                current: _Node | None = target
+                while current is not None and current is not owner:
+                    chain.append(current)
+                    current = current.parent
+                chains.append(list(reversed(chain)))
+            if len({id(c[0]) for c in chains}) != 1 or (len(chains) > 1 and not all(
+                    any(n.tag == "parallel" for n in c) for c in chains)):
                 self.error("scxml-initial", where, f"initial {target_text!r} names several "
-                           "states; the native format enters one", *targets)
+                           "states that are not in the regions of one parallel state",
+                           *target_text.split())
                 return
-            target = self.by_id.get(targets[0])
-            if target is None or not self._inside(target, owner):
-                self.error("scxml-unknown-target", where, f"initial state {targets[0]!r} is "
-                           f"not a state inside {name or 'the chart'}", targets[0])
-                return
-            chain = []
-            current: _Node | None = target
-            while current is not None and current is not owner:
-                chain.append(current)
-                current = current.parent
-            chain.reverse()
+            chain = chains[0]
+            for other in chains[1:]:
+                chain += [n for n in other if n not in chain]
         first_name = self.names.get(id(chain[0]))
         if first_name is None:
             return
         self._mark_initial(first_name)
         for deeper in chain[1:]:
             deeper_name = self.names.get(id(deeper))
-            if deeper_name is None:
-                continue
-            if deeper.tag == "history":
+            if deeper_name is None or deeper.tag == "history":
                 continue
             if deeper.parent is not None and deeper.parent.tag == "parallel":
-                self.error("scxml-initial", where, "an initial state inside a parallel state's "
-                           "region is entered with its region; the native format cannot name it",
-                           deeper_name)
-                return
+                continue  # a region: entered with its parallel state
             self._mark_initial(deeper_name, where)
 
     def _mark_initial(self, name: str, where: _Node | None = None) -> None:
@@ -602,7 +603,15 @@ class _Converter:
                 return
         guard = None
         if "cond" in node.attrs:
-            guard = self._expression(node.attrs["cond"], node, "cond")
+            guard = self._expression(node.attrs["cond"], node, "cond", runtime=True)
+            if self._syntax_error:
+                guard = "False"
+                self.warn("scxml-cond-error", node, f"cond={node.attrs['cond']!r} is not "
+                          "Python: like SCXML the transition is never enabled, but the "
+                          "error.execution SCXML raises each time it is evaluated is not "
+                          "raised (a native guard has no effects)", source)
+            elif guard is None:
+                return
         target = None
         target_text = node.attrs.get("target")
         if target_text is not None:
