@@ -537,6 +537,11 @@ class _Converter:
             chains = []
             for target_id in target_text.split():
                 target = self.by_id.get(target_id)
+                if target is not None and target.tag == "history" and target.parent is owner:
+                    # the native compound resumes its history itself: start at the default
+                    default = [t.attrs.get("target", "") for t in target.kids("transition")]
+                    target = self.by_id.get(default[0].split()[0]) if default and default[
+                        0].split() else next(iter(children), None)
                 if target is None or not self._inside(target, owner):
                     self.error("scxml-unknown-target", where, f"initial state {target_id!r} is "
                                f"not a state inside {name or 'the chart'}", target_id)
@@ -569,7 +574,9 @@ class _Converter:
             self._mark_initial(deeper_name, where)
 
     def _mark_initial(self, name: str, where: _Node | None = None) -> None:
-        state = self.states.setdefault(name, {})
+        state = self.states.get(name)
+        if state is None:
+            return
         parent = state.get("parent")
         siblings = [n for n, s in self.states.items() if s.get("parent") == parent
                     and s.get("initial") and n != name]
