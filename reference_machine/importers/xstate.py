@@ -508,7 +508,7 @@ class _Converter:
                 for index, transition in enumerate(transitions):
                     if "target" not in transition:
                         self.error("always-internal", _item(node.at("always"), index,
-                                                            transitions),
+                                                            always),
                                    "an eventless transition without a target runs its actions "
                                    "again on every change; the native format refuses it")
                 out["always"] = transitions
@@ -837,7 +837,7 @@ class _Converter:
             transitions = self._transitions(node, written, f"{loc}.{key}")
             for index, transition in enumerate(transitions):
                 if "target" not in transition:
-                    self.error("stays-after-step", _item(f"{loc}.{key}", index, transitions),
+                    self.error("stays-after-step", _item(f"{loc}.{key}", index, written),
                                f"an {key} with no target stays in the state once its actor is "
                                "done; the native step's result must leave it: give a target")
             on[event] = transitions
@@ -915,7 +915,7 @@ class _Converter:
             target = self._fresh(f"{node.native}.after_{ms}")
             for index, transition in enumerate(converted):
                 if "target" not in transition:
-                    self.error("after-internal", _item(where, index, converted), "a delayed "
+                    self.error("after-internal", _item(where, index, transitions), "a delayed "
                                "transition without a target has no native counterpart (a "
                                "native timer leaves its state)")
             choice: dict[str, Any] = {"type": "choice", "always": converted,

@@ -702,3 +702,51 @@ class TestBadInput:
         driver = Driver(definition(TOGGLE))
         driver.start()
         assert isinstance(driver.event("nothing"), Rejected)
+
+
+class TestRefusedShapes:
+    @pytest.mark.parametrize(("state", "code", "location"), [
+        ({"initial": "x", "always": "y", "states": {"x": {}, "y": {}}}, "always-compound",
+         "states.a.always"),
+        ({"initial": "x", "invoke": {"src": "job"}, "states": {"x": {}}}, "invoke-compound",
+         "states.a.invoke"),
+        ({"on": {"GO": {"target": ["b", "b"]}}}, "multiple-targets", "states.a.on.GO.target"),
+        ({"on": {"GO": {"target": "b", "guard": {"type": "xstate.not"}}}}, "guard-combinator",
+         "states.a.on.GO.guard"),
+        ({"type": "fancy"}, "bad-type", "states.a.type"),
+        ({"always": {"actions": "log"}}, "always-internal", "states.a.always"),
+    ])
+    def test_refused_where_written(self, state: dict[str, Any], code: str,
+                                   location: str) -> None:
+        """Each shape with no native counterpart is an error at its XState location."""
+        config = {"id": "m", "initial": "a", "states": {"a": state, "b": {"type": "final"}}}
+        with pytest.raises(DefinitionError, match=r"\[" + code + r"\]") as caught:
+            imported(config)
+        assert (caught.value.findings[0].code, caught.value.location) == (code, location)
+
+    def test_findings_carry_the_line_known(self) -> None:
+        """A finding takes the line of its location (or of the nearest key above it)."""
+        config = {"id": "m", "initial": "a", "states": {
+            "a": {"after": {"LATER": "b"}}, "b": {"type": "final"}}}
+        with pytest.raises(DefinitionError, match="named") as caught:
+            convert(config, {"states.a.after": 7}, "m.xstate.json")
+        assert caught.value.findings[0].line == 7
+
+    def test_v4_cond_and_object_guards_are_read(self) -> None:
+        """`cond` (v4) and `{type, params}` guards name the function; the rest is warned."""
+        config = {"id": "m", "initial": "a", "states": {
+            "a": {"on": {"GO": {"target": "b", "cond": "ok"},
+                         "TRY": {"target": "b", "guard": {"type": "ok", "params": {"n": 1}}}}},
+            "b": {"type": "final"}}}
+        result = imported(config)
+        on = result.data["states"]["a"]["on"]
+        assert on["GO"][0]["guard"] == on["TRY"][0]["guard"] == {"function": "ok"}
+        assert at(result.findings, "v4-key") == ["states.a.on.GO.cond"]
+        assert at(result.findings, "params-left-out") == ["states.a.on.TRY.guard.params"]
+
+    def test_unknown_state_key_is_warned(self) -> None:
+        """A key XState does not know, on a state, is left out with a warning."""
+        config = {"id": "m", "initial": "a", "states": {
+            "a": {"onn": {"GO": "b"}, "on": {"GO": "b"}}, "b": {"type": "final"}}}
+        result = imported(config)
+        assert at(result.findings, "unknown-key") == ["states.a.onn"]
