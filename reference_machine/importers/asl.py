@@ -63,6 +63,31 @@ _ALL = ("transient", "rate_limited", "timeout", "permanent", "invalid_output")
 _RETRYABLE = ("transient", "rate_limited", "timeout", "invalid_output")
 _READ_ONLY = re.compile(r"^(get|describe|list|query|scan|head|batchGet|search|lookup|"
                         r"select|read|poll|check|fetch)([A-Z_]|$)")
+_COMMON = ("Type", "Comment", "QueryLanguage", "Assign")
+_FLOW = ("Next", "End")
+#: the fields of each state type the importer reads (others are left out with a finding)
+_FIELDS: Mapping[str, frozenset[str]] = {kind: frozenset((*_COMMON, *fields)) for kind, fields in {
+    "Task": (*_FLOW, "Resource", "Parameters", "Arguments", "InputPath", "ResultPath",
+             "ResultSelector", "OutputPath", "Output", "TimeoutSeconds", "HeartbeatSeconds",
+             "TimeoutSecondsPath", "HeartbeatSecondsPath", "Retry", "Catch"),
+    "Pass": (*_FLOW, "Result", "Parameters", "ResultPath", "InputPath", "OutputPath", "Output"),
+    "Wait": (*_FLOW, "Seconds", "SecondsPath", "Timestamp", "TimestampPath"),
+    "Choice": ("Choices", "Default"),
+    "Parallel": (*_FLOW, "Branches", "Retry", "Catch", "ResultPath"),
+    "Map": (*_FLOW, "ItemProcessor", "Iterator", "ItemsPath", "Items", "MaxConcurrency",
+            "ToleratedFailureCount", "ResultPath", "Retry", "Catch", "ItemReader",
+            "ResultWriter", "ItemBatcher", "ItemSelector", "Parameters",
+            "ToleratedFailurePercentage", "ToleratedFailurePercentagePath",
+            "ToleratedFailureCountPath", "MaxConcurrencyPath", "Label"),
+    "Succeed": (),
+    "Fail": ("Error", "Cause", "ErrorPath", "CausePath"),
+}.items()}
+_RETRIER_FIELDS = frozenset(("ErrorEquals", "IntervalSeconds", "MaxAttempts", "BackoffRate",
+                             "MaxDelaySeconds", "JitterStrategy", "Comment"))
+_CATCHER_FIELDS = frozenset(("ErrorEquals", "Next", "ResultPath", "Comment"))
+_RULE_FIELDS = frozenset(("Next", "Comment", "Assign", "Condition"))
+_TOP_FIELDS = frozenset(("StartAt", "States", "Comment", "Version", "TimeoutSeconds",
+                         "QueryLanguage"))
 _READ_LENGTH_MAX = 900  # a null-safe read of a deep path grows with its square; 1,000 is the
 # native limit of one expression
 _BARE_CONTEXT = re.compile(r"\bcontext\b(?![.\[])")
@@ -191,6 +216,7 @@ class _Converter:
         self.tool_where: dict[str, str] = {}
         self.events: dict[str, dict[str, Any]] = {}
         self.taken: set[str] = set()
+        self.success_moves: list[Any] = []
         self.regions_of: dict[str, list[str]] = {}
         self.jsonata = data.get("QueryLanguage") == "JSONata"
         self.roots_read = sorted(set(_ROOT_READ.findall(json.dumps(data, default=str))))
@@ -213,6 +239,7 @@ class _Converter:
 
     # -- the document --------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
+        self._left_out(self.data, _TOP_FIELDS, "", "the state machine")
         top = self._scope(self.data, "", None, "end", in_map=False)
         self._states_of(self.data, top)
         stem = Path(self.name).name
@@ -352,20 +379,18 @@ class _Converter:
             assigns = self._assign(state["Assign"], f"{location}.Assign", jsonata)
         else:
             assigns = {}
+        self._left_out(state, _FIELDS[str(kind)], location, f"a {kind} state")
         handler = getattr(self, f"_{str(kind).lower()}")
+        self.success_moves = []
         handler(sid, state, scope, location, native, jsonata)
         if assigns:
             self._add_assigns(native, assigns)
         self.states[sid] = self._with_parent(native, scope)
 
     def _add_assigns(self, native: dict[str, Any], assigns: dict[str, str]) -> None:
-        """Puts the ASL variables' assignments on every move out of the state."""
-        moves: list[Any] = []
-        for key in ("always", "done"):
-            if key in native:
-                moves.extend(native[key])
-        for value in native.get("on", {}).values():
-            moves.extend(value if isinstance(value, list) else [value])
+        """Puts the ASL variables' assignments on the moves a state takes when it succeeds
+        (a state that moves by no transition of its own: on entry)."""
+        moves = [m for m in self.success_moves if isinstance(m, dict)]
         if not moves:
             native.setdefault("entry", []).append({"assign": assigns})
             return
@@ -400,7 +425,6 @@ class _Converter:
     def _succeed(self, sid: str, state: Mapping[str, Any], scope: _Scope, location: str,
                  native: dict[str, Any], jsonata: bool) -> None:
         native.update(type="final", outcome="success")
-        self._dropped(state, location, ("InputPath", "OutputPath", "Output"))
 
     def _fail(self, sid: str, state: Mapping[str, Any], scope: _Scope, location: str,
               native: dict[str, Any], jsonata: bool) -> None:
@@ -414,11 +438,12 @@ class _Converter:
             if key in state:
                 native["description"] += f" [{key}: {state[key]}]"
 
-    def _dropped(self, state: Mapping[str, Any], location: str, keys: tuple[str, ...]) -> None:
-        for key in keys:
-            if state.get(key) not in (None, "$"):
-                self.warn("asl-data-path", f"{location}.{key}",
-                          f"{key} on this state changes no context natively: left out")
+    def _left_out(self, holder: Mapping[str, Any], known: frozenset[str], location: str,
+                  what: str) -> None:
+        for key in holder:
+            if key not in known:
+                self.warn("asl-field-ignored", f"{location}.{key}" if location else str(key),
+                          f"{key} of {what} is not modelled natively: left out")
 
     def _wait(self, sid: str, state: Mapping[str, Any], scope: _Scope, location: str,
               native: dict[str, Any], jsonata: bool) -> None:
@@ -453,6 +478,7 @@ class _Converter:
                 self._write(move, value, state.get("ResultPath", "$"), f"{location}.ResultPath")
             self._output_path(state, location, value is not None)
         native["always"] = [move]
+        self.success_moves = [move]
 
     def _output_path(self, state: Mapping[str, Any], location: str, wrote: bool) -> None:
         if state.get("OutputPath") not in (None, "$"):
@@ -531,9 +557,14 @@ class _Converter:
                 self.warn("asl-callback-timeout", f"{location}.TimeoutSeconds",
                           "a callback task with no TimeoutSeconds waits up to a year in ASL's "
                           "place: the native wait times out after 365 days")
-            timeout_target = next((c["target"] for c in catches if c["categories"] is None
-                                   or "timeout" in c["categories"]),
-                                  None) or self._final(scope, "failure", "an uncaught error")
+            timeout_catch = next((c for c in catches if c["categories"] is None
+                                  or "timeout" in c["categories"]), None)
+            timeout_target = timeout_catch["target"] if timeout_catch else self._final(
+                scope, "failure", "an uncaught error")
+            if timeout_catch and timeout_catch["actions"]:
+                self.warn("asl-catch-output", f"{location}.TimeoutSeconds",
+                          "a callback that times out takes its catcher without the catcher's "
+                          "ResultPath (a native timeout carries no actions)")
             failure_moves = [self._catch_move(c, "callback") for c in catches
                              if c["categories"] is None or set(c["categories"]) - {"timeout"}]
             failure_moves.append({"target": self._final(scope, "failure", "an uncaught error")})
@@ -549,6 +580,7 @@ class _Converter:
         else:
             self._write(success, result, state.get("ResultPath", "$"), f"{location}.ResultPath")
             success_move = success
+        self.success_moves = [success]
         failed_moves = [self._catch_move(c, "step") for c in catches]
         if not catches or catches[-1]["categories"] is not None:
             failed_moves.append({"target": self._final(scope, "failure", "an uncaught error")})
@@ -592,6 +624,7 @@ class _Converter:
             where = f"{location}[{index}]"
             if not isinstance(retrier, Mapping):
                 raise _Refused(where, "a retrier is a mapping with ErrorEquals")
+            self._left_out(retrier, _RETRIER_FIELDS, where, "a retrier")
             errors = retrier.get("ErrorEquals")
             if not isinstance(errors, list) or not errors or not all(
                     isinstance(e, str) for e in errors):
@@ -690,6 +723,7 @@ class _Converter:
             where = f"{location}[{index}]"
             if not isinstance(catcher, Mapping):
                 raise _Refused(where, "a catcher is a mapping with ErrorEquals and Next")
+            self._left_out(catcher, _CATCHER_FIELDS, where, "a catcher")
             errors = catcher.get("ErrorEquals")
             if not isinstance(errors, list) or not errors or not all(
                     isinstance(e, str) for e in errors):
@@ -758,8 +792,11 @@ class _Converter:
         else:
             branches.append({"target": self._final(scope, "failure", "an uncaught error"),
                              "description": "States.NoChoiceMatched"})
+        for index, branch in enumerate(branches):
+            if isinstance(branch, str):
+                branches[index] = {"target": branch}
         native.update(type="choice", always=branches)
-        self._dropped(state, location, ("InputPath", "OutputPath"))
+        self.success_moves = list(branches)
 
     def _rule(self, rule: Mapping[str, Any], location: str) -> str:
         """Gives the guard text of an ASL (JSONPath) choice rule."""
@@ -911,11 +948,12 @@ class _Converter:
             moves.append({"target": self._final(scope, "failure", "an uncaught error"),
                           "guard": "event.payload.failing"})
         success: dict[str, Any] = {"target": self._next(state, scope, location)}
-        if state.get("ResultPath") is not None and state["Type"] == "Parallel":
-            self.warn("asl-parallel-result", f"{location}.ResultPath",
+        if state["Type"] == "Parallel":
+            where = f"{location}.ResultPath" if "ResultPath" in state else location
+            self.warn("asl-parallel-result", where,
                       f"the branches' outputs are not gathered in an array: the {what} go on")
-        self._dropped(state, location, ("ResultSelector", "OutputPath"))
         moves.append(success)
+        self.success_moves = [success]
         return moves
 
     def _composite_guard(self, state: Mapping[str, Any], location: str, index: int
@@ -1294,8 +1332,7 @@ class _Converter:
                 return None
             if token.startswith("$states.input"):
                 segments = token[len("$states.input"):].split(".")[1:]
-                out.append(self._render_read(tuple(segments)) if root == "context"
-                           else _render(tuple(segments), root))
+                out.append(self._render_read(tuple(segments)))
             elif token.startswith("$states.result"):
                 segments = token[len("$states.result"):].split(".")[1:]
                 out.append(_render(tuple(segments), "event.payload"))

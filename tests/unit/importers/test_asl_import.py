@@ -443,6 +443,93 @@ class TestOtherStates:
         assert all(f.location.startswith("States.") for f in imported.findings)
 
 
+class TestDataAndVariables:
+    def test_variables_are_assigned_and_read(self, tmp_path: Path) -> None:
+        """Assign sets a variable once the state succeeds; `$name` reads it."""
+        doc = {"StartAt": "Count", "States": {
+            "Count": {"Type": "Pass", "Assign": {"tries.$": "$.start", "limit": 2},
+                      "Next": "Check"},
+            "Check": {"Type": "Choice", "Choices": [
+                {"Variable": "$tries", "NumericLessThanPath": "$limit", "Next": "Low"}],
+                "Default": "High"},
+            "Low": {"Type": "Succeed"}, "High": {"Type": "Succeed"}}}
+        definition = load(tmp_path, doc)
+        assert started(definition, {"start": 1}).execution.state == "Low"
+        assert started(definition, {"start": 5}).execution.state == "High"
+
+    def test_jsonata_arguments_and_output(self, tmp_path: Path) -> None:
+        """JSONata Arguments become the step input and Output the result written."""
+        doc = {"QueryLanguage": "JSONata", "StartAt": "Call", "States": {
+            "Call": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke",
+                     "Arguments": {"FunctionName": "f", "Payload": "{% $states.input.order %}"},
+                     "Output": {"status": "{% $states.result.Payload.status %}",
+                                "order": "{% $states.input.order %}"},
+                     "Next": "Done"},
+            "Done": {"Type": "Succeed"}}}
+        definition = load(tmp_path, doc)
+        start = started(definition, {"order": "o-1"})
+        effect = next(c for c in start.commands if isinstance(c, RunEffect))
+        assert effect.input == {"FunctionName": "f", "Payload": "o-1"}
+        done = answer(definition, start.execution, "step.succeeded",
+                      {"Payload": {"status": "ok"}})
+        assert done.execution.context["status"] == "ok"
+        assert done.execution.context["order"] == "o-1"
+
+    def test_fields_left_out_are_findings(self, tmp_path: Path) -> None:
+        """A field the importer does not model is a located warning, never a silent drop."""
+        doc = one_task(Credentials={"RoleArn": "arn:aws:iam::1:role/x"})
+        definition = load(tmp_path, doc)
+        found = next(w for w in definition.warnings if w.code == "asl-field-ignored")
+        assert found.location == "States.Charge.Credentials"
+
+    def test_a_parallel_catches_the_error_a_branch_failed_with(self, tmp_path: Path) -> None:
+        """A branch ending in Fail with an Error is caught by the catcher of that error."""
+        doc = {"StartAt": "Race", "States": {
+            "Race": {"Type": "Parallel", "Next": "Done", "Branches": [
+                {"StartAt": "Quorum", "States": {
+                    "Quorum": {"Type": "Fail", "Error": "QuorumMet"}}},
+                {"StartAt": "Wait", "States": {
+                    "Wait": {"Type": "Wait", "Seconds": 60, "Next": "Late"},
+                    "Late": {"Type": "Fail", "Error": "RanOutOfTime"}}}],
+                "Catch": [{"ErrorEquals": ["QuorumMet"], "Next": "Met"},
+                          {"ErrorEquals": ["States.ALL"], "Next": "Other"}]},
+            "Done": {"Type": "Succeed"}, "Met": {"Type": "Succeed"}, "Other": {"Type": "Fail"}}}
+        definition = load(tmp_path, doc)
+        assert started(definition).execution.state == "Met"
+
+    def test_a_callback_failure_takes_the_catcher(self, tmp_path: Path) -> None:
+        """SendTaskFailure (the failure event) goes to the catcher of task failures."""
+        doc = {"StartAt": "Ask", "States": {
+            "Ask": {"Type": "Task", "Resource": "arn:aws:states:::sns:publish.waitForTaskToken",
+                    "HeartbeatSeconds": 600, "Next": "Done",
+                    "Catch": [{"ErrorEquals": ["States.TaskFailed"], "Next": "Refused"}]},
+            "Done": {"Type": "Succeed"}, "Refused": {"Type": "Fail"}}}
+        definition = load(tmp_path, doc)
+        assert definition.states["Ask__callback"].after_ms == 600_000
+        waiting = answer(definition, started(definition).execution, "step.succeeded", {})
+        refused = decide(definition, waiting.execution,
+                         Event("cb", "Ask.task_failure", "system", {}), now=2)
+        assert isinstance(refused, Accepted) and refused.execution.state == "Refused"
+
+
+class TestSurvey:
+    def test_a_survey_tells_imported_and_refused_files(self, tmp_path: Path) -> None:
+        """Per file an outcome, approximations tallied by code, refusals with a reason."""
+        write(tmp_path, one_task(Retry=[{"ErrorEquals": ["States.ALL"], "MaxAttempts": 1}]),
+              "good.asl.json")
+        write(tmp_path, {"StartAt": "A", "States": {"A": {"Type": "Pass", "Next": "B"}}},
+              "bad.asl.json")
+        (tmp_path / "notes.txt").write_text("not a definition", encoding="utf-8")
+        result = survey([tmp_path])
+        assert [Path(f.path).name for f in result.files] == ["bad.asl.json", "good.asl.json"]
+        assert len(result.imported) == 1 and result.rate == 0.5
+        assert result.findings_by_code()["asl-tool-contract"] == 1
+        table = result.markdown()
+        assert "Imported 1 of 2 files (50%)." in table
+        assert "| `bad.asl.json` | States.A.Next:" in table
+        assert "| `asl-retry-timeout` | 1 | 1 |" in table
+
+
 class TestBadInput:
     def test_a_retrier_without_error_equals(self, tmp_path: Path) -> None:
         """The error names the retrier's ErrorEquals."""
