@@ -217,7 +217,7 @@ class _Converter:
             c.kind == "final" or self._dead_end(c) for c in root.children)
         self.reactive = reactive
         for key in ("always", "after", "invoke"):
-            if data.get(key):
+            if data.get(key) and not wrapped:  # a wrapped root is a state: read as one
                 self.warn("left-out", key, f"`{key}` on the machine's root is not imported; "
                           "move it to a state")
         if data.get("output") is not None:
