@@ -52,11 +52,14 @@ from reference_machine._spec import NAME_PATTERN
 from reference_machine.errors import DefinitionError, DefinitionSyntaxError
 from reference_machine.importers import Imported
 
-__all__ = ["EVENT_DATA", "EVENT_FIELDS", "OUTBOX", "convert", "parse_delay_ms"]
+__all__ = ["EVENT_DATA", "EVENT_FIELDS", "OUTBOX", "SYSTEM_KEYS", "convert", "parse_delay_ms"]
 
 _NS = "http://www.w3.org/2005/07/scxml"
 #: The context key the chart's raised and sent events are appended to (see the module).
 OUTBOX = "_scxml_outbox"
+#: SCXML's system variables a run reads from its context, as the driver's start event sets
+#: them: `_sessionid` (this run's id) and `_ioprocessors` (processor name to `{location}`).
+SYSTEM_KEYS = {"_sessionid": "_scxml_sessionid", "_ioprocessors": "_scxml_ioprocessors"}
 #: The payload keys of an event the SCXML driver delivers: SCXML's event fields (`type`,
 #: `sendid`, `origin`, `origintype`, `invokeid`) and the event's data.
 EVENT_FIELDS = "_scxml_event"
@@ -64,6 +67,7 @@ EVENT_DATA = "_scxml_data"
 #: The data key a `<content>` value rides under, in an outbox entry's pairs.
 _DATA = EVENT_DATA
 _NAME = re.compile(NAME_PATTERN)
+_START = "_scxml_start"
 _RESERVED = ("execution.", "step.", "approval.", "timer.", "compensation.")
 _STATES = ("state", "parallel", "final")
 _EXECUTABLE = ("assign", "raise", "send", "log", "if", "elseif", "else", "foreach", "script",
@@ -194,6 +198,7 @@ class _Rewrite(ast.NodeTransformer):
     def __init__(self, chart_name: str) -> None:
         self.chart_name = chart_name
         self.in_states: list[str] = []
+        self.system: set[str] = set()
 
     @staticmethod
     def _context(key: str) -> ast.expr:
@@ -225,7 +230,11 @@ class _Rewrite(ast.NodeTransformer):
             raise _Inexpressible("_event as a whole (only _event.name and _event.data)")
         if node.id == "_name":
             return ast.Constant(self.chart_name)
-        if node.id in ("_sessionid", "_ioprocessors", "_x"):
+        if node.id in SYSTEM_KEYS:
+            # the driver's start event sets them (see `SYSTEM_KEYS`)
+            self.system.add(node.id)
+            return self._context(SYSTEM_KEYS[node.id])
+        if node.id == "_x":
             raise _Inexpressible(f"the system variable {node.id}")
         if node.id in ("context", "event"):
             raise _Inexpressible(f"the name {node.id!r} (the native language reserves it)")
@@ -292,6 +301,10 @@ class _Converter:
         self._stopped = False
         self._syntax_error = False
         self.startup: list[list[Any]] = []
+        self.last_system = False
+        self.system_used: dict[str, _Node] = {}
+        #: data bound as the run starts (they read what only the run knows), in order
+        self.deferred: list[tuple[str, str]] = []
         self.declared = {n.attrs.get("id", "") for n in self._all(root, "data")}
         self.chart_name = root.attrs.get("name", "")
 
@@ -344,6 +357,13 @@ class _Converter:
             raise DefinitionError(self.errors, self.source)
         if self.uses_outbox:
             self.context[OUTBOX] = list(self.startup)
+        for name, where in self.system_used.items():
+            self.context.setdefault(SYSTEM_KEYS[name], None)
+            self.warn("scxml-system-variable", where, f"{name} is read from the context key "
+                      f"{SYSTEM_KEYS[name]!r}, which whoever starts the run sets in the start "
+                      "event's payload (the W3C driver does); otherwise it is None", name)
+        if self.deferred:
+            self._bind_at_start()
         events = self._events()
         self._expand(events)
         native: dict[str, Any] = {
@@ -355,6 +375,23 @@ class _Converter:
             "states": self.states,
         }
         return native
+
+    def _bind_at_start(self) -> None:
+        """Binds the data that read what only the run knows as the run starts: a choice
+        state, initial, whose one eventless transition assigns them and goes on to the
+        chart's initial state (its entry actions run after them, as SCXML binds data before
+        entering anything)."""
+        first = next(n for n, st in self.states.items() if st.get("initial")
+                     and st.get("parent") is None)
+        del self.states[first]["initial"]
+        start = {"type": "choice", "initial": True,
+                 "always": [{"target": first, "actions": [
+                     {"assign": {ident: expression}} for ident, expression in self.deferred]}]}
+        self.states = {_START: start, **self.states}
+        names = ", ".join(ident for ident, _ in self.deferred)
+        self.warn("scxml-bound-at-start", self.root, f"data {names} read what only the run "
+                  f"knows: they are bound by the eventless move out of the choice state "
+                  f"{_START!r} the run starts in", _START)
 
     def _workflow_name(self) -> str:
         name = self.chart_name or re.sub(r"\.scxml$", "", self.source.replace("\\", "/")
@@ -926,9 +963,13 @@ class _Converter:
         return [self._guarded(location, value, when)]
 
     def _queue_action(self, queue: str, event: str, delay: str | None, pairs: str | None,
-                      when: str | None, send_id: str = "") -> dict[str, Any]:
+                      when: str | None, send_id: str = "", target: str | None = None
+                      ) -> dict[str, Any]:
+        """Gives the action that appends `[queue, event, delay, pairs, send id]` (and, for
+        queue `target`, the target the driver resolves) to the outbox."""
         self.uses_outbox = True
-        entry = f"[{queue!r}, {event}, {delay or 0}, {pairs or '[]'}, {send_id!r}]"
+        entry = f"[{queue!r}, {event}, {delay or 0}, {pairs or '[]'}, {send_id!r}" + (
+            f", {target}]" if target is not None else "]")
         if when is None:
             return {"assign": {OUTBOX: f"context[{OUTBOX!r}] + [{entry}]"}}
         return {"assign": {OUTBOX: f"context[{OUTBOX!r}] + ([{entry}] if ({when}) else [])"}}
@@ -989,7 +1030,15 @@ class _Converter:
                        "event processor, to this session, is imported", kind)
             return []
         target = attrs.get("target")
-        if "targetexpr" in attrs or target in ("#_parent",) or (
+        target_expression: str | None = None
+        if "targetexpr" in attrs:
+            target_expression = self._expression(attrs["targetexpr"], node, "targetexpr")
+            if target_expression is None:
+                return []
+            self.warn("scxml-send-targetexpr", node, "targetexpr: the target is known only "
+                      "when it is sent; the driver delivers it when it names this session or "
+                      "#_internal, and raises error.communication otherwise", state)
+        elif target in ("#_parent",) or (
                 target is not None and target.startswith("#_") and target != "#_internal"
                 and not target.startswith("#_scxml_")):
             self.error("scxml-send-target", node, f"<send> to "
@@ -1019,6 +1068,8 @@ class _Converter:
         if target is not None and target != "#_internal":
             return fail("error.execution")
         queue = "internal" if target == "#_internal" else "external"
+        if target_expression is not None:
+            queue = "target"
         if "event" in attrs:
             event = repr(attrs["event"])
             self.raised.add(attrs["event"])
@@ -1054,7 +1105,7 @@ class _Converter:
         if pairs is None:
             return fail("error.execution")
         queued = self._queue_action(queue, event, delay, "[" + ", ".join(pairs) + "]", when,
-                                    send_id)
+                                    send_id, target_expression)
         return [{"assign": {**assigns, **queued["assign"]}}]
 
     def _cancel(self, node: _Node, when: str | None) -> list[dict[str, Any]]:
@@ -1143,6 +1194,11 @@ class _Converter:
             return
         if translated is None:
             return
+        if self.last_system or (self.deferred and "context" in translated):
+            # it reads a system variable (or data bound so): bound as the run starts
+            self.context[ident] = None
+            self.deferred.append((ident, translated))
+            return
         try:
             value = compile_expression(translated)(dict(self.context), None)
         except Exception as exc:  # an expression of the user's: its failure is reported
@@ -1159,6 +1215,7 @@ class _Converter:
         instead (executable content: SCXML raises error.execution where it runs)."""
         rewrite = _Rewrite(self.chart_name)
         self._syntax_error = False
+        self.last_system = False
         try:
             tree = ast.parse(text.strip(), mode="eval")
             translated = ast.unparse(rewrite.visit(tree.body))
@@ -1185,6 +1242,10 @@ class _Converter:
             return None
         for state in rewrite.in_states:
             self.in_states.setdefault(state, node)
+        self.last_system = bool(rewrite.system)
+        if rewrite.system:
+            for name in sorted(rewrite.system):
+                self.system_used.setdefault(name, node)
         return translated
 
 

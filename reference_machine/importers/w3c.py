@@ -111,7 +111,10 @@ def run_definition(definition: WorkflowDefinition, *, events_max: int = EVENTS_M
     origin = f"#_scxml_{execution.id}"
     now = 0
     order = 0
-    decision = decide(definition, execution, start_event("w3c"), now)
+    system = {scxml.SYSTEM_KEYS["_sessionid"]: execution.id,
+              scxml.SYSTEM_KEYS["_ioprocessors"]: {
+                  name: {"location": origin} for name in (_PROCESSOR, "scxml")}}
+    decision = decide(definition, execution, start_event("w3c", system), now)
     if not isinstance(decision, Accepted):
         why = decision.reason if isinstance(decision, Rejected) else "ignored"
         return RunEnd("", False, f"the start was refused ({why})")
@@ -119,7 +122,11 @@ def run_definition(definition: WorkflowDefinition, *, events_max: int = EVENTS_M
     delivered = 0
     while True:
         execution, sent = _take_outbox(execution)
-        for queue, name, delay, data, send_id in sent:
+        for queue, name, delay, data, send_id, target in sent:
+            if queue == "target":  # a targetexpr: this session, #_internal, or unreachable
+                queue = {origin: "external", "#_internal": "internal"}.get(str(target), "")
+                if not queue:
+                    queue, name, data = "platform", "error.communication", None
             if queue == "cancel":
                 external = [e for e in external if e[4] != name]
                 heapq.heapify(external)
@@ -155,7 +162,7 @@ def run_definition(definition: WorkflowDefinition, *, events_max: int = EVENTS_M
 
 
 def _take_outbox(execution: Execution
-                 ) -> tuple[Execution, list[tuple[str, str, int, Any, str]]]:
+                 ) -> tuple[Execution, list[tuple[str, str, int, Any, str, Any]]]:
     """Gives the execution with its outbox (and its regions') emptied, and what they held."""
     found: list[list[Any]] = []
     seen: list[Any] = []
@@ -177,17 +184,17 @@ def _take_outbox(execution: Execution
     return emptied, [_entry(item) for item in found]
 
 
-def _entry(item: Any) -> tuple[str, str, int, Any, str]:
-    """Gives an outbox entry's queue, event, delay, data (named values, one value, or None)
-    and send id."""
-    queue, name, delay, pairs, send_id = [*list(item), 0, [], ""][:5]
+def _entry(item: Any) -> tuple[str, str, int, Any, str, Any]:
+    """Gives an outbox entry's queue, event, delay, data (named values, one value, or None),
+    send id and target (queue `target`: the send's evaluated `targetexpr`)."""
+    queue, name, delay, pairs, send_id, target = [*list(item), 0, [], "", None][:6]
     if isinstance(delay, str):
         delay = scxml.parse_delay_ms(delay) or 0
     named = {str(k): v for k, v in pairs} if isinstance(pairs, list) else {}
     data: Any = named or None
     if set(named) == {scxml.EVENT_DATA}:
         data = named[scxml.EVENT_DATA]
-    return str(queue), str(name), int(delay or 0), data, str(send_id)
+    return str(queue), str(name), int(delay or 0), data, str(send_id), target
 
 
 def markdown(results: Iterable[W3CResult]) -> str:
