@@ -199,6 +199,7 @@ class _Rewrite(ast.NodeTransformer):
         self.chart_name = chart_name
         self.in_states: list[str] = []
         self.system: set[str] = set()
+        self.whole_event = False
 
     @staticmethod
     def _context(key: str) -> ast.expr:
@@ -227,7 +228,16 @@ class _Rewrite(ast.NodeTransformer):
 
     def visit_Name(self, node: ast.Name) -> ast.expr:
         if node.id == "_event":
-            raise _Inexpressible("_event as a whole (only _event.name and _event.data)")
+            # unbound (None) while the run starts; the driver's events tell their fields;
+            # an event from outside is its payload
+            self.whole_event = True
+            driven = ast.Compare(ast.Constant(EVENT_FIELDS), [ast.In()], [self._payload()])
+            fields = ast.Subscript(self._payload(), ast.Constant(EVENT_FIELDS), ast.Load())
+            starting = ast.Compare(ast.Attribute(ast.Name("event", ast.Load()), "type",
+                                                 ast.Load()), [ast.Eq()],
+                                   [ast.Constant("execution.started")])
+            return ast.IfExp(driven, fields,
+                             ast.IfExp(starting, ast.Constant(None), self._payload()))
         if node.id == "_name":
             return ast.Constant(self.chart_name)
         if node.id in SYSTEM_KEYS:
@@ -1025,7 +1035,15 @@ class _Converter:
     def _send(self, node: _Node, when: str | None, state: str) -> list[dict[str, Any]]:
         attrs = node.attrs
         kind = attrs.get("type", _SCXML_PROCESSOR[0])
-        if "typeexpr" in attrs or kind not in _SCXML_PROCESSOR:
+        type_expression = None
+        if "typeexpr" in attrs:
+            type_expression = self._expression(attrs["typeexpr"], node, "typeexpr")
+            if type_expression is None:
+                return []
+            self.warn("scxml-send-typeexpr", node, "typeexpr: the type is known only when it "
+                      "is sent; the driver raises error.execution for any but the SCXML event "
+                      "processor", state)
+        elif kind not in _SCXML_PROCESSOR:
             self.error("scxml-send-type", node, f"<send> of type {kind!r}: only the SCXML "
                        "event processor, to this session, is imported", kind)
             return []
@@ -1068,8 +1086,11 @@ class _Converter:
         if target is not None and target != "#_internal":
             return fail("error.execution")
         queue = "internal" if target == "#_internal" else "external"
-        if target_expression is not None:
+        if target_expression is not None or type_expression is not None:
             queue = "target"
+            target_expression = target_expression or repr(target)
+            if type_expression is not None:
+                target_expression = f"[{target_expression}, {type_expression}]"
         if "event" in attrs:
             event = repr(attrs["event"])
             self.raised.add(attrs["event"])
@@ -1242,6 +1263,10 @@ class _Converter:
             return None
         for state in rewrite.in_states:
             self.in_states.setdefault(state, node)
+        if rewrite.whole_event:
+            self.warn("scxml-event-whole", node, "_event as a whole is its fields (name, "
+                      "type, sendid, origin, origintype, invokeid) without its data, None "
+                      "before the first event", attribute)
         self.last_system = bool(rewrite.system)
         if rewrite.system:
             for name in sorted(rewrite.system):

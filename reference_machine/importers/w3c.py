@@ -123,10 +123,8 @@ def run_definition(definition: WorkflowDefinition, *, events_max: int = EVENTS_M
     while True:
         execution, sent = _take_outbox(execution)
         for queue, name, delay, data, send_id, target in sent:
-            if queue == "target":  # a targetexpr: this session, #_internal, or unreachable
-                queue = {origin: "external", "#_internal": "internal"}.get(str(target), "")
-                if not queue:
-                    queue, name, data = "platform", "error.communication", None
+            if queue == "target":
+                queue, name, data = _resolved(target, origin, name, data)
             if queue == "cancel":
                 external = [e for e in external if e[4] != name]
                 heapq.heapify(external)
@@ -159,6 +157,21 @@ def run_definition(definition: WorkflowDefinition, *, events_max: int = EVENTS_M
         decision = decide(definition, execution, event, now)
         if isinstance(decision, Accepted):
             execution = decision.execution
+
+
+def _resolved(target: Any, origin: str, name: str, data: Any) -> tuple[str, str, Any]:
+    """Gives the queue, event and data of a send whose target (or type) was an expression:
+    this session or `#_internal`; an unknown type raises error.execution, an unreachable
+    target error.communication."""
+    kind = _PROCESSOR
+    if isinstance(target, list) and len(target) == 2:
+        target, kind = target
+    if kind not in (_PROCESSOR, "scxml"):
+        return "platform", "error.execution", None
+    queue = {None: "external", origin: "external", "#_internal": "internal"}.get(target, "")
+    if not queue:
+        return "platform", "error.communication", None
+    return queue, name, data
 
 
 def _take_outbox(execution: Execution
