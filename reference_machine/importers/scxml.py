@@ -46,8 +46,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from reference_machine._definition import check_spec
 from reference_machine._expr import ExpressionSyntaxError, compile_expression
 from reference_machine._findings import Finding, Severity
+from reference_machine._load import NESTING_MAX, _validate
 from reference_machine._spec import NAME_PATTERN
 from reference_machine.errors import DefinitionError, DefinitionSyntaxError
 from reference_machine.importers import Imported
@@ -132,6 +134,9 @@ def _parse(data: str, name: str) -> _Node:
                        parser.CurrentLineNumber)
 
     def start(tag: str, attrs: dict[str, str]) -> None:
+        if len(stack) >= NESTING_MAX:
+            raise _Refusal("scxml-nesting", f"elements nested more than {NESTING_MAX} levels "
+                           "deep", parser.CurrentLineNumber)
         namespace, _, local = tag.rpartition("}")
         if not roots:
             bare.append(not namespace)
@@ -1311,9 +1316,6 @@ def _native_checks(native: dict[str, Any], converter: _Converter, name: str
     """Runs the native load-time checks on what was made: states no transition reaches are
     left out (with a warning: they cannot change a run), a chart that need not end is
     `reactive`, and any other native error is raised, located in the SCXML document."""
-    from reference_machine._definition import check_spec
-    from reference_machine._load import _validate
-
     notes: list[Finding] = []
     for _ in range(len(native["states"]) + 2):
         try:

@@ -205,6 +205,35 @@ class TestEvents:
                      '<transition target="fail"/></state>')
         assert ends(text) == "pass"
 
+    def test_system_variables_come_from_the_start_event(self) -> None:
+        """`_sessionid` is bound as the run starts (the driver's start payload), and a send
+        whose targetexpr names this session reaches it (W3C tests 321, 350)."""
+        text = chart('<datamodel><data id="me" expr="\'#_scxml_\' + _sessionid"/>'
+                     '</datamodel><state id="s0"><onentry>'
+                     '<send event="back" targetexpr="me"/></onentry>'
+                     '<transition event="back" cond="me == \'#_scxml_w3c\'" target="pass"/>'
+                     '<transition event="*" target="fail"/></state>')
+        result = imported(text)
+        assert result.data["states"]["_scxml_start"]["type"] == "choice"
+        assert {"scxml-system-variable", "scxml-send-targetexpr"} <= set(codes(result))
+        assert ends(text) == "pass"
+
+    def test_send_to_a_session_that_is_not_this_one_raises_error_communication(self) -> None:
+        """A literal `#_scxml_ID` cannot be this run, whose id is made when it starts."""
+        text = chart('<state id="s0"><onentry><send event="x" target="#_scxml_other"/>'
+                     '<raise event="foo"/></onentry>'
+                     '<transition event="error.communication" target="pass"/>'
+                     '<transition event="*" target="fail"/></state>')
+        assert ends(text) == "pass"
+
+    def test_cond_that_is_not_python_is_never_enabled(self) -> None:
+        """SCXML takes it as false; the import says that its error event is not raised."""
+        text = chart('<state id="s0"><transition cond="1 = 1" target="fail"/>'
+                     '<transition target="pass"/></state>')
+        result = imported(text)
+        assert "scxml-cond-error" in codes(result)
+        assert ends(text) == "pass"
+
     def test_assign_to_undeclared_raises_error_execution(self) -> None:
         """A location no `<data>` declares fails whenever it runs: error.execution is raised
         there and the rest of the block is skipped (W3C tests 286, 311)."""
@@ -295,6 +324,13 @@ class TestRefusals:
         text = ('<?xml version="1.0"?>\n<!DOCTYPE scxml SYSTEM "http://example.com/x.dtd">\n'
                 '<scxml xmlns="http://www.w3.org/2005/07/scxml"/>')
         assert refusal(text, DefinitionSyntaxError).code == "scxml-doctype"
+
+    def test_deep_nesting_is_refused(self) -> None:
+        """Elements nested past the bound every file has are refused, with the line."""
+        text = ('<scxml xmlns="http://www.w3.org/2005/07/scxml">\n' + "<state>" * 150
+                + "</state>" * 150 + "</scxml>")
+        finding = refusal(text, DefinitionSyntaxError)
+        assert finding.code == "scxml-nesting" and finding.line == 2
 
     def test_ecmascript_is_refused_with_its_location(self) -> None:
         """datamodel="ecmascript" is refused at the root, with its line."""
