@@ -918,6 +918,7 @@ class _Converter:
                     self.error("scxml-raise", node, "<raise> needs an event", state)
                     continue
                 self.raised.add(event)
+                self._outbox_warning(node)
                 actions.append(self._queue_action("internal", repr(event), None, None, when))
             elif tag == "send":
                 actions += self._send(node, when, state)
@@ -938,6 +939,14 @@ class _Converter:
         if when is None:
             return {"assign": {key: value}}
         return {"assign": {key: f"({value}) if ({when}) else context[{key!r}]"}}
+
+    def _outbox_warning(self, node: _Node) -> None:
+        what = {"raise": "the event is appended", "send": "the event is appended",
+                "cancel": "the cancel is appended"}[node.tag]
+        self.warn("scxml-outbox", node, f"<{node.tag}>: the native machine has no event queue, "
+                  f"so {what} to the context key {OUTBOX!r}; a driver must deliver it (as "
+                  "reference_machine.importers.w3c.run_definition does) and empty the key",
+                  node.tag)
 
     def _static_error(self, node: _Node, event: str, when: str | None, send_id: str = ""
                       ) -> dict[str, Any]:
@@ -1130,6 +1139,7 @@ class _Converter:
         pairs = self._pairs(node, when, state)
         if pairs is None:
             return fail("error.execution")
+        self._outbox_warning(node)
         queued = self._queue_action(queue, event, delay, "[" + ", ".join(pairs) + "]", when,
                                     send_id, target_expression)
         return [{"assign": {**assigns, **queued["assign"]}}]
@@ -1146,6 +1156,7 @@ class _Converter:
             self.error("scxml-cancel", node, "<cancel> needs sendid or sendidexpr", "cancel")
             return []
         self.uses_outbox = True
+        self._outbox_warning(node)
         entry = f"['cancel', {sendid}, 0, [], '']"
         value = f"context[{OUTBOX!r}] + [{entry}]" if when is None else (
             f"context[{OUTBOX!r}] + ([{entry}] if ({when}) else [])")
