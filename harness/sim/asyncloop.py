@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import gc
 import inspect
 import re
 import sys
@@ -233,11 +234,22 @@ class RunLoop:
             sys.set_coroutine_origin_tracking_depth(1)  # where an unawaited one was made
         name = getattr(function, "__name__", "call")
         caught: list[warnings.WarningMessage] = []
+        # no collection runs during the call, and the youngest generation is collected as it
+        # ends: a coroutine the call made and dropped in a reference cycle is told by this
+        # call, whatever the process's heap (else the collector's timing decides which call,
+        # if any, is blamed)
+        collecting = gc.isenabled()
+        gc.disable()
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.filterwarnings("always", _UNAWAITED, RuntimeWarning)
-                result = self._run(name, function, args)
+                try:
+                    result = self._run(name, function, args)
+                finally:
+                    gc.collect(0)
         finally:
+            if collecting:
+                gc.enable()
             sys.set_coroutine_origin_tracking_depth(depth)
             asyncio._set_running_loop(outer)
             unawaited = _unawaited_among(caught)

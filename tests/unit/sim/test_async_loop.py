@@ -144,6 +144,25 @@ class TestWhatACallLeaves:
             loop_of().call(forgetful)
         assert raised.value.error == "UnawaitedCoroutine"
 
+    def test_one_dropped_in_a_reference_cycle_is_told_by_the_call_that_made_it(self) -> None:
+        """A coroutine kept only by a cycle is collected when the collector runs: the call
+        that dropped it is failed as it ends, and a later call that collects is not blamed."""
+        async def forgets_in_a_cycle() -> str:
+            held: dict[str, Any] = {"coroutine": sleeper([])}
+            held["self"] = held
+            return "said"
+
+        async def innocent() -> str:
+            import gc
+            gc.collect()
+            return "ok"
+
+        loop = loop_of()
+        with pytest.raises(LoopFailure, match=r"never awaited while forgets_in_a_cycle ran: "
+                                              r"sleeper"):
+            loop.call(forgets_in_a_cycle)
+        assert loop.call(innocent) == "ok"
+
     def test_a_callback_left_on_a_timer_is_named(self) -> None:
         async def later() -> None:
             asyncio.get_running_loop().call_later(5, print)
