@@ -384,7 +384,8 @@ class _Converter:
         native: dict[str, Any] = {
             "name": self._workflow_name(),
             "version": str(root.attrs.get("version", "1")),
-            "description": f"imported from SCXML {self.source}",
+            "description": "imported from SCXML " + self.source.replace("\\", "/").rsplit(
+                "/", 1)[-1],
             "context": self.context,
             "events": {event: {} for event in sorted(events)},
             "states": self.states,
@@ -491,6 +492,10 @@ class _Converter:
                           "entry and waits there", name)
             if parent is not None:
                 entry += self._done_event(node, parent)
+            for done in node.kids("donedata") if parent is None else ():
+                self.warn("scxml-donedata", done, "<donedata> of a top-level final is left "
+                          "out: it goes to an invoking session, and the native run has none",
+                          name)
         elif kind == "parallel":
             native["type"] = "parallel"
         for child in node.children:
