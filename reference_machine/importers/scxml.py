@@ -703,6 +703,16 @@ class _Converter:
             owner = node.parent
             assert owner is not None
             return self.names.get(id(owner))
+        owner = node.parent
+        if (node.tag == "state" and owner is not None and owner.tag == "parallel"
+                and transition.parent is not None
+                and not self._inside(transition.parent, owner)):
+            # entering a region enters its parallel state and every region with it
+            self.warn("scxml-region-target", transition, f"the target is region "
+                      f"{self.names.get(id(node))!r}: the transition enters its parallel "
+                      f"state {self.names.get(id(owner))!r}, which enters every region",
+                      self.names.get(id(node)) or "")
+            return self.names.get(id(owner))
         return self.names.get(id(node))
 
     def _place_transitions(self) -> None:
