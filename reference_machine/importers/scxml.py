@@ -316,6 +316,7 @@ class _Converter:
         self._stopped = False
         self._syntax_error = False
         self.startup: list[list[Any]] = []
+        self.initial_of: dict[str | None, str] = {}  # parent (None: the top) -> initial child
         self.last_system = False
         self.system_used: dict[str, _Node] = {}
         #: data bound as the run starts (they read what only the run knows), in order
@@ -635,15 +636,14 @@ class _Converter:
         if state is None:
             return
         parent = state.get("parent")
-        siblings = [n for n, s in self.states.items() if s.get("parent") == parent
-                    and s.get("initial") and n != name]
-        if siblings:
+        sibling = self.initial_of.get(parent)
+        if sibling is not None and sibling != name:
             if where is not None:
                 self.warn("scxml-deep-initial", where, f"the chart starts in {name!r}, so it is "
-                          f"the initial child of {parent!r} every time, not {siblings[0]!r}",
+                          f"the initial child of {parent!r} every time, not {sibling!r}",
                           name)
-            for sibling in siblings:
-                del self.states[sibling]["initial"]
+            del self.states[sibling]["initial"]
+        self.initial_of[parent] = name
         state["initial"] = True
 
     def _inside(self, node: _Node, owner: _Node) -> bool:
@@ -784,21 +784,24 @@ class _Converter:
 
     def _push_eventless_down(self) -> None:
         """Copies a compound state's eventless transitions to the leaves below it."""
-        for name in list(self.states):
+        # innermost first (reversed document order): a leaf tries its own, then its
+        # parent's, then its grandparent's, as SCXML selects transitions
+        for name in reversed(list(self.states)):
             state = self.states[name]
-            if not state.get("always") or not self._children(name):
+            node = self.node_of.get(name)
+            if not state.get("always") or node is None or not node.kids(*_STATES):
                 continue
             pushed = state.pop("always")
-            node = self.node_of[name]
             if state.get("type") == "parallel":
                 self.error("scxml-eventless-parallel", node, f"eventless transitions of "
                            f"parallel state {name!r}: the native format has them only on "
                            "leaf states", name)
                 continue
-            leaves = [n for n in self.states if n != name and self._within(n, name)
-                      and not self._children(n)]
-            if any(self.states[n].get("type") == "parallel" or (self._region_of(n) and not
-                   self._region_of(name)) for n in self.states if self._within(n, name)):
+            below = [n for n in (self.names.get(id(d)) for d in self._walk(node)[1:]
+                                 if d.namespace == _NS and d.tag in _STATES)
+                     if n is not None and n in self.states]
+            leaves = [n for n in below if not self.node_of[n].kids(*_STATES)]
+            if any(self.states[n].get("type") == "parallel" for n in below):
                 self.error("scxml-eventless-parallel", node, f"eventless transitions of "
                            f"{name!r}, which holds a parallel state: a native region cannot "
                            "take them", name)

@@ -105,6 +105,16 @@ class TestStates:
         assert warning.location == "scxml/state[@id='p']" and warning.line == 3
         assert ends(text) == "pass"
 
+    def test_inner_compound_eventless_comes_before_outer(self) -> None:
+        """Copied down, a leaf tries its parent's eventless transitions before its
+        grandparent's, as SCXML selects descendants first."""
+        text = chart('<state id="outer"><transition target="fail"/>'
+                     '<state id="inner"><transition target="pass"/>'
+                     '<state id="leaf"/></state></state>')
+        assert [t["target"] for t in imported(text).data["states"]["leaf"]["always"]] == [
+            "pass", "fail"]
+        assert ends(text) == "pass"
+
     def test_nested_final_raises_done_state(self) -> None:
         """A `<final>` inside a compound raises done.state.PARENT with its donedata."""
         text = chart('<state id="s0"><transition event="done.state.s0" '
