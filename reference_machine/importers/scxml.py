@@ -2,39 +2,46 @@
 
 The document is parsed with the standard library's expat, refusing any DOCTYPE (so no entity
 declaration, internal or external, can expand: no billion laughs, no external entity, no
-network). Each element is located as an XPath-like path (`scxml/state[@id='s1']/transition[2]`)
-with its line.
+network) and nesting past `NESTING_MAX`. Each element is located as an XPath-like path
+(`scxml/state[@id='s1']/transition[2]`) with its line.
 
-What maps one to one: `<state>` (atomic or compound, `initial` attribute or `<initial>`),
-`<final>` at the top level (a native final state, outcome `success`), `<parallel>` whose regions
-end in their own final states (`done.state.ID` transitions become `done:`), `<transition>`
-(`event` descriptors matched by prefix as SCXML does, `cond`, one `target`, no target =
-internal), eventless transitions (`always:`), `<onentry>`/`<onexit>`, `<assign>`, `<if>`/
-`<elseif>`/`<else>` (each branch's actions guarded by the branch taken, chosen once),
-`<datamodel>`/`<data>` (early binding: evaluated in document order at import), `<history>`
-(the native `history:` attribute of its compound state), and python-datamodel expressions,
-rewritten into the native safe expression language over `context` (a data item is a context
-key; `_event.name` is `event.type`, `_event.data` the payload).
+What maps one to one: `<state>` (atomic or compound; `initial` attribute, `<initial>`, or the
+first child), `<final>` at the top level (a native final, outcome `success`) or in a region,
+`<parallel>` whose regions end in their own finals (`done.state.ID` transitions become
+`done:`), `<transition>` (`event` descriptors matched by prefix as SCXML does, `cond`, one
+`target`, no target = internal; `type="internal"` is declared on each child, so its source
+is neither left nor entered), eventless transitions (`always:`), `<onentry>`/`<onexit>`,
+`<assign>`, `<if>`/`<elseif>`/`<else>` (the branch is chosen once, into a context key, and
+each action of a branch takes effect only under it), `<datamodel>`/`<data>` (early binding:
+evaluated in document order at import, or by the move out of a start choice state when they
+read what only the run knows), and python-datamodel expressions rewritten into the native
+safe expression language over `context` (a data item is a context key; `_event.name` is
+`event.type`; `_event.data` and the other fields of `_event` come from the payload).
+What SCXML's interpreter raises where it runs (an assign to an undeclared location, text that
+is not Python, a send to a session that cannot be this one) is raised there, as known at import.
 
 What the native format lacks is said with a warning, located:
 
-- an internal event queue. `<raise>` and `<send>` (to this session: no target, `#_internal`,
-  `#_scxml_...`) append `[queue, event, delay_ms, payload pairs, send id]` to the context key
-  `_scxml_outbox`; `<cancel>` appends `["cancel", send id]`. Whoever drives the definition
-  delivers them, internal ones first, as SCXML's interpreter would
-  (`reference_machine.importers.w3c` does); the native runtime alone does not.
+- an event queue. `<raise>` and `<send>` to this session append `[queue, event, delay_ms,
+  data pairs, send id]` to the context key `OUTBOX`; `<cancel>` appends `["cancel", send id]`.
+  Whoever drives the definition delivers them, internal ones first, as SCXML's interpreter
+  would (`reference_machine.importers.w3c.run_definition` does); the native runtime does not.
+- system variables `_sessionid` and `_ioprocessors`: context keys the start event's payload
+  sets (`SYSTEM_KEYS`).
 - a `<final>` inside a compound state that is not a region: a native final ends the whole run,
-  so it becomes a plain state that raises `done.state.PARENT` on entry.
+  so it becomes a plain state that raises `done.state.PARENT` (with its donedata) on entry.
 - eventless transitions of a compound state: the native format has them only on leaves, so
   they are copied to each leaf below it (after the leaf's own); `In('id')` is read from
   context flags `_scxml_in_ID` that each such state's entry and exit actions set.
 - transitions out of a region: moved to the parallel state's own `on:` (tried when no region
-  takes the event, where SCXML would run both).
+  takes the event, where SCXML would run both); `<history>` (the `history:` attribute).
 
-Refused, with the location: `datamodel="ecmascript"` (and any other but python and null),
-`<script>`, `<invoke>`, `<foreach>`, `<donedata>` content a join cannot carry, `<send>` to
-other targets or with `<content>`, transitions with several targets, targetless eventless
-transitions, and expressions the safe language cannot express (`_ioprocessors`, `hasattr`).
+Refused, with the location: datamodels other than python and null (`ecmascript`),
+`<script>`, `<invoke>`, `<foreach>`, `<send>` to other sessions or with markup content,
+transitions with several targets, targetless eventless transitions, and expressions the safe
+language cannot say (`hasattr`, method calls but `.get`). What the native checks refuse in
+what was made (a parallel state with no `done.state` transition, a trap state) is raised
+located at the SCXML element of the state at fault.
 """
 
 from __future__ import annotations
@@ -746,7 +753,6 @@ class _Converter:
                     continue
                 self.states[source].setdefault("always", []).append(spec)
                 continue
-            done_of = [d for d in t.descriptors if d.startswith("done.state.")]
             if (self.node_of[source].tag == "parallel"
                     and f"done.state.{source}" in t.descriptors):
                 self.states[source].setdefault("done", []).append(spec)
@@ -755,7 +761,6 @@ class _Converter:
                               "done.state transition are left out: the native join is not an "
                               "event", source)
                 continue
-            del done_of
             internal = (t.node.attrs.get("type") == "internal" and t.target is not None
                         and t.target != source and self._within(t.target, source)
                         and self.states[source].get("type") != "parallel")
