@@ -77,6 +77,7 @@ EVENT_DATA = "_scxml_data"
 _DATA = EVENT_DATA
 _NAME = re.compile(NAME_PATTERN)
 _START = "_scxml_start"
+_UNROLL_MAX = 100  # a <foreach> is unrolled into a copy of its body per item
 _RESERVED = ("execution.", "step.", "approval.", "timer.", "compensation.")
 _STATES = ("state", "parallel", "final")
 _EXECUTABLE = ("assign", "raise", "send", "log", "if", "elseif", "else", "foreach", "script",
@@ -329,6 +330,17 @@ class _Converter:
         #: data bound as the run starts (they read what only the run knows), in order
         self.deferred: list[tuple[str, str]] = []
         self.declared = {n.attrs.get("id", "") for n in self._all(root, "data")}
+        # what any executable content may change: a data item no one changes is a constant
+        self.assigned = {re.split(r"[.\[]", n.attrs.get("location", ""), maxsplit=1)[0]
+                         for n in self._all(root, "assign")}
+        for node in self._walk(root):
+            for key in ("idlocation", "item", "index"):
+                if key in node.attrs and node.tag in ("send", "invoke", "foreach"):
+                    self.assigned.add(node.attrs[key].strip())
+        # a foreach declares its item and index when they are not data (W3C test 151)
+        self.declared |= {n.attrs[key].strip() for n in self._all(root, "foreach")
+                          for key in ("item", "index") if _NAME.match(n.attrs.get(key, "").strip())
+                          and not n.attrs[key].strip().startswith("_")}
         self.chart_name = root.attrs.get("name", "")
 
     # -- findings ----------------------------------------------------------------------------
@@ -952,10 +964,54 @@ class _Converter:
             elif tag in ("script", "invoke"):
                 continue  # refused where it stands (`_refuse_everywhere`)
             elif tag == "foreach":
-                self.error("scxml-foreach", node, "<foreach> is refused: native actions have "
-                           "no loops", state)
+                actions += self._foreach(node, when, state)
             else:
                 self.error("scxml-element", node, f"<{tag}> is not executable content", tag)
+        return actions
+
+    def _foreach(self, node: _Node, when: str | None, state: str) -> list[dict[str, Any]]:
+        """Gives a `<foreach>` over an array known at import (a literal, or a data item no
+        content ever changes), unrolled: item and index set, then the body, per item."""
+        item = node.attrs.get("item", "").strip()
+        index = node.attrs.get("index", "").strip()
+        text = node.attrs.get("array", "")
+        if not _NAME.match(item) or item.startswith("_") or (
+                index and (not _NAME.match(index) or index.startswith("_"))):
+            return [self._static_error(node, "error.execution", when)]
+        array = self._expression(text, node, "array", runtime=True)
+        if self._syntax_error:
+            return [self._static_error(node, "error.execution", when)]
+        if array is None:
+            return []
+        constant = re.fullmatch(r"context\['([A-Za-z_][A-Za-z0-9_.\-]*)'\]", array)
+        if constant is not None and constant.group(1) not in self.assigned:
+            value = self.context.get(constant.group(1))
+        elif "context" not in array and "event" not in array:
+            try:
+                value = compile_expression(array)({}, None)
+            except Exception:  # an array that fails whenever it runs: SCXML's error
+                return [self._static_error(node, "error.execution", when)]
+        else:
+            self.error("scxml-foreach", node, f"<foreach> over {text!r}: native actions have no "
+                       "loops, so an array is unrolled only when it is known at import (a "
+                       "literal, or a data item no content changes)", state)
+            return []
+        if not isinstance(value, list):
+            return [self._static_error(node, "error.execution", when)]
+        if len(value) > _UNROLL_MAX:
+            self.error("scxml-foreach", node, f"<foreach> over {len(value)} items: unrolled "
+                       f"at most {_UNROLL_MAX}", state)
+            return []
+        actions: list[dict[str, Any]] = []
+        for position in range(len(value)):
+            step = {item: f"({array})[{position}]"}
+            if index:
+                step[index] = str(position)
+            actions.append({"assign": {key: (f"({v}) if ({when}) else context[{key!r}]"
+                                             if when else v) for key, v in step.items()}})
+            actions += self._actions(node.children, when, state)
+            if self._stopped:
+                break
         return actions
 
     def _guarded(self, key: str, value: str, when: str | None) -> dict[str, Any]:
