@@ -77,6 +77,7 @@ EVENT_DATA = "_scxml_data"
 _DATA = EVENT_DATA
 _NAME = re.compile(NAME_PATTERN)
 _START = "_scxml_start"
+_COND_ERROR = "_scxml_cond_error"  # marks, until placed, a transition whose cond is not Python
 _UNROLL_MAX = 100  # a <foreach> is unrolled into a copy of its body per item
 _RESERVED = ("execution.", "step.", "approval.", "timer.", "compensation.")
 _STATES = ("state", "parallel", "final")
@@ -302,6 +303,8 @@ class _Transition:
     guard: str | None
     target: str | None
     actions: list[dict[str, Any]]
+    #: its cond is not Python: never enabled, and evaluating it raises error.execution
+    cond_error: bool = False
 
 
 class _Converter:
@@ -386,6 +389,11 @@ class _Converter:
         else:
             self._initial(root, None, tops)
         self._place_transitions()
+        for state in self.states.values():
+            if state.get("always"):
+                state["always"] = self._errors_raised(state["always"])
+            if state.get("done"):
+                state["done"] = self._errors_raised(state["done"])
         self._push_eventless_down()
         self._in_flags()
         if self.errors:
@@ -685,14 +693,19 @@ class _Converter:
                 self.error("scxml-event", node, "an empty event attribute", source)
                 return
         guard = None
+        cond_error = False
         if "cond" in node.attrs:
             guard = self._expression(node.attrs["cond"], node, "cond", runtime=True)
             if self._syntax_error:
                 guard = "False"
+                cond_error = True
+                self.raised.add("error.execution")
                 self.warn("scxml-cond-error", node, f"cond={node.attrs['cond']!r} is not "
-                          "Python: like SCXML the transition is never enabled, but the "
-                          "error.execution SCXML raises each time it is evaluated is not "
-                          "raised (a native guard has no effects)", source)
+                          "Python: like SCXML the transition is never enabled, and the "
+                          "error.execution SCXML raises as it is evaluated is raised by the "
+                          "later transition of this state that is taken (after the exit "
+                          "actions; and not at all when none is taken: a native guard has no "
+                          "effects)", source)
             elif guard is None:
                 return
         target = None
@@ -715,7 +728,8 @@ class _Converter:
                        "(one without a target would loop)", source)
             return
         actions = self._block(node.children, source)
-        self.transitions.append(_Transition(node, source, descriptors, guard, target, actions))
+        self.transitions.append(_Transition(node, source, descriptors, guard, target, actions,
+                                            cond_error))
 
     def _target_name(self, node: _Node, transition: _Node) -> str | None:
         if node.tag == "history":
@@ -746,6 +760,8 @@ class _Converter:
                 spec["guard"] = t.guard
             if t.actions:
                 spec["actions"] = t.actions
+            if t.cond_error:
+                spec[_COND_ERROR] = True
             region = self._region_of(source)
             if region is not None and t.target is not None and not self._within(
                     t.target, region):
@@ -778,6 +794,21 @@ class _Converter:
                         and self.states[source].get("type") != "parallel")
             self.states[source].setdefault("_on", []).append(
                 (t.descriptors, spec, t.node, internal))
+
+    def _errors_raised(self, specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Gives transitions tried in order with, after one whose cond is not Python, the
+        error.execution its evaluation raised as the first action of each later one."""
+        out: list[dict[str, Any]] = []
+        erred = False
+        for original in specs:
+            spec = {k: v for k, v in original.items() if k != _COND_ERROR}
+            if erred:
+                raised = self._queue_action("platform", repr("error.execution"), None, None,
+                                            None)
+                spec["actions"] = [raised, *spec.get("actions", [])]
+            erred = erred or bool(original.get(_COND_ERROR))
+            out.append(spec)
+        return out
 
     def _region_of(self, name: str) -> str | None:
         current: str | None = name
@@ -902,7 +933,7 @@ class _Converter:
                                   "declares above it", name)
                     copies.append((name, event, spec))
             if on:
-                state["on"] = on
+                state["on"] = {event: self._errors_raised(specs) for event, specs in on.items()}
         for name, event, spec in copies:
             for child in self._children(name):
                 if self.states[child].get("type") == "final":
