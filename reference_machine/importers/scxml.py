@@ -77,6 +77,8 @@ EVENT_DATA = "_scxml_data"
 _DATA = EVENT_DATA
 _NAME = re.compile(NAME_PATTERN)
 _START = "_scxml_start"
+_EVENT_FIELD_NAMES = frozenset({"name", "type", "sendid", "origin", "origintype", "invokeid",
+                                "data"})
 _COND_ERROR = "_scxml_cond_error"  # marks, until placed, a transition whose cond is not Python
 _UNROLL_MAX = 100  # a <foreach> is unrolled into a copy of its body per item
 _RESERVED = ("execution.", "step.", "approval.", "timer.", "compensation.")
@@ -269,8 +271,26 @@ class _Rewrite(ast.NodeTransformer):
             return self._event_field(node.attr)
         return ast.Attribute(self.visit(node.value), node.attr, ast.Load())
 
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.expr:
+        # `x and x` is `x` (an expression has no effects): keeps the rewriting within the
+        # length an expression may have
+        values: list[ast.expr] = []
+        seen: set[str] = set()
+        for value in node.values:
+            rewritten = self.visit(value)
+            if ast.dump(rewritten) not in seen:
+                seen.add(ast.dump(rewritten))
+                values.append(rewritten)
+        return values[0] if len(values) == 1 else ast.BoolOp(node.op, values)
+
     def visit_Call(self, node: ast.Call) -> ast.expr:
         func = node.func
+        if (isinstance(func, ast.Name) and func.id == "hasattr" and len(node.args) == 2
+                and isinstance(node.args[0], ast.Name) and node.args[0].id == "_event"
+                and isinstance(node.args[1], ast.Constant)
+                and node.args[1].value in _EVENT_FIELD_NAMES):
+            # every SCXML event has every field: the question is whether _event is bound
+            return ast.Compare(self.visit(node.args[0]), [ast.IsNot()], [ast.Constant(None)])
         if isinstance(func, ast.Name) and func.id == "In":
             if (len(node.args) != 1 or node.keywords or not isinstance(node.args[0], ast.Constant)
                     or not isinstance(node.args[0].value, str)):
