@@ -5,15 +5,17 @@ python-statemachine keeps them: a test passes when the chart reaches its final s
 and runs each one imported with `decide`, playing SCXML's event loop around it: the events the
 chart raises and sends to itself (the importer's outbox, `scxml.OUTBOX`) are taken out after
 every decision and delivered, internal ones first, then external ones in the order they fall
-due (a delayed send falls due on the virtual clock, which jumps to it). An event no transition
-takes is dropped, as SCXML drops it. `markdown()` sums the results up.
+due (a delayed send falls due on the virtual clock, which jumps to it), each with SCXML's event
+fields in its payload (`scxml.EVENT_FIELDS`, `scxml.EVENT_DATA`). The start event sets the
+system variables (`scxml.SYSTEM_KEYS`: the session id is the execution id). An event no
+transition takes is dropped, as SCXML drops it. `markdown()` sums the results up.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ from reference_machine._records import Accepted, Event, Execution, Rejected, Sta
 from reference_machine.errors import DefinitionError
 from reference_machine.importers import scxml
 
-__all__ = ["W3CResult", "conformance", "markdown", "run_definition"]
+__all__ = ["EVENTS_MAX", "RunEnd", "W3CResult", "conformance", "markdown", "run_definition"]
 
 _PROCESSOR = "http://www.w3.org/TR/scxml/#SCXMLEventProcessor"
 #: Events one run may take before it is stopped as one that does not finish.
@@ -48,6 +50,8 @@ class W3CResult:
 
 @dataclass(frozen=True, slots=True)
 class RunEnd:
+    """Where a run stopped: its state, whether that is final, and why it stopped."""
+
     state: str
     final: bool
     why: str
@@ -230,11 +234,3 @@ def markdown(results: Iterable[W3CResult]) -> str:
     lines += [f"| {r.test} | {'yes' if r.imported else 'no'} | {r.reason} |"
               for r in listed if not r.passed]
     return "\n".join(lines) + "\n"
-
-
-def by_reason(results: Iterable[W3CResult]) -> Mapping[str, int]:
-    """Gives how many tests ended for each reason."""
-    counts: dict[str, int] = {}
-    for result in results:
-        counts[result.reason] = counts.get(result.reason, 0) + 1
-    return counts
