@@ -127,7 +127,8 @@ def convert(data: Any, lines: Mapping[str, int], name: str) -> Imported:
         raise DefinitionError([exc.finding], name) from None
     if first.errors:
         raise DefinitionError(first.errors, name)
-    second = _Converter(data, lines, name, tools_file, flat=frozenset(first.written_flat))
+    second = _Converter(data, lines, name, tools_file, flat=frozenset(first.written_flat),
+                        inferred=_infer_schemas(first.result_writes, first.compared))
     native = second.run()
     return Imported(format="asl", data=native, findings=tuple(second.warnings), source=name)
 
@@ -202,7 +203,8 @@ class _Scope:
 
 class _Converter:
     def __init__(self, data: Mapping[str, Any], lines: Mapping[str, int], name: str,
-                 tools_file: Mapping[str, Any], flat: frozenset[tuple[str, ...]]) -> None:
+                 tools_file: Mapping[str, Any], flat: frozenset[tuple[str, ...]],
+                 inferred: Mapping[str, dict[str, Any]] | None = None) -> None:
         self.data = data
         self.lines = lines
         self.name = name
@@ -217,6 +219,14 @@ class _Converter:
         self.events: dict[str, dict[str, Any]] = {}
         self.taken: set[str] = set()
         self.success_moves: list[Any] = []
+        self.inferred = inferred or {}
+        self.inferred_for: list[str] = []
+        #: where results land: (tool or event, ResultPath segments, OutputPath segments,
+        #: ResultSelector key -> result path segments)
+        self.result_writes: list[tuple[str, tuple[str, ...], tuple[str | int, ...],
+                                       dict[str, tuple[str | int, ...]] | None]] = []
+        #: what Choice rules and Map states read: (data path, operator family, literal)
+        self.compared: list[tuple[tuple[str | int, ...], str, Any]] = []
         self.regions_of: dict[str, list[str]] = {}
         self.jsonata = data.get("QueryLanguage") == "JSONata"
         self.roots_read = sorted(set(_ROOT_READ.findall(json.dumps(data, default=str))))
@@ -274,6 +284,12 @@ class _Converter:
             self.warn("asl-tool-read-only", self.tool_where[reads[0]],
                       f"{len(reads)} tool(s) read as repeatable (calling one twice is no "
                       f"duplicate effect) by the name of their action: {', '.join(reads)}")
+        guessed = [t for t in self.inferred_for if t not in self.tools_file]
+        if guessed:
+            self.warn("asl-output-inferred", "States",
+                      f"{len(guessed)} output schema(s) guessed from what the Choice and Map "
+                      f"states read of the results, so their branches are exercised: "
+                      f"{', '.join(guessed)}")
         if unknown:
             side = Path(self.name).name + ".tools.yaml"
             self.warn("asl-tool-contract", self.tool_where[unknown[0]],
@@ -512,6 +528,9 @@ class _Converter:
             self.tools[tool] = {"description": f"ASL resource {resource}"}
             if _READ_ONLY.match(tool.split(".")[-1]) and not tool.startswith("lambda."):
                 self.tools[tool]["repeatable"] = True
+            if f"tool:{tool}" in self.inferred:
+                self.tools[tool]["output"] = self.inferred[f"tool:{tool}"]
+                self.inferred_for.append(tool)
             self.tools[tool].update(self.tools_file.get(tool, {}))
             self.tool_where[tool] = f"{location}.Resource"
         callback = resource.endswith(".waitForTaskToken")
@@ -538,11 +557,17 @@ class _Converter:
         succeeded_target = self._next(state, scope, location)
         success: dict[str, Any] = {"target": succeeded_target}
         result = self._task_result(state, location, jsonata)
+        if not jsonata:
+            self._note_write(f"event:{sid}.task_success" if callback else f"tool:{tool}",
+                             state)
         if callback:
             wait_id = self._unique(f"{sid}__callback")
             ok, failed = f"{sid}.task_success", f"{sid}.task_failure"
             self.events[ok] = {"description": f"SendTaskSuccess for {sid}'s task token",
                                "sources": ["system"], "sends_max": 1}
+            if f"event:{ok}" in self.inferred:
+                self.events[ok]["payload"] = self.inferred[f"event:{ok}"]
+                self.inferred_for.append(ok)
             self.events[failed] = {"description": f"SendTaskFailure for {sid}'s task token",
                                    "sources": ["system"], "sends_max": 1}
             self._write(success, result, state.get("ResultPath", "$"), f"{location}.ResultPath")
@@ -611,6 +636,29 @@ class _Converter:
                           "OutputPath narrows the data passed on; natively the whole context "
                           "goes on: left out")
         return value
+
+    def _note_write(self, target: str, state: Mapping[str, Any]) -> None:
+        """Notes where a Task's result lands, for the output schemas guessed from reads."""
+        result_path = state.get("ResultPath", "$")
+        parsed = _parse_path(result_path) if isinstance(result_path, str) else None
+        if parsed is None or parsed[0] != "$" or any(isinstance(s, int) for s in parsed[1]):
+            return
+        landing = tuple(str(s) for s in parsed[1])
+        prefix: tuple[str | int, ...] = ()
+        output = state.get("OutputPath")
+        if not landing and isinstance(output, str):
+            out = _parse_path(output)
+            if out is not None and out[0] == "$":
+                prefix = tuple(out[1])
+        selector = None
+        if isinstance(state.get("ResultSelector"), Mapping):
+            selector = {}
+            for key, value in state["ResultSelector"].items():
+                chosen = _parse_path(value) if str(key).endswith(".$") and isinstance(
+                    value, str) else None
+                if chosen is not None and chosen[0] == "$":
+                    selector[str(key)[:-2]] = tuple(chosen[1])
+        self.result_writes.append((target, landing, prefix, selector))
 
     def _retry(self, spec: Any, location: str, tool: str) -> dict[str, Any]:
         if spec is None:
@@ -817,6 +865,9 @@ class _Converter:
             raise _Refused(f"{location}.Variable", "a comparison needs a Variable (a path)")
         var = self._read(variable, f"{location}.Variable")
         operators = [k for k in rule if k not in ("Variable", "Next", "Comment", "Assign")]
+        parsed_var = _parse_path(variable)
+        if parsed_var is not None and parsed_var[0] == "$" and len(operators) == 1:
+            self.compared.append((tuple(parsed_var[1]), operators[0], rule[operators[0]]))
         if len(operators) != 1:
             raise _Refused(location, f"expected one comparison operator, got {operators}")
         op = operators[0]
@@ -1013,6 +1064,9 @@ class _Converter:
                           "a mapping, so the items are read from context.items")
             else:
                 items = self._read(str(path), f"{location}.ItemsPath")
+                parsed_items = _parse_path(str(path))
+                if parsed_items is not None and parsed_items[0] == "$":
+                    self.compared.append((tuple(parsed_items[1]), "Items", None))
         native["items"] = _or(items, "[]") if items != "[]" else items
         concurrency = state.get("MaxConcurrency")
         if isinstance(concurrency, int) and concurrency > 0:
@@ -1032,6 +1086,8 @@ class _Converter:
             if parsed and parsed[0] == "$" and len(parsed[1]) == 1 and isinstance(
                     parsed[1][0], str) and _ID.match(parsed[1][0]):
                 results = parsed[1][0]
+        if "ResultSelector" in state:
+            results = None  # the items' results are not what the file reads there
         if results is None:
             results = f"results_{sid}"
             if result_path is not None:
@@ -1070,6 +1126,8 @@ class _Converter:
             return "None"
         kind, segments = parsed
         if kind == "$":
+            if root == "context":
+                self.compared.append((base + tuple(segments), "Read", None))
             text = self._render_read(base + tuple(segments), root)
             if text == "None":
                 self.warn("asl-path", location,
@@ -1353,6 +1411,88 @@ class _Converter:
 
 
 # -- helpers -----------------------------------------------------------------------------------
+
+
+def _infer_schemas(writes: list[tuple[str, tuple[str, ...], tuple[str | int, ...],
+                                     dict[str, tuple[str | int, ...]] | None]],
+                   compared: list[tuple[tuple[str | int, ...], str, Any]]
+                   ) -> dict[str, dict[str, Any]]:
+    """Gives, per tool (`tool:name`) or callback event (`event:name`), an output schema
+    holding the fields the Choice rules compare and the lists the Map states read, at the
+    place the result lands: a guess, so that the simulator's outputs take the branches."""
+    schemas: dict[str, dict[str, Any]] = {}
+    # lists first, then the deepest paths, tests of presence and type last: the first guess
+    # placed wins, and a field read deeper must be an object, not a guessed text
+    ordered = sorted(compared, key=lambda c: (
+        0 if c[1] == "Items" else 3 if c[1] == "Read" else 2 if c[1].startswith("Is") else 1,
+        -len(c[0])))
+    for target, landing, prefix, selector in writes:
+        for path, operator, literal in ordered:
+            if landing and tuple(path[:len(landing)]) != landing:
+                continue
+            rest = tuple(path[len(landing):])
+            if not rest:
+                continue  # the whole result compared: natively the data is a mapping
+            if selector is not None:
+                if not rest or rest[0] not in selector:
+                    continue
+                inner = selector[str(rest[0])] + rest[1:]
+            else:
+                inner = prefix + rest
+            if not inner:
+                continue
+            root = schemas.setdefault(target, {"type": "object", "properties": {}})
+            _place(root, inner, _leaf_schema(operator, literal))
+    return schemas
+
+
+def _leaf_schema(operator: str, literal: Any) -> dict[str, Any]:
+    if operator == "Items":  # records of their own: an id tells one item from the next
+        return {"type": "array", "maxItems": 3, "items": {
+            "type": "object", "required": ["id"],
+            "properties": {"id": {"type": "integer", "minimum": 1, "maximum": 10**9}}}}
+    if operator == "Read":
+        return {}
+    if operator.startswith("String") and "Matches" not in operator and isinstance(literal, str
+                                                                                  ) and not \
+            operator.endswith("Path"):
+        return {"anyOf": [{"enum": [literal, literal + "_other"]}, {"type": "string"}]}
+    if operator.startswith("Numeric") and not operator.endswith("Path") and isinstance(
+            literal, int | float) and not isinstance(literal, bool):
+        return {"anyOf": [{"enum": sorted({literal - 1, literal, literal + 1})},
+                          {"type": "number"}]}
+    if operator.startswith("Boolean"):
+        return {"type": "boolean"}
+    if operator.startswith("Numeric"):
+        return {"type": "number"}
+    return {"type": "string"}
+
+
+def _place(node: dict[str, Any], path: tuple[str | int, ...], leaf: dict[str, Any]) -> None:
+    """Puts `leaf` at `path` in an object schema, making the objects and arrays on the way;
+    what is already there is kept (the first guess wins). Nothing is required and no value
+    is refused that ASL would take: the guess shapes what the simulator draws, and a real
+    output it did not foresee still passes."""
+    head, rest = path[0], path[1:]
+    if isinstance(head, int):
+        if node.get("type") != "array":
+            return
+        node["minItems"] = max(node.get("minItems", 0), head + 1)
+        child = node.setdefault("items", {} if rest else leaf)
+    else:
+        if node.get("type") != "object":
+            return
+        properties = node.setdefault("properties", {})
+        if head not in properties:
+            properties[head] = leaf if not rest else (
+                {"type": "array"} if isinstance(rest[0], int) else
+                {"type": "object", "properties": {}})
+        child = properties[head]
+    if rest:
+        if not child:
+            child.update({"type": "array"} if isinstance(rest[0], int) else
+                         {"type": "object", "properties": {}})
+        _place(child, rest, leaf)
 
 
 def _seconds(value: float) -> str:
