@@ -17,7 +17,12 @@ How the constructs map:
   it returns, so every tool is imported as honouring none with no output schema, and a finding
   says so. A side file next to the input, `<file>.tools.yaml` (`x.asl.json.tools.yaml`),
   maps a tool name to a native tool declaration (`idempotency_keys`, `repeatable`, `output`,
-  `description`), merged over those defaults; it is read with `yaml.safe_load`.
+  `description`), merged over those defaults; it is read with `yaml.safe_load`. Where the
+  side file gives no `output`, one is guessed from what the file reads of the result (the
+  fields its Choice rules compare, with the values they compare to; the lists its Maps go
+  over; the paths its inputs read), lenient (nothing required, any value of the type taken),
+  so that the simulator's outputs take every branch; a finding names those tools. A service
+  action that reads (`get*`, `describe*`, `list*`, `scan`, `query`, ...) is `repeatable`.
 - **Choice**: `type: choice` with guarded `always:` branches (every comparison operator, the
   `...Path` forms, `Is*` tests, `And`/`Or`/`Not`; timestamps are compared as text,
   `IsString`/`IsNumeric`/`IsTimestamp` as presence); no `Default` sends an unmatched run to a

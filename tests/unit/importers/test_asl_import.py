@@ -123,6 +123,26 @@ class TestTask:
         assert "asl-tool-contract" not in codes(definition)
         assert definition.tools["lambda.invoke.charge"].output is not None
 
+    def test_an_output_schema_is_guessed_from_what_is_read(self, tmp_path: Path) -> None:
+        """The fields a Choice compares, at the place the result lands, shape the tool's
+        output schema (with the values compared), so fuzzing takes both branches."""
+        doc = {"StartAt": "Poll", "States": {
+            "Poll": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke",
+                     "Parameters": {"FunctionName": "poll"}, "ResultSelector": {
+                         "state.$": "$.Payload.job.state"}, "ResultPath": "$.poll",
+                     "Next": "Done?"},
+            "Done?": {"Type": "Choice", "Choices": [
+                {"Variable": "$.poll.state", "StringEquals": "DONE", "Next": "Done"}],
+                "Default": "Again"},
+            "Again": {"Type": "Wait", "Seconds": 10, "Next": "Poll"},
+            "Done": {"Type": "Succeed"}}}
+        definition = load(tmp_path, doc)
+        output = definition.tools["lambda.invoke.poll"].output
+        assert output is not None
+        state = output["properties"]["Payload"]["properties"]["job"]["properties"]["state"]
+        assert {"enum": ["DONE", "DONE_other"]} in state["anyOf"]
+        assert "asl-output-inferred" in codes(definition)
+
     def test_several_retriers_are_merged_with_a_finding(self, tmp_path: Path) -> None:
         """Two retriers become one policy (the errors of both, the first's numbers)."""
         doc = one_task(Retry=[{"ErrorEquals": ["Lambda.ServiceException"], "MaxAttempts": 2},
