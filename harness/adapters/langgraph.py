@@ -52,7 +52,7 @@ import tempfile
 import textwrap
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -108,6 +108,9 @@ class GraphBox:
 
     def __init__(self, tools: Mapping[str, Tool], machine: LangGraphMachine | None) -> None:
         self._tools, self._machine = tools, machine
+        # per task and attempt, the calls made in the node's run going on (a node re-run on
+        # a resume counts again from its first)
+        self._calls: dict[tuple[str, int], int] = {}
 
     @property
     def execution_id(self) -> str:
@@ -131,12 +134,33 @@ class GraphBox:
         return int(getattr(info, "node_attempt", 1) or 1)
 
     def key(self) -> str:
-        """Gives `{thread}/{node}/{step}`: one key per task, whatever its attempt."""
-        return f"{self.execution_id}/{self.node}/{self.step}"
+        """Gives `{thread}/{node}/{step}`, and for a task a `Send` made, its place among the
+        sends (`/send{i}`): one key per task, the same on every attempt and every re-run."""
+        path: Sequence[Any] = _config().get("metadata", {}).get("langgraph_path") or ()
+        sent = f"/send{path[1]}" if len(path) > 1 and path[0] == "__pregel_push" else ""
+        return f"{self.execution_id}/{self.node}/{self.step}{sent}"
 
     def call(self, tool: str, input: Mapping[str, Any], key: str | None = None) -> Any:
         """Calls a declared tool; gives its output (as the tool gave it: a malformed one is
-        not made right), or raises `ToolFailed`."""
+        not made right), or raises `ToolFailed`. The key defaults to the task's (`key()`),
+        the second call of one attempt's then `/2`, and so on: each call its own key, the
+        same for the same call on every attempt and re-run."""
+        if key is None:
+            key = self._nth_key()
+        return self._call(tool, input, key)
+
+    def _nth_key(self) -> str:
+        task = str(_config().get("configurable", {}).get("__pregel_task_id", ""))
+        made = self._calls[task, self.attempt] = self._calls.get((task, self.attempt), 0) + 1
+        return self.key() if made == 1 else f"{self.key()}/{made}"
+
+    def _ran(self, task: str) -> None:
+        """A run of the task's node ended (done, failed or interrupted): a run again of it
+        calls in the same order, under the same keys."""
+        for made in [made for made in self._calls if made[0] == task]:
+            del self._calls[made]
+
+    def _call(self, tool: str, input: Mapping[str, Any], key: str) -> Any:
         machine = self._machine
         if machine is None:
             raise AdapterError("no tool call while the graph is read")
@@ -147,7 +171,7 @@ class GraphBox:
             known = ", ".join(sorted(self._tools)) or "none"
             raise AdapterError(f"tool {tool!r} is not declared (declared: {known}); declare it "
                                f"with tools={{{tool!r}: {{...}}}}")
-        outcome = found(dict(input), key or self.key())
+        outcome = found(dict(input), key)
         machine.passing("after_tool_call")
         if isinstance(outcome, Failure):
             raise ToolFailed(tool, outcome.category, outcome.message)
@@ -276,29 +300,54 @@ def _harnessed(tools: Mapping[str, Tool], box: GraphBox) -> Iterator[None]:
     LangChain tools named like declared tools routed through the tool world."""
     executor: Any = importlib.import_module("langgraph.pregel._executor")
     retry: Any = importlib.import_module("langgraph.pregel._retry")
+    runner: Any = importlib.import_module("langgraph.pregel._runner").PregelRunner
+    tool_node: Any = _module("langgraph.prebuilt.tool_node")
     with _PATCHING:
-        saved = (executor.get_executor_for_config, retry.time)
+        saved = (executor.get_executor_for_config, retry.time, runner.commit)
         base = _base_tool()
         invoke = base.invoke if base is not None else None
+        pool = tool_node.get_executor_for_config if tool_node is not None else None
         _DEPTH[0] += 1
         executor.get_executor_for_config = _inline_executor
+        if tool_node is not None:  # a ToolNode's calls of one message: in turn, here too
+            tool_node.get_executor_for_config = _inline_executor
         retry.time = _NoSleep()
+        runner.commit = _watched(saved[2], box)
         if base is not None and _DEPTH[0] == 1:
             base.invoke = _routed(invoke, tools, box)
         try:
             yield
         finally:
             _DEPTH[0] -= 1
-            executor.get_executor_for_config, retry.time = saved
+            executor.get_executor_for_config, retry.time, runner.commit = saved
+            if tool_node is not None:
+                tool_node.get_executor_for_config = pool
             if base is not None:
                 base.invoke = invoke
 
 
-def _base_tool() -> Any:
+def _watched(commit: Callable[..., Any], box: GraphBox) -> Callable[..., Any]:
+    """LangGraph's commit of a finished task, told first to the call's watcher of moves."""
+    def watched(self: Any, task: Any, exception: BaseException | None) -> Any:
+        machine = box._machine
+        watch = machine.watching if machine is not None else None
+        if watch is not None:
+            watch.commit(str(task.name), list(task.writes), exception)
+        box._ran(str(task.id))
+        return commit(self, task, exception)
+    return watched
+
+
+def _module(name: str) -> Any:
     try:
-        return importlib.import_module("langchain_core.tools").BaseTool
+        return importlib.import_module(name)
     except ImportError:
         return None
+
+
+def _base_tool() -> Any:
+    tools = _module("langchain_core.tools")
+    return tools.BaseTool if tools is not None else None
 
 
 def _routed(invoke: Any, tools: Mapping[str, Tool], box: GraphBox) -> Any:
@@ -306,7 +355,10 @@ def _routed(invoke: Any, tools: Mapping[str, Tool], box: GraphBox) -> Any:
         if self.name not in tools:
             return invoke(self, input, config, **kwargs)
         arguments = input.get("args", input) if isinstance(input, Mapping) else {"input": input}
-        output = box.call(self.name, dict(arguments))
+        call_id = input.get("id") if isinstance(input, Mapping) else None
+        # a model's tool call is keyed by its id: the same on a re-run, another for each call
+        output = box.call(self.name, dict(arguments),
+                          key=f"{box.key()}/{call_id}" if call_id else None)
         if isinstance(input, Mapping) and input.get("type") == "tool_call":
             from langchain_core.messages import ToolMessage
             return ToolMessage(content=json.dumps(output, sort_keys=True, default=str),
@@ -336,10 +388,9 @@ class LangGraphMachine:
         self._saver: Any = None
         self._box = GraphBox(tools, self)
         # per thread, the moves (state ids) its runs made since it was last observed (a second
-        # worker's too), and the nodes its last superstep ran: what the processes watched,
-        # lost in a crash
+        # worker's too): what the processes watched, lost in a crash
         self._moves: dict[str, list[tuple[str, str]]] = moves if moves is not None else {}
-        self._last: dict[str, list[str]] = {}
+        self.watching: _Moves | None = None  # the moves of the call running
         self._open()
 
     # memory: the compiled graph, its saver and connection
@@ -382,24 +433,19 @@ class LangGraphMachine:
         context.run(self._stream, execution_id, given)
 
     def _stream(self, execution_id: str, given: Any) -> None:
-        watch = _Moves(self.target, self._moves.setdefault(execution_id, []),
-                       self._last.get(execution_id, ()))
+        watch = self.watching = _Moves(self.target, self._moves.setdefault(execution_id, []))
         with _harnessed(self._tools, self._box):
             try:
                 try:
-                    for mode, chunk in self.graph.stream(
-                            given, self._config(execution_id), durability=self.durability,
-                            stream_mode=["updates", "tasks"]):
-                        if mode == "updates":
-                            watch.asked = watch.asked or "__interrupt__" in chunk
-                            self.passing("after_task")
-                        else:
-                            watch.task(chunk)
-                    watch.ended()
+                    for _ in self.graph.stream(given, self._config(execution_id),
+                                               durability=self.durability,
+                                               stream_mode="updates"):
+                        self.passing("after_task")
                 finally:  # LangGraph waits for its saves as the call ends, however it ends
-                    self._last[execution_id] = watch.last
+                    self.watching = None
                     if not self.dead:
                         self._saver.land()
+                watch.refuse_undeclared()
             except (SimulatedCrash, _Dead):
                 self.dead = True
             except Exception as error:
@@ -415,7 +461,6 @@ class LangGraphMachine:
             return "ignored:duplicate"
         given = self.target.input_of(context)
         self.disk.accepted[execution_id] = given
-        self._last[execution_id] = [START]
         self._run(execution_id, given)
         return "accepted"
 
@@ -458,7 +503,7 @@ class LangGraphMachine:
         self.close()
         self.graph = self._saver = None
         self._moves.clear()
-        self._last.clear()
+        self._box._calls.clear()
 
     def recover(self, now: int) -> None:
         self.close()
@@ -467,8 +512,6 @@ class LangGraphMachine:
             stored = self._saver.inner.get_tuple(self._config(execution_id)) is not None
             # a run accepted and never saved is run again from its input (the queue's copy),
             # unless the target says to carry it on as LangGraph's docs do: invoke(None)
-            if not stored and self.target.resubmit:
-                self._last[execution_id] = [START]
             self._run(execution_id, None if stored or not self.target.resubmit else given)
 
     def worker(self) -> LangGraphMachine:
@@ -482,7 +525,8 @@ class LangGraphMachine:
         return None if snapshot.metadata is None else snapshot
 
     def observe(self, execution_id: str) -> Observation:
-        moves = tuple(self._moves.pop(execution_id, ()))
+        # sorted: the order LangGraph writes a task's edges in follows a set's
+        moves = tuple(sorted(self._moves.pop(execution_id, ())))
         snapshot = self._snapshot(execution_id)
         if snapshot is None:  # nothing saved yet: no move to show
             return Observation(START, "running", 0)
@@ -499,60 +543,64 @@ class LangGraphMachine:
 
 
 class _Moves:
-    """Watches one call's tasks for the moves they make: a task a superstep starts was moved
-    to from each node of the superstep before that declares it a next node (a node moves on
-    when it ends or fails, to its error handler then; not while it waits on an interrupt),
-    and a call that ends without an interrupt moves its last nodes to END."""
+    """Reads the moves one call makes off the writes of each task LangGraph commits: a write
+    to `branch:to:<node>` (an edge, the branch a conditional edge chose, a `Command`'s goto),
+    a `Send` (a fan-out task) or a waiting edge's `join:` channel names where the task went; a
+    task that ended writing none of them went to END (where its node may). A task that failed
+    or waits on an interrupt did not move; an error handler was moved to from its node."""
 
-    def __init__(self, target: LangGraphTarget, moves: list[tuple[str, str]],
-                 last: Sequence[str]) -> None:
-        self.ids, self.next = target.state_ids, target.next_nodes
+    def __init__(self, target: LangGraphTarget, moves: list[tuple[str, str]]) -> None:
+        self.ids, self.next, self.handles = target.state_ids, target.next_nodes, target.handles
         self.moves = moves
-        self.last = list(last)  # the nodes the superstep before ran (START before the first)
-        self.started: list[str] = []  # the superstep running: nodes started, nodes ended
-        self.ended_: list[str] = []
-        self.results = False  # a task of the superstep running has ended
-        self.asked = False
+        self.undeclared: list[tuple[str, str]] = []  # moves the graph read does not declare
 
-    def task(self, chunk: Mapping[str, Any]) -> None:
-        name = str(chunk.get("name"))
-        if "result" not in chunk:  # a task starts; after a task ended, in a new superstep
-            if self.results:
-                self._next_superstep()
-            if name not in self.started:
-                self.started.append(name)
-                for node in self.last:
-                    self._move(node, name)
-        else:
-            self.results = True
-            if not chunk.get("interrupts") and name not in self.ended_:
-                self.ended_.append(name)
-
-    def ended(self) -> None:
-        """The call returned: without an interrupt, the graph ran to END."""
-        if self.results:
-            self._next_superstep()
-        if not self.asked:
-            self._ends(self.last)
-            self.last = []  # at END: a call after this one runs nothing
-
-    def _next_superstep(self) -> None:
-        """The superstep running is done: a node of the one before that started nothing in
-        it ended its branch, at END where it may go there."""
-        self._ends(node for node in self.last
-                   if not self.next.get(node, frozenset()).intersection(self.started))
-        self.last, self.started, self.ended_ = self.ended_, [], []
-        self.results = False
-
-    def _ends(self, nodes: Iterable[str]) -> None:
-        for node in nodes:
-            self._move(node, END)
+    def commit(self, name: str, writes: Sequence[tuple[str, Any]],
+               exception: BaseException | None) -> None:
+        if exception is not None:
+            return
+        for node in self.handles.get(name, ()):
+            self._move(node, name)
+        went = False
+        for channel, value in writes:
+            target = _destination(channel, value)
+            if target is not None:
+                went = True
+                self._move(name, target)
+        if not went and END in self.next.get(name, ()):
+            self._move(name, END)
 
     def _move(self, source: str, target: str) -> None:
-        if target in self.next.get(source, ()):
-            move = (self.ids[source], self.ids[target])
-            if move not in self.moves:
-                self.moves.append(move)
+        if source not in self.ids:
+            return  # a task of LangGraph's own
+        if target not in self.next.get(source, ()):
+            if (source, target) not in self.undeclared:
+                self.undeclared.append((source, target))
+            return
+        move = (self.ids[source], self.ids[target])
+        if move not in self.moves:
+            self.moves.append(move)
+
+    def refuse_undeclared(self) -> None:
+        """Raises `AdapterError` for a move the graph made that was not read off it: the
+        definition would then judge the graph by edges it does not have."""
+        if self.undeclared:
+            source, target = self.undeclared[0]
+            raise AdapterError(
+                f"node {source!r} went to {target!r}, which the adapter did not read off the "
+                f"graph (a Command(goto=...) needs its node's return annotated "
+                f"Command[Literal[{target!r}, ...]], a conditional edge its path map)")
+
+
+def _destination(channel: str, value: Any) -> str | None:
+    """Gives the node a task's write sends the run to, or None for a write of state."""
+    if channel.startswith("branch:to:"):
+        return channel.removeprefix("branch:to:")
+    if channel == "__pregel_tasks":  # a Send
+        node = getattr(value, "node", None)
+        return str(node) if node is not None else None
+    if channel.startswith("join:"):
+        return channel.rpartition(":")[2]
+    return None
 
 
 def _asks(snapshot: Any) -> str:
@@ -617,6 +665,7 @@ class LangGraphTarget:
         self.state_ids = safe_ids([START, *nodes, END])
         self.asking = asking
         self.next_nodes = {source: frozenset(targets) for source, targets in moves.items()}
+        self.handles = _handlers(builder)
         self.definition = self._definition(nodes, moves, asking, tools or {})
         self._files: tuple[int, Path, Iterator[int]] | None = None
 
@@ -792,6 +841,16 @@ def _read(builder: Any, interrupts: Sequence[str] | None
     asking = frozenset(named) | frozenset(
         name for name, spec in builder.nodes.items() if _calls_interrupt(spec))
     return nodes, moves, asking
+
+
+def _handlers(builder: Any) -> dict[str, tuple[str, ...]]:
+    """Gives each error handler node and the nodes whose failures it handles."""
+    handles: dict[str, list[str]] = {}
+    for name, spec in builder.nodes.items():
+        handler = getattr(spec, "error_handler_node", None)
+        if handler:
+            handles.setdefault(str(handler), []).append(str(name))
+    return {handler: tuple(nodes) for handler, nodes in handles.items()}
 
 
 def _calls_interrupt(spec: Any) -> bool:

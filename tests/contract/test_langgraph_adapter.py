@@ -5,16 +5,17 @@ graphs the adapter refuses."""
 from __future__ import annotations
 
 import operator
+import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 import pytest
 from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
-from langgraph.types import Send, interrupt
+from langgraph.types import Command, Send, interrupt
 
 from fault_injection import FaultKind, FaultPlan, FaultRate
 from harness import SimOptions, Simulator
@@ -105,9 +106,61 @@ class TestMovesWithinACall:
         (seen,) = [r for r in result.history if type(r) is Observed]
         assert seen.state == "__end__"
         # three work tasks are one move, and split and audit, siblings, no move of each other
+        # (told sorted: LangGraph writes a task's edges in a set's order)
         assert seen.moves == (("__start__", "audit"), ("__start__", "split"),
-                              ("split", "work"), ("audit", "__end__"), ("work", "join"),
-                              ("join", "__end__"))
+                              ("audit", "__end__"), ("join", "__end__"), ("split", "work"),
+                              ("work", "join"))
+
+    def test_a_move_is_the_branch_taken_not_every_edge_that_leads_there(self) -> None:
+        """`a` may go to `b` but goes to END; `route` sends the run to `b` by a Command: the
+        moves told are a->END and route->b, not a->b."""
+        def build(box: GraphBox) -> StateGraph:
+            def route(state: Fan) -> Command[Literal["b"]]:
+                return Command(goto="b")
+
+            graph = StateGraph(Fan)
+            graph.add_node("a", lambda state: {})
+            graph.add_node("route", route)
+            graph.add_node("b", lambda state: {})
+            graph.add_edge(START, "a")
+            graph.add_edge(START, "route")
+            graph.add_conditional_edges("a", lambda state: END, ["b", END])
+            graph.add_edge("b", END)
+            return graph
+
+        seen = self.observed(langgraph_target(build, input={"items": [], "out": []}))
+        assert set(seen.moves) == {("__start__", "a"), ("__start__", "route"),
+                                   ("a", "__end__"), ("route", "b"), ("b", "__end__")}
+
+    def test_a_move_the_graph_was_not_read_to_have_is_refused(self) -> None:
+        """A Command(goto=...) with no Literal annotation is not read off the graph: the move
+        is the adapter's to refuse, naming the fix, never a verdict on edges the graph lacks."""
+        def build(box: GraphBox) -> StateGraph:
+            def route(state: Fan) -> Command:  # type: ignore[type-arg]
+                return Command(goto="b")
+
+            graph = StateGraph(Fan)
+            graph.add_node("route", route)
+            graph.add_node("b", lambda state: {})
+            graph.add_conditional_edges(START, lambda state: "route", ["route", "b"])
+            graph.add_edge("b", END)
+            return graph
+
+        target = langgraph_target(build, input={"items": [], "out": []})
+        options = SimOptions(seed=1, executions=1, plan=FaultPlan(()))
+        result = Simulator(target.definition, options, machine=target).run()
+        assert result.failure is not None and result.failure.error == "AdapterError"
+        assert ("node 'route' went to 'b', which the adapter did not read off the graph (a "
+                "Command(goto=...) needs its node's return annotated Command[Literal['b', "
+                "...]]") in result.failure.message
+
+    @staticmethod
+    def observed(target: Any) -> Observed:
+        options = SimOptions(seed=1, executions=1, plan=FaultPlan(()))
+        result = Simulator(target.definition, options, machine=target).run()
+        assert result.status == "final", result.failure
+        (seen,) = [r for r in result.history if type(r) is Observed]
+        return seen
 
     def test_a_graph_done_in_one_call_is_held_not_vacuous(self) -> None:
         target = langgraph_target(fan_out, input={"items": [1, 2], "out": []})
@@ -147,6 +200,34 @@ class TestSoundGraph:
 
         for seed in (3, 11):
             assert history(seed) == history(seed)
+
+    def test_the_same_seed_gives_the_same_history_in_any_process(self, tmp_path: Path) -> None:
+        """Byte for byte across processes with other hash seeds (a set's order, the moves a
+        task's writes tell, a temp file's name never reach the history)."""
+        script = tmp_path / "history.py"
+        script.write_text(
+            "import sys\n"
+            "from harness import SimOptions, Simulator\n"
+            "from harness.sim.history import dump_line\n"
+            "from scenarios.langgraph import refund\n"
+            "from tests.contract.test_langgraph_adapter import fan_out\n"
+            "from harness.adapters import langgraph_target\n"
+            "for target in (refund.target, langgraph_target(fan_out, input={'items': [1, 2],"
+            " 'out': []})):\n"
+            "    for seed in (3, 11):\n"
+            "        result = Simulator(target.definition, SimOptions(seed=seed),"
+            " machine=target).run()\n"
+            "        sys.stdout.write(''.join(dump_line(r) + '\\n' for r in result.history))\n")
+
+        def run(hash_seed: str) -> str:
+            env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(ROOT)}
+            done = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env,
+                                  capture_output=True, text=True, check=False)
+            assert done.returncode == 0, done.stderr
+            return done.stdout
+
+        first = run("1")
+        assert '"moves":' in first and first == run("2") == run("12345")
 
 
 class TestNaiveGraphs:
