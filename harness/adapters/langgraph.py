@@ -484,7 +484,12 @@ class LangGraphMachine:
                         f"{', '.join(sorted(self.target.answers))}")
             if snapshot is None or not _asks(snapshot):
                 return "rejected:no interrupt pending"
-            given = Command(resume=self.target.answer(decision, event))
+            value = self.target.answer(decision, event)
+            pending = [each for task in snapshot.tasks
+                       for each in getattr(task, "interrupts", None) or ()]
+            # several interrupts pending at once (parallel nodes asking): the answer is the
+            # first's, by its id, as LangGraph asks; one alone takes the plain value
+            given = Command(resume={pending[0].id: value} if len(pending) > 1 else value)
         else:
             return f"rejected:{event.type} is not an event the graph takes"
         if self.target.dedupe:
@@ -533,6 +538,12 @@ class LangGraphMachine:
         version = int((snapshot.metadata or {}).get("step", -1)) + 2
         ids = self.target.state_ids
         asking = _asks(snapshot)
+        if asking and asking not in self.target.asking:
+            raise AdapterError(
+                f"node {asking!r} waits on an interrupt() the adapter did not find in its "
+                f"source (a helper, a tool or a class calling it): name it, "
+                f"langgraph_target(..., interrupts=[{asking!r}]), so that it is a wait state "
+                f"a human answers")
         if asking:
             return Observation(ids.get(asking, START), "waiting", version, moves=moves)
         if snapshot.next:

@@ -204,8 +204,9 @@ def coverage_of(definition: WorkflowDefinition, history: Sequence[HistoryRecord]
                 states.update((source, target))
                 transitions.add((source, UNSEEN_EVENT, target))
             # a move seen from outside: the state changed, or it stayed and the version went
-            # up (a self-transition)
-            if before is not None and (
+            # up (a self-transition); not where the machine told its moves (from where it was
+            # to where it is need not be one move: it may be another branch's state)
+            if not record.moves and before is not None and (
                     before[0] != record.state or record.version > before[1]):
                 transitions.add((before[0], UNSEEN_EVENT, record.state))
         elif type(record) is FaultInjected:

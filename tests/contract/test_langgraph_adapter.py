@@ -22,7 +22,7 @@ from harness import SimOptions, Simulator
 from harness.adapters import AdapterError, GraphBox, langgraph_target
 from harness.engines.fuzz import FuzzOptions, fuzz
 from harness.engines.replay import replay
-from harness.sim.history import Applied, Observed
+from harness.sim.history import Applied, Dispatched, Observed
 from scenarios.langgraph import refund
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -295,6 +295,153 @@ class TestLangChainTools:
         applied = [r for r in result.history if type(r) is Applied]
         assert applied and all(r.tool == "payments.refund" for r in applied)
         assert result.status == "final"
+
+    def test_two_tool_calls_of_one_message_are_two_effects(
+            self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Each of a model's tool calls is keyed by its id: two refunds in one message both
+        land under a keyed tool, and run in the calling thread."""
+        import threading
+
+        @tool("payments.refund")
+        def refund_tool(order_id: str) -> str:
+            """Refunds an order."""
+            raise AssertionError("the real tool is never called under the harness")
+
+        class Chat(TypedDict):
+            messages: list[Any]
+
+        threads: set[str] = set()
+
+        def build(box: GraphBox) -> StateGraph:
+            def agent(state: Chat) -> dict[str, Any]:
+                from langchain_core.messages import AIMessage
+                return {"messages": [AIMessage("", tool_calls=[
+                    {"name": "payments.refund", "args": {"order_id": order}, "id": f"c-{order}"}
+                    for order in ("o-1", "o-2")])]}
+
+            graph = StateGraph(Chat)
+            graph.add_node("agent", agent)
+            graph.add_node("tools", ToolNode([refund_tool]))
+            graph.add_edge(START, "agent")
+            graph.add_edge("agent", "tools")
+            graph.add_edge("tools", END)
+            return graph
+
+        calling = GraphBox._call
+
+        def call(box: GraphBox, *args: Any) -> Any:
+            threads.add(threading.current_thread().name)
+            return calling(box, *args)
+
+        monkeypatch.setattr(GraphBox, "_call", call)
+        target = langgraph_target(build, input={"messages": []},
+                                  tools={"payments.refund": {"idempotency_keys": True}})
+        options = SimOptions(seed=0, executions=1, plan=FaultPlan(()))
+        result = Simulator(target.definition, options, machine=target).run()
+        applied = [r for r in result.history if type(r) is Applied]
+        assert sorted(r.key for r in applied) == ["x1/tools/2/c-o-1", "x1/tools/2/c-o-2"]
+        assert threads == {threading.current_thread().name}
+
+
+class TestDefaultKeys:
+    """A node's calls keyed by default (`box.call(tool, input)`): one key per call, the same
+    for that call on every re-run."""
+
+    def test_each_send_task_and_each_call_of_a_run_has_its_own_key(self) -> None:
+        def build(box: GraphBox) -> StateGraph:
+            def refund(state: dict[str, Any]) -> dict[str, Any]:
+                box.call("payments.refund", {"order": state["x"]})
+                box.call("payments.refund", {"order": state["x"], "fee": True})
+                return {"out": [state["x"]]}
+
+            graph = StateGraph(Fan)
+            graph.add_node("split", lambda state: {})
+            graph.add_node("refund", refund)
+            graph.add_edge(START, "split")
+            graph.add_conditional_edges(
+                "split", lambda state: [Send("refund", {"x": i}) for i in state["items"]],
+                ["refund"])
+            graph.add_edge("refund", END)
+            return graph
+
+        target = langgraph_target(build, input={"items": [1, 2, 3], "out": []},
+                                  tools={"payments.refund": {"idempotency_keys": True}})
+        options = SimOptions(seed=0, executions=1, plan=FaultPlan(()))
+        result = Simulator(target.definition, options, machine=target).run()
+        keys = sorted(r.key for r in result.history if type(r) is Applied)
+        assert keys == [f"x1/refund/2/send{i}{n}" for i in range(3) for n in ("", "/2")]
+
+    def test_a_node_run_again_on_resume_calls_under_the_same_keys(self) -> None:
+        """A node that asks a human runs again from its top on the resume: its call before
+        the interrupt is made again under the key of the first run, so a keyed tool takes it
+        once."""
+        def build(box: GraphBox) -> StateGraph:
+            def review(state: Fan) -> dict[str, Any]:
+                box.call("notify.send", {"what": "review"})
+                interrupt("approve?")
+                return {}
+
+            graph = StateGraph(Fan)
+            graph.add_node("review", review)
+            graph.add_edge(START, "review")
+            graph.add_edge("review", END)
+            return graph
+
+        target = langgraph_target(build, input={"items": [], "out": []},
+                                  tools={"notify.send": {"idempotency_keys": True}})
+        options = SimOptions(seed=0, executions=1, plan=FaultPlan(()))
+        result = Simulator(target.definition, options, machine=target).run()
+        assert result.status == "final", result.failure
+        dispatched = [r.key for r in result.history if type(r) is Dispatched]
+        assert len(dispatched) >= 2 and set(dispatched) == {"x1/review/1"}
+
+
+class TestInterrupts:
+    def test_two_nodes_asking_at_once_are_answered_one_by_one(self) -> None:
+        def build(box: GraphBox) -> StateGraph:
+            def asker(name: str) -> Any:
+                def ask(state: Fan) -> dict[str, Any]:
+                    interrupt(f"{name}?")
+                    return {"out": [len(name)]}
+                return ask
+
+            graph = StateGraph(Fan)
+            graph.add_node("legal", asker("legal"))
+            graph.add_node("finance", asker("finance"))
+            graph.add_edge(START, "legal")
+            graph.add_edge(START, "finance")
+            graph.add_edge("legal", END)
+            graph.add_edge("finance", END)
+            return graph
+
+        target = langgraph_target(build, input={"items": [], "out": []})
+        report = campaign(target, runs=10)
+        assert report.verdict == "held", (report.vacuous, [f.violations for f in
+                                                           report.failures])
+
+    def test_an_interrupt_the_source_scan_misses_is_refused_naming_the_fix(self) -> None:
+        def ask(prompt: str) -> Any:
+            return interrupt(prompt)
+
+        def build(box: GraphBox) -> StateGraph:
+            def review(state: Fan) -> dict[str, Any]:
+                ask("approve?")
+                return {}
+
+            graph = StateGraph(Fan)
+            graph.add_node("review", review)
+            graph.add_edge(START, "review")
+            graph.add_edge("review", END)
+            return graph
+
+        hidden = langgraph_target(build, input={"items": [], "out": []})
+        options = SimOptions(seed=0, executions=1, plan=FaultPlan(()))
+        result = Simulator(hidden.definition, options, machine=hidden).run()
+        assert result.failure is not None and result.failure.error == "AdapterError"
+        assert "interrupts=['review']" in result.failure.message
+        named = langgraph_target(build, input={"items": [], "out": []}, interrupts=["review"])
+        result = Simulator(named.definition, options, machine=named).run()
+        assert result.status == "final", result.failure
 
 
 class Empty(TypedDict):
