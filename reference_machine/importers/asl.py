@@ -224,6 +224,8 @@ class _Converter:
         self.events: dict[str, dict[str, Any]] = {}
         self.taken: set[str] = set()
         self.success_moves: list[Any] = []
+        self.current: str | None = None  # the native id of the state being converted
+        self.token_read = False
         self.inferred = inferred or {}
         self.inferred_for: list[str] = []
         #: where results land: (tool or event, ResultPath segments, OutputPath segments,
@@ -403,7 +405,13 @@ class _Converter:
         self._left_out(state, _FIELDS[str(kind)], location, f"a {kind} state")
         handler = getattr(self, f"_{str(kind).lower()}")
         self.success_moves = []
+        self.current, self.token_read = sid, False
         handler(sid, state, scope, location, native, jsonata)
+        if self.token_read:
+            counter = _render((f"asl_task_token_{sid}",))
+            native.setdefault("entry", []).insert(
+                0, {"assign": {f"asl_task_token_{sid}": f"{_or(counter, '0')} + 1"}})
+        self.current = None
         if assigns:
             self._add_assigns(native, assigns)
         self.states[sid] = self._with_parent(native, scope)
@@ -1142,6 +1150,10 @@ class _Converter:
         if kind == "$$":
             if tuple(segments[:3]) == ("Map", "Item", "Value"):
                 return _render(tuple(segments[3:]), "context")
+            if tuple(segments[:2]) == ("Task", "Token") and self.current is not None:
+                # a token is new each time the task runs: the state's visits count them
+                self.token_read = True
+                return f"[{self.current!r}, {_render((f'asl_task_token_{self.current}',))}]"
             if tuple(segments[:3]) == ("Map", "Item", "Index"):
                 self.warn("asl-context-object", location,
                           "the map item's index is not in an item's context: read as 0")
