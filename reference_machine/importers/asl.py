@@ -202,7 +202,6 @@ class _Scope:
     parent: str | None  # native parent of its states
     ids: dict[str, str]  # ASL state name -> native id
     key: str  # unique key for synthesized finals
-    in_map: bool = False
     finals: dict[str, str] = field(default_factory=dict)
 
 
@@ -236,7 +235,8 @@ class _Converter:
         self.compared: list[tuple[tuple[str | int, ...], str, Any]] = []
         self.regions_of: dict[str, list[str]] = {}
         self.jsonata = data.get("QueryLanguage") == "JSONata"
-        self.roots_read = sorted(set(_ROOT_READ.findall(json.dumps(data, default=str))))
+        self.roots_read = sorted({key for text in _strings(data)
+                                  for key in _ROOT_READ.findall(text)})
 
     # -- findings ----------------------------------------------------------------------------
     def warn(self, code: str, location: str, message: str) -> None:
@@ -257,7 +257,7 @@ class _Converter:
     # -- the document --------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         self._left_out(self.data, _TOP_FIELDS, "", "the state machine")
-        top = self._scope(self.data, "", None, "end", in_map=False)
+        top = self._scope(self.data, "", None, "end")
         self._states_of(self.data, top)
         stem = Path(self.name).name
         for ending in (".asl.json", ".asl.yaml", ".asl.yml", ".json", ".yaml", ".yml"):
@@ -304,8 +304,8 @@ class _Converter:
                       f"no output schema (ASL does not say): {', '.join(unknown)}; declare "
                       f"them in {side}")
 
-    def _scope(self, holder: Mapping[str, Any], prefix: str, parent: str | None, key: str,
-               *, in_map: bool) -> _Scope:
+    def _scope(self, holder: Mapping[str, Any], prefix: str, parent: str | None,
+               key: str) -> _Scope:
         states = holder.get("States")
         location = f"{prefix}States"
         if not isinstance(states, Mapping) or not states:
@@ -317,7 +317,7 @@ class _Converter:
             if parent is not None:
                 base = f"{parent}__{base}"
             ids[str(asl_name)] = self._unique(base)
-        return _Scope(f"{location}.", parent, ids, key, in_map=in_map)
+        return _Scope(f"{location}.", parent, ids, key)
 
     def _states_of(self, holder: Mapping[str, Any], scope: _Scope) -> str:
         """Converts a state list (`StartAt` + `States`); gives the native id of its start."""
@@ -505,11 +505,11 @@ class _Converter:
                                     base=self._input_base(state, location))
             if value is not None:
                 self._write(move, value, state.get("ResultPath", "$"), f"{location}.ResultPath")
-            self._output_path(state, location, value is not None)
+            self._output_path(state, location)
         native["always"] = [move]
         self.success_moves = [move]
 
-    def _output_path(self, state: Mapping[str, Any], location: str, wrote: bool) -> None:
+    def _output_path(self, state: Mapping[str, Any], location: str) -> None:
         if state.get("OutputPath") not in (None, "$"):
             self.warn("asl-data-path", f"{location}.OutputPath",
                       "OutputPath narrows the data passed on; natively the whole context "
@@ -861,6 +861,8 @@ class _Converter:
 
     def _rule(self, rule: Mapping[str, Any], location: str) -> str:
         """Gives the guard text of an ASL (JSONPath) choice rule."""
+        if not isinstance(rule, Mapping):
+            raise _Refused(location, "a choice rule is a mapping")
         if "And" in rule or "Or" in rule:
             key = "And" if "And" in rule else "Or"
             parts = rule[key]
@@ -871,8 +873,6 @@ class _Converter:
             return joined
         if "Not" in rule:
             return f"not ({self._rule(rule['Not'], f'{location}.Not')})"
-        if not isinstance(rule, Mapping):
-            raise _Refused(location, "a choice rule is a mapping")
         variable = rule.get("Variable")
         if not isinstance(variable, str):
             raise _Refused(f"{location}.Variable", "a comparison needs a Variable (a path)")
@@ -989,7 +989,7 @@ class _Converter:
             self.states[region] = {"parent": sid,
                                    "description": f"branch {index + 1} of {sid}"}
             self.regions_of.setdefault(location, []).append(region)
-            inner = self._scope(branch, f"{where}.", region, region, in_map=scope.in_map)
+            inner = self._scope(branch, f"{where}.", region, region)
             self._states_of(branch, inner)
         if state.get("Retry"):
             self.warn("asl-retry-composite", f"{location}.Retry",
@@ -1090,7 +1090,7 @@ class _Converter:
         percent = state.get("ToleratedFailurePercentage")
         if isinstance(percent, int | float) and percent >= 100:
             native["tolerated_failures"] = 1_000_000
-        inner = self._scope(flow, f"{location}.{key}.", sid, sid, in_map=True)
+        inner = self._scope(flow, f"{location}.{key}.", sid, sid)
         self._states_of(flow, inner)
         result_path = state.get("ResultPath", "$")
         results = None
@@ -1186,7 +1186,7 @@ class _Converter:
                     return params
                 return "=" + expr
             if isinstance(params, Mapping):
-                return {self._key(k, location): self._template(v, f"{location}.{k}", base, True)
+                return {str(k): self._template(v, f"{location}.{k}", base, True)
                         for k, v in params.items()}
             return _input_literal(params)
         if isinstance(params, Mapping):
@@ -1215,9 +1215,6 @@ class _Converter:
                           "evaluates no expression inside a list)")
             return params
         return _input_literal(params)
-
-    def _key(self, key: Any, location: str) -> str:
-        return str(key)
 
     def _const(self, value: Any, location: str) -> _Expr | _Record | None:
         if isinstance(value, Mapping):
@@ -1517,6 +1514,23 @@ def _seconds(value: float) -> str:
     if value == int(value):
         return f"{int(value)}s"
     return f"{round(value * 1000)}ms"
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Gives every text in a document, its keys included (each container once)."""
+    seen: set[int] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, Mapping | list) and id(item) not in seen:
+            seen.add(id(item))
+            if isinstance(item, Mapping):
+                stack.extend(str(k) for k in item)
+                stack.extend(item.values())
+            else:
+                stack.extend(item)
 
 
 def _or(expr: str, fallback: str) -> str:
