@@ -43,6 +43,7 @@ compiles with its whitelist.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import keyword
 import math
@@ -129,7 +130,7 @@ def convert(data: Any, lines: Mapping[str, int], name: str) -> Imported:
     try:
         first.run()
     except _Refused as exc:
-        raise DefinitionError([exc.finding], name) from None
+        raise DefinitionError([first.located(exc.finding)], name) from None
     if first.errors:
         raise DefinitionError(first.errors, name)
     second = _Converter(data, lines, name, tools_file, flat=frozenset(first.written_flat),
@@ -247,6 +248,10 @@ class _Converter:
         self.errors.append(Finding(Severity.ERROR, code, location, message,
                                    line=self._line(location)))
 
+    def located(self, finding: Finding) -> Finding:
+        """Gives the finding with the line of its location, where the document told it."""
+        return dataclasses.replace(finding, line=self._line(finding.location))
+
     def _line(self, location: str) -> int | None:
         while location:
             if location in self.lines:
@@ -336,7 +341,7 @@ class _Converter:
             try:
                 self._state(str(asl_name), state, scope, location, initial=asl_name == start)
             except _Refused as exc:
-                self.errors.append(exc.finding)
+                self.errors.append(self.located(exc.finding))
         return scope.ids[start]
 
     # -- ids -------------------------------------------------------------------------------
