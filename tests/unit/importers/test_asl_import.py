@@ -592,6 +592,38 @@ class TestBadInput:
         assert info.value.findings[0].location == "States.R.Choices[0].NumericEquals"
 
 
+    def test_an_error_in_yaml_has_its_line(self, tmp_path: Path) -> None:
+        """A YAML document tells lines: the error carries the line of its location."""
+        path = tmp_path / "flow.asl.yaml"
+        path.write_text("StartAt: A\nStates:\n  A:\n    Type: Task\n"
+                        "    Resource: arn:aws:states:::sns:publish\n"
+                        "    Retry:\n      - MaxAttempts: 2\n    End: true\n", encoding="utf-8")
+        with pytest.raises(DefinitionError, match=r"line 7: States\.A\.Retry\[0\]"):
+            import_document(path)
+
+    @pytest.mark.parametrize(("states", "location"), [
+        ({"A": {"Type": "Choice", "Choices": [7]}}, "States.A.Choices[0]"),
+        ({"A": {"Type": "Choice", "Choices": [{"And": 3, "Next": "A"}]}},
+         "States.A.Choices[0].And"),
+        ({"A": {"Type": "Task", "Resource": "x", "Retry": {}, "End": True}}, "States.A.Retry"),
+        ({"A": {"Type": "Task", "Resource": "x", "End": True,
+                "Retry": [{"ErrorEquals": ["States.ALL"], "MaxAttempts": "3"}]}},
+         "States.A.Retry[0].MaxAttempts"),
+        ({"A": {"Type": "Parallel", "Branches": "x", "End": True}}, "States.A.Branches"),
+        ({"A": {"Type": "Map", "End": True}}, "States.A.ItemProcessor"),
+        ({"A": {"Type": "Task", "End": True}}, "States.A.Resource"),
+        ({"A": {"Type": "Task", "Resource": "x", "End": True,
+                "Catch": [{"ErrorEquals": ["States.ALL"]}]}}, "States.A.Catch[0].Next"),
+        ({"A": "Succeed"}, "States.A"),
+    ])
+    def test_malformed_states_are_located_errors(self, states: dict[str, Any], location: str
+                                                 ) -> None:
+        """What is malformed is refused where it is, never with a crash."""
+        with pytest.raises(DefinitionError, match=r"asl-") as info:
+            convert({"StartAt": "A", "States": states}, {}, "x.asl.json")
+        assert info.value.findings[0].location == location
+
+
 needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(),
                                   reason=f"the Step Functions corpus is not at {CORPUS}")
 
