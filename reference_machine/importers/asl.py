@@ -1605,7 +1605,7 @@ def _parse_path(path: str) -> tuple[str, list[str | int]] | None:
     match = re.match(r"^(\$\$|\$[A-Za-z_][A-Za-z0-9_]*|\$)", path.strip())
     if match is None:
         return None
-    head, rest = match.group(1), path.strip()[match.end():]
+    head, rest = match.group(1), path.strip()[match.end():].replace(".[", "[")
     segments: list[str | int] = []
     position = 0
     while position < len(rest):

@@ -285,6 +285,7 @@ CHOICES: list[tuple[dict[str, Any], dict[str, Any], bool]] = [
     ({"Variable": "$.items[1].name", "StringEquals": "b"},
      {"items": [{"name": "a"}, {"name": "b"}]}, True),
     ({"Variable": "$['odd key']", "NumericEquals": 1}, {"odd key": 1}, True),
+    ({"Variable": "$.list.[0]", "NumericEquals": 1}, {"list": [1]}, True),
 ]
 
 
