@@ -380,6 +380,7 @@ class LangGraphMachine:
                  moves: dict[str, list[tuple[str, str]]] | None = None) -> None:
         self.target, self._tools, self._probe = target, tools, probe
         self.durability = target.durability
+        self.owner = disk is None  # the first worker made the file, and removes it as it ends
         self.disk = disk if disk is not None else _Disk(target.new_file())
         self.dead = False
         self.died_at = ""  # the crash point the process died at
@@ -399,15 +400,32 @@ class LangGraphMachine:
         # opened as SqliteSaver.from_conn_string opens its own: a save of several rows is one
         # transaction, committed once
         self._connection = sqlite3.connect(self.disk.path, check_same_thread=False)
-        inner = self.target.saver(self._connection)
-        self._saver = _saver_class()(inner, self)
-        built = self.target.builder(self._box)
-        self.graph = built.compile(checkpointer=self._saver)
+        try:
+            inner = self.target.saver(self._connection)
+            self._saver = _saver_class()(inner, self)
+            built = self.target.builder(self._box)
+            self.graph = built.compile(checkpointer=self._saver)
+        except BaseException:
+            self._disconnect()
+            raise
 
-    def close(self) -> None:
+    def _disconnect(self) -> None:
         if self._connection is not None:
             self._connection.close()
             self._connection = None
+
+    def close(self) -> None:
+        """The run has ended (the simulator calls it once): closes the file, and the worker
+        that made it removes it, with SQLite's journals beside it."""
+        self._disconnect()
+        self.graph = self._saver = None
+        if self.owner:
+            path = self.disk.path
+            for each in (path, *(path.with_name(path.name + end)
+                                 for end in ("-wal", "-shm", "-journal"))):
+                each.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # the process's folder, once it is empty
+                path.parent.rmdir()
 
     def passing(self, point: str, ahead: tuple[Any, ...] | None = None) -> None:
         """The process passes a crash point: the simulator may crash it there. At
@@ -505,13 +523,13 @@ class LangGraphMachine:
 
     def crash(self) -> None:
         self.dead = True
-        self.close()
+        self._disconnect()
         self.graph = self._saver = None
         self._moves.clear()
         self._box._calls.clear()
 
     def recover(self, now: int) -> None:
-        self.close()
+        self._disconnect()
         self._open()
         for execution_id, given in list(self.disk.accepted.items()):
             stored = self._saver.inner.get_tuple(self._config(execution_id)) is not None
@@ -701,15 +719,14 @@ class LangGraphTarget:
         return found(event) if callable(found) else found
 
     def new_file(self) -> Path:
-        """Gives a new SQLite file for one run's machine (its workers share it). The file of
-        the run before, in this process, is removed: its run has ended."""
-        if self._files is None or self._files[0] != os.getpid():
+        """Gives a new SQLite file for one run's machine (its workers share it; the machine
+        removes it as the run ends), in a folder of this process's."""
+        if (self._files is None or self._files[0] != os.getpid()
+                or not self._files[1].is_dir()):
             folder = Path(tempfile.mkdtemp(prefix="fsmharness-langgraph-"))
             self._files = (os.getpid(), folder, itertools.count(1))
-            weakref.finalize(self, shutil.rmtree, folder, True)
+            weakref.finalize(self, shutil.rmtree, folder, True)  # what a machine left open
         _, folder, numbers = self._files
-        for old in folder.iterdir():
-            old.unlink(missing_ok=True)
         return folder / f"run-{next(numbers)}.sqlite"
 
     def _definition(self, nodes: Sequence[str], moves: Mapping[str, Sequence[str]],

@@ -156,8 +156,8 @@ def _routed(state: _Refund) -> str:
 
 
 #: SQLite's `synchronous` for the saver's connection, one group each: FULL (SQLite's default)
-#: syncs the file at every commit, which on the adapter's autocommit connection is every
-#: statement of the saver's; OFF leaves that to the system
+#: syncs the file at every commit (one a save: the connection is opened as SqliteSaver opens
+#: its own); OFF leaves that to the system
 SYNCHRONOUS: tuple[Literal["FULL", "OFF"], ...] = ("FULL", "OFF")
 
 

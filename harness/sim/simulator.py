@@ -400,6 +400,7 @@ class _Run:
         self.quiet = False
         self.in_worker = False
         self.worker: MachineUnderTest | AsyncCalls | None = None
+        self.closing = False  # the machines were told the run ended
         self.activity = ""
         self.acting = ""  # the execution this step acts on ("" when the clock moves)
         self.current: tuple[str, Event] | None = None
@@ -473,6 +474,14 @@ class _Run:
             self.quiet = quiet
 
     def _close(self) -> None:
+        """The run has ended: each machine's optional `close()` (its files, its connections;
+        once, and what it raises does not change the verdict), then the event loops."""
+        machines, self.closing = ([] if self.closing else [self.worker, self.machine]), True
+        for machine in machines:
+            close = getattr(machine, "close", None) if machine is not None else None
+            if callable(close):
+                with contextlib.suppress(Exception):
+                    close()
         for loop in self.loops:
             loop.close()
 

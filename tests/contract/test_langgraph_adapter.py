@@ -527,6 +527,18 @@ class TestCli:
         return subprocess.run([sys.executable, "-m", "harness.cli", "fuzz", *args, "-q"],
                               cwd=cwd, capture_output=True, text=True, check=False)
 
+    def test_a_campaign_leaves_no_file_behind(self, tmp_path: Path) -> None:
+        """Each run's SQLite file (and its journals) is removed as the run ends, in worker
+        processes too (they end with os._exit: no finalizer runs there)."""
+        scratch = tmp_path / "tmp"
+        scratch.mkdir()
+        done = subprocess.run(
+            [sys.executable, "-m", "harness.cli", "fuzz", "scenarios.langgraph.refund:target",
+             "--runs", "6", "-n", "2", "--no-report", "-q"], cwd=ROOT, capture_output=True,
+            text=True, check=False, env={**os.environ, "TMPDIR": str(scratch)})
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert sorted(p.name for p in scratch.rglob("*")) == []
+
     def test_sound_holds_and_naive_fails(self, tmp_path: Path) -> None:
         held = self.fuzz_cli("scenarios.langgraph.refund:target", "--runs", "20",
                              "--report", str(tmp_path), cwd=ROOT)

@@ -138,7 +138,7 @@ class TestSyncCheckpointUnordered:  # langchain-ai/langgraph#8039
             machine.start("t", {}, 0)
         machine.crash()
         machine._probe = calls.probe
-        machine.close()
+        machine._disconnect()
         machine._open()
         # the thread has not finished, yet LangGraph shows nothing next
         state = machine.graph.get_state({"configurable": {"thread_id": "t"}})
@@ -153,7 +153,7 @@ class TestSyncCheckpointUnordered:  # langchain-ai/langgraph#8039
         replayed = campaign(upstream.sync_checkpoint,
                             crashes("after_put_writes", "before_put", "put_ahead_of_writes"),
                             tmp_path, runs=40)
-        # a graph that runs to its end within one call shows each node it left (`passed`):
+        # a graph that runs to its end within one call tells each move it made (`moves`):
         # the campaign took its transitions and holds
         assert replayed.held, (replayed.vacuous, [f.violations for f in replayed.failures])
         assert replayed.faults.get("crash", 0) > 0
@@ -170,7 +170,7 @@ class TestExitLosesTheRun:  # langchain-ai/langgraph#8764
             machine.start("t", {}, 0)
         assert len(calls.calls) == 1  # the node's effect happened
         machine.crash()
-        machine.close()
+        machine._disconnect()
         machine._open()
         assert machine._saver.inner.get_tuple({"configurable": {"thread_id": "t"}}) is None
         with pytest.raises(EmptyInputError, match="Received no input for __start__"):
