@@ -223,7 +223,7 @@ def _take(definition: WorkflowDefinition, ex: Execution, event: Event, now: int,
                                     f"action on {transition.declared_in!r} for {event.type!r} "
                                     f"failed: {type(exc).__name__}: {exc}")
                 if changed:
-                    updated.update(changed)
+                    _merge(updated, changed)
             context = updated
         target = transition.target_leaf
         if (approved is None and completed is None and answered is None and not ex.timers
@@ -1078,8 +1078,15 @@ def _run_moves(definition: WorkflowDefinition, context: Mapping[str, Any], event
                                          f"{where} on {event.type!r} failed: "
                                          f"{type(exc).__name__}: {exc}")
             if changed:
-                updated.update(changed)
+                _merge(updated, changed)
     return (context if updated is None else updated), None
+
+
+def _merge(context: dict[str, Any], changed: Mapping[str, Any]) -> None:
+    """Sets the keys an action changed; a key given the context itself (a function returning
+    `{"all": context}`) gets a copy of it as it was, so that a context never holds itself."""
+    for key, value in changed.items():
+        context[key] = dict(context) if value is context else value
 
 
 # -- statecharts: parallel regions and map items ---------------------------------------------

@@ -84,6 +84,9 @@ def compile_expression(text: str) -> Compiled:
     indent = len(text) - len(text.lstrip())
     try:
         tree = ast.parse(text.strip(), mode="eval")
+        for node in ast.walk(tree):  # `context.x`, `context["x"]`: read through, not copied
+            if isinstance(node, ast.Attribute | ast.Subscript):
+                node.value._read_through = True  # type: ignore[attr-defined]
         compiled = _compile(tree.body)
         _fold_constants(tree.body)
         return compiled
@@ -125,7 +128,11 @@ def _compile(node: ast.AST) -> Compiled:
         return lambda c, e: value
     if isinstance(node, ast.Name):
         if node.id == "context":
-            return lambda c, e: c
+            if getattr(node, "_read_through", False):
+                return lambda c, e: c
+            # the context as a value is a copy of it: an action assigning it (or a list of it)
+            # to a key would otherwise make the context hold itself
+            return lambda c, e: dict(c)
         if node.id == "event":
             raise _fail(node, "use a field of event: event.payload, event.source, event.type")
         raise _fail(node, f"unknown name {node.id!r}; expressions read only context and event")

@@ -1639,3 +1639,26 @@ def test_a_long_walk_keeps_every_visit_count_and_round_trips_the_store() -> None
     assert type(execution.visits) is VisitCounts
     assert execution.visits == model
     assert decode_execution(encode_execution(execution)) == execution
+
+
+@pytest.mark.parametrize("action", [{"assign": {"all": "context"}},
+                                    {"assign": {"all": "[context, context.a]"}},
+                                    {"function": "keeps_everything"}],
+                         ids=["assign", "assign in a list", "function"])
+def test_an_action_storing_the_context_stores_a_copy_not_itself(action: dict[str, Any]) -> None:
+    """`all: context` keeps the context as it was: a context holding itself could never be
+    written to a history or a store (it failed the harness with a circular reference)."""
+    definition = load_definition({
+        "name": "keeper", "version": 1, "context": {"a": 1},
+        "events": {"go": {"sources": ["human"]}},
+        "states": {"s": {"initial": True, "type": "wait",
+                         "after": {"delay": "1h", "target": "done"},
+                         "on": {"go": {"target": "done", "actions": [action]}}},
+                   "done": {"type": "final", "outcome": "success"}}},
+        functions={"keeps_everything": lambda context, event: {"all": context}})
+    run = new_execution(definition, "r1", context={"a": 1})
+    run = decide(definition, run, start_event("r1"), now=0).execution
+    after = decide(definition, run, Event("e1", "go", "human", {}), now=1).execution
+    kept = after.context["all"]
+    assert (kept[0] if isinstance(kept, list) else kept) == {"a": 1}
+    json.dumps(after.context)  # no circular reference
