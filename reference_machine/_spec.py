@@ -167,6 +167,16 @@ class ToolSpec(_Spec):
     idempotency_keys: bool = Field(False, description="The tool honours idempotency keys.")
     repeatable: bool = Field(False, description="Applying it twice is not a duplicate effect.")
     output: dict[str, Any] | None = Field(None, description="JSON Schema of a success output.")
+    action: Literal["input", "call"] = Field(
+        "input",
+        description="What one logical action of the tool is, to `no_duplicate_effect`: `input` "
+                    "(the same input applied twice in one execution is one action done twice) "
+                    "or `call` (each call the definition makes, by its idempotency key: a "
+                    "later visit sending the same input is a new action, a key applied twice "
+                    "is still a duplicate). Imported Step Functions tasks are `call`.",
+    )
+
+    _added = ("action",)
 
 
 class EventSpec(_Spec):

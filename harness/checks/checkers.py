@@ -570,12 +570,15 @@ def _resumes(chart: _Chart, leaf: str, visited: set[str]) -> bool:
 
 
 @_builtin("no_duplicate_effect", "no logical action takes effect twice: the same tool, "
-                                 "execution (region, map item) and input applied once (tools "
-                                 "marked repeatable excepted; an effect its compensation undid "
-                                 "may be done again)")
+                                 "execution (region, map item) and input applied once (the "
+                                 "same key, for a tool whose `action` is `call`; tools marked "
+                                 "repeatable excepted; an effect its compensation undid may be "
+                                 "done again)")
 def no_duplicate_effect(definition: WorkflowDefinition, history: History
                         ) -> Iterator[Violation]:
     repeatable = {name for name, tool in definition.tools.items() if tool.repeatable}
+    per_call = {name for name, tool in definition.tools.items()
+                if getattr(tool, "action", "input") == "call"}
     first: dict[tuple[str, str, str], int] = {}
     undone_at: dict[int, int] | None = None  # effect -> the undo that took it back
     undoing: dict[int, int] = {}  # undo -> the effect it took back
@@ -587,8 +590,9 @@ def no_duplicate_effect(definition: WorkflowDefinition, history: History
         # (two map items) of one run are two actions, whatever their inputs
         region = _region_identity(chart, record.key) if chart.scoped and record.execution \
             else ""
-        action = ((region or record.execution, record.tool, record.input) if record.execution
-                  else ("", record.tool, record.key))
+        action = ((region or record.execution, record.tool,
+                   record.key if record.tool in per_call else record.input)
+                  if record.execution else ("", record.tool, record.key))
         seen = first.get(action)
         if seen is None:
             first[action] = index

@@ -96,7 +96,6 @@ _TOP_FIELDS = frozenset(("StartAt", "States", "Comment", "Version", "TimeoutSeco
                          "QueryLanguage"))
 _READ_LENGTH_MAX = 900  # a null-safe read of a deep path grows with its square; 1,000 is the
 # native limit of one expression
-_BARE_CONTEXT = re.compile(r"\bcontext\b(?![.\[])")
 _STATE_TYPES = ("Task", "Choice", "Wait", "Pass", "Parallel", "Map", "Succeed", "Fail")
 _CALLBACK_TIMEOUT_DEFAULT_S = 365 * 86400
 _WAIT_DEFAULT_S = 60
@@ -449,10 +448,6 @@ class _Converter:
                 self.warn("asl-assign", f"{location}.{key}",
                           f"variable {name!r} is not expressible natively: left unset")
                 continue
-            if _BARE_CONTEXT.search(expr):  # a context holding itself could never be stored
-                self.warn("asl-whole-data", f"{location}.{key}",
-                          f"the whole data written into {name!r} is written as null natively")
-                expr = "None"
             out[target] = expr
         return out
 
@@ -543,7 +538,9 @@ class _Converter:
         params = state.get(params_key)
         tool = tool_name(resource, params)
         if tool not in self.tools:
-            self.tools[tool] = {"description": f"ASL resource {resource}"}
+            # each Task state's call is its own action (a loop polling with the same input,
+            # two states calling one function): only a call applied twice is a duplicate
+            self.tools[tool] = {"description": f"ASL resource {resource}", "action": "call"}
             if _READ_ONLY.match(tool.split(".")[-1]) and not tool.startswith("lambda."):
                 self.tools[tool]["repeatable"] = True
             if f"tool:{tool}" in self.inferred:
@@ -1305,11 +1302,6 @@ class _Converter:
         else:
             self._flatten(assigns, segments, value, location)
         assigns = {k: v for k, v in assigns.items() if _ID.match(k)}
-        for key, text in assigns.items():
-            if _BARE_CONTEXT.search(text):  # a context holding itself could never be stored
-                self.warn("asl-whole-data", location,
-                          f"the whole data written into {key!r} is written as null natively")
-                assigns[key] = "None"
         if assigns:
             move.setdefault("actions", []).append({"assign": assigns})
 

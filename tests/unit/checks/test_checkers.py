@@ -115,6 +115,20 @@ class TestNoDuplicateEffect:
                  applied(2, "crm.lookup_order", "k2", "{}")]
         assert only("no_duplicate_effect", REFUND, reads) == []  # repeatable: a read
 
+    def test_a_tool_whose_action_is_a_call_is_one_action_per_key(self) -> None:
+        """`action: call` (imported Step Functions tasks): a later visit sending the same input
+        is a new action; the same key applied twice is still a duplicate."""
+        data = PLANTED.spec.model_dump(mode="json", exclude_none=True)
+        data["tools"]["pay.charge"]["action"] = "call"
+        per_call = load_definition(data)
+        visits = [applied(1, "pay.charge", "x1/charging/1"),
+                  applied(2, "pay.charge", "x1/charging/2", seq=2)]
+        assert only("no_duplicate_effect", per_call, visits) == []
+        assert len(only("no_duplicate_effect", PLANTED, visits)) == 1
+        again = [visits[0], applied(2, "pay.charge", "x1/charging/1", seq=2)]
+        (found,) = only("no_duplicate_effect", per_call, again)
+        assert found.records == (0, 1)
+
     def test_an_effect_of_no_known_execution_is_one_action_per_key(self) -> None:
         """Keys the harness cannot attribute count once per key."""
         history = [applied(1, "pay.charge", "a", execution=""),
