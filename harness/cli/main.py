@@ -139,23 +139,37 @@ def _finding_json(finding: Finding) -> dict[str, object]:
 
 
 @cli.command("import")
-@click.argument("path", type=click.Path(dir_okay=False))
+@click.argument("paths", nargs=-1, required=True)
 @input_format_option()
 @click.option("--output", "-o", type=click.Path(dir_okay=False), metavar="FILE",
               help="Write the native YAML to this file instead of standard output.")
+@click.option("--survey", is_flag=True,
+              help="Import every file (folders: each file whose name tells a format) and "
+                   "print a Markdown table: imported, approximated by kind, refused and why.")
+@click.option("--w3c", is_flag=True,
+              help="Run the W3C SCXML conformance tests of the folders on the reference "
+                   "machine and print how many reach `pass`, and why each other did not.")
 @click.option("--import", "modules", multiple=True, metavar="MODULE",
               help="Import a Python module first (for the functions it registers).")
-def import_command(path: str, input_format: str | None, output: str | None,
-                   modules: Sequence[str]) -> None:
+def import_command(paths: Sequence[str], input_format: str | None, output: str | None,
+                   survey: bool, w3c: bool, modules: Sequence[str]) -> None:
     """Read a Step Functions (ASL), XState or SCXML file and write it as a native definition
     (YAML), what was approximated or left out as comments at its head and on stderr.
 
     Exit 0 when what was read is a sound definition, 1 when the native checks find errors in
-    it (written all the same, to edit), 2 when it cannot be imported.
+    it (written all the same, to edit), 2 when it cannot be imported. With --survey or --w3c,
+    PATHS may be many files and folders, and the table is the output (exit 0).
     """
     from reference_machine.importers import import_document, lint_imported, to_yaml
 
     import_modules(modules)
+    if survey or w3c:
+        _import_tables(paths, survey, w3c, output)
+        return
+    if len(paths) != 1:
+        raise UsageProblem(f"import takes one file ({len(paths)} were given); --survey "
+                           f"takes many")
+    path = paths[0]
     fmt = None if input_format == "native" else input_format
     try:
         imported = import_document(path, format=fmt)
@@ -171,6 +185,29 @@ def import_command(path: str, input_format: str | None, output: str | None,
     for finding in [*imported.findings, *errors]:
         click.echo(f"{path}:{_finding_line(finding)}", err=True)
     sys.exit(EXIT_FOUND if errors else EXIT_OK)
+
+
+def _import_tables(paths: Sequence[str], survey: bool, w3c: bool, output: str | None) -> None:
+    """Prints (or writes) the survey of `paths`, or their W3C conformance, as Markdown."""
+    if survey and w3c:
+        raise UsageProblem("--survey and --w3c are two reports: give one")
+    missing = [path for path in paths if not Path(path).exists()]
+    if missing:
+        raise UsageProblem(f"{missing[0]}: no such file or folder")
+    if survey:
+        from reference_machine.importers.survey import survey as survey_of
+        text = survey_of(paths).markdown()
+    else:
+        from reference_machine.importers import w3c as conformance
+        folders = [path for path in paths if not Path(path).is_dir()]
+        if folders:
+            raise UsageProblem(f"{folders[0]}: --w3c takes folders of W3C tests")
+        results = [each for path in paths for each in conformance.conformance(path)]
+        text = conformance.markdown(results)
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        write_atomically(output, text)
 
 
 @cli.command("schema")
