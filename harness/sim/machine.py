@@ -234,8 +234,10 @@ class ReferenceMachine:
                           if e.result is None and isinstance(e.command,
                                                              RunEffect | RunCompensation))
         regions = ex.regions
+        # an execution created and never started (its start was refused: its first action
+        # failed) rests where it would begin
         return Observation(
-            ex.state, str(ex.status), stored.version, ex.outcome,
+            ex.state or self.definition.initial, str(ex.status), stored.version, ex.outcome,
             tuple((t.id, t.fire_at) for t in ex.timers),
             None if approval is None else _wait(approval), calls,
             _active(regions) if regions else (),

@@ -69,6 +69,11 @@ OUTBOX = "_scxml_outbox"
 #: SCXML's system variables a run reads from its context, as the driver's start event sets
 #: them: `_sessionid` (this run's id) and `_ioprocessors` (processor name to `{location}`).
 SYSTEM_KEYS = {"_sessionid": "_scxml_sessionid", "_ioprocessors": "_scxml_ioprocessors"}
+#: What the system variables hold in a run whose start sets neither.
+_SYSTEM_DEFAULTS: dict[str, Any] = {
+    "_sessionid": "session",
+    "_ioprocessors": {name: {"location": "#_scxml_session"}
+                      for name in ("http://www.w3.org/TR/scxml/#SCXMLEventProcessor", "scxml")}}
 #: The payload keys of an event the SCXML driver delivers: SCXML's event fields (`type`,
 #: `sendid`, `origin`, `origintype`, `invokeid`) and the event's data.
 EVENT_FIELDS = "_scxml_event"
@@ -421,10 +426,13 @@ class _Converter:
         if self.uses_outbox:
             self.context[OUTBOX] = list(self.startup)
         for name, where in self.system_used.items():
-            self.context.setdefault(SYSTEM_KEYS[name], None)
+            # a run started with no payload (the simulator's) still has the values SCXML
+            # guarantees: a session id, and this processor
+            self.context.setdefault(SYSTEM_KEYS[name], _SYSTEM_DEFAULTS[name])
             self.warn("scxml-system-variable", where, f"{name} is read from the context key "
                       f"{SYSTEM_KEYS[name]!r}, which whoever starts the run sets in the start "
-                      "event's payload (the W3C driver does); otherwise it is None", name)
+                      f"event's payload (the W3C driver does); otherwise it is "
+                      f"{_SYSTEM_DEFAULTS[name]!r}", name)
         if self.deferred:
             self._bind_at_start()
         events = self._events()

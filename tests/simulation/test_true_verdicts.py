@@ -629,3 +629,21 @@ class TestVacuousExplore:
         assert not report.held and report.counterexample is None
         assert report.summary().startswith("vacuous within bound 4: no run took any of the 2")
         assert explore(PLANTED_WORKFLOW, ExploreOptions(depth=4)).held
+
+
+def test_a_definition_whose_start_is_refused_is_stuck_not_the_machines_nonsense() -> None:
+    """Its initial choice's action fails on the initial context: every start is refused, and
+    the verdict is the definition's (stuck where it would begin), not the reference machine
+    answering nonsense (it was observed in state '')."""
+    from harness import SimOptions, Simulator, check
+    from reference_machine import load_definition
+
+    definition = load_definition({
+        "name": "refused_start", "version": 1, "context": {"a": None},
+        "states": {"begin": {"type": "choice", "initial": True, "always": [
+                       {"target": "done", "actions": [{"assign": {"b": "context.a + 1"}}]}]},
+                   "done": {"type": "final", "outcome": "success"}}})
+    result = Simulator(definition, SimOptions(seed=0, plan=no_faults())).run()
+    assert result.failure is None, result.failure
+    assert {obs.state for obs in result.final.values()} == {"begin"}
+    assert {v.rule for v in check(definition, result.history)} == {"no_stuck_execution"}
