@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from corpus import CORPUS
 from test_xstate_import import TRAFFIC_LIGHT
 
 from reference_machine import load_definition
 from reference_machine.importers import import_definition
 
 ROOT = Path(__file__).resolve().parents[3]
-CORPUS = ROOT.parent / "shared" / "corpus"
 SAGA = "saga-pattern-cdk__resources__statemachine.asl.json"
 
 #: A small Step Functions file: a task, a choice on its result, two ends.

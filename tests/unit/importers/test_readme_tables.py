@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from corpus import CORPUS
 
 ROOT = Path(__file__).resolve().parents[3]
-CORPUS = ROOT.parent / "shared" / "corpus"
 README = ROOT / "README.md"
 
 #: marker in the README -> the command whose output goes between its two lines

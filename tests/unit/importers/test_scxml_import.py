@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from corpus import CORPUS as SHARED
 
 from reference_machine import (
     Accepted,
@@ -23,7 +24,7 @@ from reference_machine import (
 )
 from reference_machine.importers import import_definition, scxml, w3c
 
-CORPUS = Path(__file__).resolve().parents[3].parent / "shared" / "corpus" / "scxml-w3c"
+CORPUS = SHARED / "scxml-w3c"
 #: W3C tests measured passing when this floor was set (of 165 `.scxml` files in the corpus)
 PASSED_FLOOR = 74
 HEAD = ('<?xml version="1.0"?>\n<scxml xmlns="http://www.w3.org/2005/07/scxml" '
