@@ -23,6 +23,23 @@ How the constructs map:
   over; the paths its inputs read), lenient (nothing required, any value of the type taken),
   so that the simulator's outputs take every branch; a finding names those tools. A service
   action that reads (`get*`, `describe*`, `list*`, `scan`, `query`, ...) is `repeatable`.
+- **The execution input**: ASL runs on an input the file does not give; the native context
+  starts fixed. Where the file reads keys of the input (`$.key` before any state on the way
+  wrote them; a result replacing the data writes them all), a synthetic first state
+  `asl_execution_input` (a choice) takes a run's context as its input when it is started
+  with one, else goes to `asl_execution_input__draw`, a step of the made-up tool
+  `asl.execution_input` (repeatable, honouring idempotency keys, retried on every
+  retryable failure) whose output schema is guessed from those reads as for a tool's
+  output (lists of at least one item); its output is the data, as a result with
+  `ResultPath $` would be; a failed draw starts on the empty input. Then the StartAt state.
+  A finding (`asl-execution-input`) says so; the side file may declare the tool's `output`.
+- **Map items read by an ItemReader** (a CSV or JSON file, a bucket's objects): the Map is
+  entered through a synthetic state `<map>__ItemReader`, a step of the made-up tool
+  `asl.item_reader.<map>` (repeatable, honouring keys) sent the reader's Parameters, whose
+  output `{items: [...]}` lists 1 to 3 items shaped by what the item flow reads of its item
+  before writing it (with an `id`, so that items differ); the map goes over them, and the
+  step's failure takes the Map's Catch. A finding (`asl-item-reader`) says so. The items of
+  a Map over the input, or over a result, are shaped the same way.
 - **Choice**: `type: choice` with guarded `always:` branches (every comparison operator, the
   `...Path` forms, `Is*` tests, `And`/`Or`/`Not`; timestamps are compared as text,
   `IsString`/`IsNumeric`/`IsTimestamp` as presence); no `Default` sends an unmatched run to a
@@ -43,6 +60,7 @@ compiles with its whitelist.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import keyword
@@ -99,6 +117,7 @@ _READ_LENGTH_MAX = 900  # a null-safe read of a deep path grows with its square;
 _STATE_TYPES = ("Task", "Choice", "Wait", "Pass", "Parallel", "Map", "Succeed", "Fail")
 _CALLBACK_TIMEOUT_DEFAULT_S = 365 * 86400
 _WAIT_DEFAULT_S = 60
+_ITEMS_MAX = 3  # the items drawn for a map's list: a few, so that a run stays short
 _ROOT_READ = re.compile(r"\$\.([A-Za-z_][A-Za-z0-9_]*)")
 _COMPARISONS = {
     "Equals": "==", "LessThan": "<", "GreaterThan": ">",
@@ -203,6 +222,9 @@ class _Scope:
     ids: dict[str, str]  # ASL state name -> native id
     key: str  # unique key for synthesized finals
     finals: dict[str, str] = field(default_factory=dict)
+    #: ASL state name -> the native id a move to it enters, where that is not its own (a Map
+    #: with an ItemReader is entered through the synthetic state drawing its items)
+    entry: dict[str, str] = field(default_factory=dict)
 
 
 class _Converter:
@@ -233,6 +255,11 @@ class _Converter:
                                        dict[str, tuple[str | int, ...]] | None]] = []
         #: what Choice rules and Map states read: (data path, operator family, literal)
         self.compared: list[tuple[tuple[str | int, ...], str, Any]] = []
+        #: the same, per data they read: the top level's (and its branches'), then a list per
+        #: map item flow being converted (an item's data is the item)
+        self.top_reads: list[tuple[tuple[str | int, ...], str, Any]] = []
+        self.sinks = [self.top_reads]
+        self.synthetic: set[str] = set()  # the tools the importer made up (input, item readers)
         self.regions_of: dict[str, list[str]] = {}
         self.jsonata = data.get("QueryLanguage") == "JSONata"
         self.roots_read = sorted({key for text in _strings(data)
@@ -262,7 +289,8 @@ class _Converter:
     def run(self) -> dict[str, Any]:
         self._left_out(self.data, _TOP_FIELDS, "", "the state machine")
         top = self._scope(self.data, "", None, "end")
-        self._states_of(self.data, top)
+        start = self._states_of(self.data, top)
+        self._execution_input(start)
         stem = Path(self.name).name
         for ending in (".asl.json", ".asl.yaml", ".asl.yml", ".json", ".yaml", ".yml"):
             if stem.lower().endswith(ending):
@@ -289,7 +317,8 @@ class _Converter:
         return native
 
     def _tool_contracts(self) -> None:
-        unknown = sorted(t for t in self.tools if t not in self.tools_file)
+        unknown = sorted(t for t in self.tools if t not in self.tools_file
+                         and t not in self.synthetic)
         reads = [t for t in unknown if self.tools[t].get("repeatable")]
         if reads:
             self.warn("asl-tool-read-only", self.tool_where[reads[0]],
@@ -321,7 +350,9 @@ class _Converter:
             if parent is not None:
                 base = f"{parent}__{base}"
             ids[str(asl_name)] = self._unique(base)
-        return _Scope(f"{location}.", parent, ids, key)
+        entry = {name: self._unique(f"{ids[name]}__ItemReader") for name, state in
+                 states.items() if _reads_items(state)}
+        return _Scope(f"{location}.", parent, ids, key, entry=entry)
 
     def _states_of(self, holder: Mapping[str, Any], scope: _Scope) -> str:
         """Converts a state list (`StartAt` + `States`); gives the native id of its start."""
@@ -341,7 +372,7 @@ class _Converter:
                 self._state(str(asl_name), state, scope, location, initial=asl_name == start)
             except _Refused as exc:
                 self.errors.append(self.located(exc.finding))
-        return scope.ids[start]
+        return scope.entry.get(start, scope.ids[start])
 
     # -- ids -------------------------------------------------------------------------------
     @staticmethod
@@ -385,7 +416,7 @@ class _Converter:
             known = ", ".join(sorted(scope.ids))
             raise _Refused(location, f"names the state {target!r}, which is not in this "
                                      f"state list (known: {known})", "asl-unknown-state")
-        return scope.ids[target]
+        return scope.entry.get(target, scope.ids[target])
 
     # -- one state ---------------------------------------------------------------------------
     def _state(self, asl_name: str, state: Mapping[str, Any], scope: _Scope, location: str,
@@ -882,7 +913,7 @@ class _Converter:
         operators = [k for k in rule if k not in ("Variable", "Next", "Comment", "Assign")]
         parsed_var = _parse_path(variable)
         if parsed_var is not None and parsed_var[0] == "$" and len(operators) == 1:
-            self.compared.append((tuple(parsed_var[1]), operators[0], rule[operators[0]]))
+            self._note(tuple(parsed_var[1]), operators[0], rule[operators[0]])
         if len(operators) != 1:
             raise _Refused(location, f"expected one comparison operator, got {operators}")
         op = operators[0]
@@ -998,10 +1029,11 @@ class _Converter:
                       "a Parallel or Map is not retried natively: its Retry is left out")
         native["done"] = self._join(state, scope, location, "merged contexts of the branches")
 
-    def _join(self, state: Mapping[str, Any], scope: _Scope, location: str, what: str
-              ) -> list[Any]:
+    def _join(self, state: Mapping[str, Any], scope: _Scope, location: str, what: str,
+              catches: list[dict[str, Any]] | None = None) -> list[Any]:
         moves: list[Any] = []
-        catches = self._catches(state.get("Catch"), scope, f"{location}.Catch")
+        if catches is None:
+            catches = self._catches(state.get("Catch"), scope, f"{location}.Catch")
         for index, catch in enumerate(catches):
             guard = "event.payload.failing"
             if catch["categories"] is not None:
@@ -1052,16 +1084,21 @@ class _Converter:
         if isinstance(config, Mapping) and config.get("Mode") == "DISTRIBUTED":
             self.warn("asl-map-distributed", f"{location}.{key}.ProcessorConfig",
                       "a distributed map is read as an inline one (its items in the context)")
+        reader = scope.entry.get(location[len(scope.prefix):])
         for extra in ("ItemReader", "ResultWriter", "ItemBatcher", "ItemSelector",
                       "Parameters", "ToleratedFailurePercentage",
                       "ToleratedFailurePercentagePath", "ToleratedFailureCountPath",
                       "MaxConcurrencyPath", "Label"):
-            if extra in state:
+            if extra in state and not (extra == "ItemReader" and reader is not None):
                 self.warn("asl-map-field", f"{location}.{extra}",
                           f"{extra} is not modelled natively (each item's context is the item)"
                           ": left out")
         native["type"] = "map"
-        if jsonata and "Items" in state:
+        items_read: tuple[str | int, ...] | None = None  # where the items are in the data
+        items: str | None
+        if reader is not None:
+            items = _render((f"asl_items_{sid}",))
+        elif jsonata and "Items" in state:
             items = self._jsonata(state["Items"], f"{location}.Items", "context")
             if items is None:
                 self.warn("asl-jsonata", f"{location}.Items",
@@ -1070,10 +1107,9 @@ class _Converter:
                 items = "[]"
         else:
             path = state.get("ItemsPath", "$")
-            if "ItemReader" in state and "ItemsPath" not in state:
-                items = "[]"
-            elif path == "$":
+            if path == "$":
                 items = "context.items"
+                items_read = ("items",)
                 self.warn("asl-map-items", f"{location}.ItemsPath",
                           "the map's input is its items (ItemsPath $): natively the context is "
                           "a mapping, so the items are read from context.items")
@@ -1081,7 +1117,7 @@ class _Converter:
                 items = self._read(str(path), f"{location}.ItemsPath")
                 parsed_items = _parse_path(str(path))
                 if parsed_items is not None and parsed_items[0] == "$":
-                    self.compared.append((tuple(parsed_items[1]), "Items", None))
+                    items_read = tuple(parsed_items[1])
         native["items"] = _or(items, "[]") if items != "[]" else items
         concurrency = state.get("MaxConcurrency")
         if isinstance(concurrency, int) and concurrency > 0:
@@ -1092,8 +1128,28 @@ class _Converter:
         percent = state.get("ToleratedFailurePercentage")
         if isinstance(percent, int | float) and percent >= 100:
             native["tolerated_failures"] = 1_000_000
+        catches = self._catches(state.get("Catch"), scope, f"{location}.Catch")
+        if reader is not None:
+            # drawn before the item flow's reads are known: they shape the items, below
+            initial = native.pop("initial", False)
+            reader_state = self._item_reader(sid, state, scope, location, catches, jsonata)
+            if initial:
+                reader_state["initial"] = True
+        self.sinks.append([])
         inner = self._scope(flow, f"{location}.{key}.", sid, sid)
         self._states_of(flow, inner)
+        # an item's data is the item: what its flow reads before writing it shapes the items
+        shape = _shape(self.sinks.pop(), _read_before_written(flow, self.flat), self.flat,
+                       items_min=1, identified=True)
+        if items_read:
+            self._note(items_read, "Items", shape)
+        if reader is not None:
+            tool = reader_state["step"]["tool"]
+            if "output" not in self.tools_file.get(tool, {}):
+                self.tools[tool]["output"] = {
+                    "type": "object", "required": ["items"], "properties": {"items": {
+                        "type": "array", "minItems": 1, "maxItems": _ITEMS_MAX, "items": shape}}}
+            self.states[reader] = self._with_parent(reader_state, scope)
         result_path = state.get("ResultPath", "$")
         results = None
         if isinstance(result_path, str):
@@ -1110,12 +1166,97 @@ class _Converter:
                           f"the items' results go to the context key {results!r} "
                           f"(ResultPath {result_path!r} is not one top-level key)")
         native["results"] = results
-        native["done"] = self._join(state, scope, location, "items' results")
+        native["done"] = self._join(state, scope, location, "items' results", catches)
         if state.get("Retry"):
             self.warn("asl-retry-composite", f"{location}.Retry",
                       "a Parallel or Map is not retried natively: its Retry is left out")
 
+    def _item_reader(self, sid: str, state: Mapping[str, Any], scope: _Scope, location: str,
+                     catches: list[dict[str, Any]], jsonata: bool) -> dict[str, Any]:
+        """Gives the synthetic state drawing a Map's items in its ItemReader's place: a step of
+        a made-up, repeatable tool (`asl.item_reader.<map>`) whose output lists the items, put
+        in the context key the map goes over; its failure takes the Map's catchers."""
+        spec = state["ItemReader"]
+        where = f"{location}.ItemReader"
+        resource = spec.get("Resource") if isinstance(spec, Mapping) else None
+        tool = f"asl.item_reader.{sid}"
+        self.tools[tool] = {
+            "description": f"the items of map {sid} (in place of its ItemReader, {resource})",
+            "repeatable": True, "idempotency_keys": True, **self.tools_file.get(tool, {})}
+        self.synthetic.add(tool)
+        self.tool_where[tool] = where
+        params_key = "Arguments" if jsonata else "Parameters"
+        params = spec.get(params_key) if isinstance(spec, Mapping) else None
+        step_input: dict[str, Any] = {}
+        if params is not None:
+            translated = self._template(params, f"{where}.{params_key}", (), jsonata)
+            step_input = translated if isinstance(translated, dict) else {"input": translated}
+        failed = [self._catch_move(c, "step") for c in catches]
+        if not catches or catches[-1]["categories"] is not None:
+            failed.append({"target": self._final(scope, "failure", "an uncaught error")})
+        self.warn("asl-item-reader", where,
+                  f"the items the ItemReader reads ({resource}) are drawn by a synthetic state "
+                  f"calling tool {tool!r} (1 to {_ITEMS_MAX} items, shaped by what the item "
+                  "flow reads); its failure takes the Map's Catch")
+        return {
+            "description": f"{sid}'s ItemReader (synthetic): draws the map's items",
+            "step": {"tool": tool, "input": step_input, "retry": _synthetic_retry()},
+            "on": {"step.succeeded": {"target": sid, "actions": [
+                       {"assign": {f"asl_items_{sid}": "event.payload.items"}}]},
+                   "step.failed": failed},
+        }
+
+    def _execution_input(self, start: str) -> None:
+        """Puts in front of the StartAt state a synthetic state drawing the execution input: a
+        run started with a context takes it as its input; one started with none calls a
+        made-up, repeatable tool (`asl.execution_input`) whose output, shaped by what the file
+        reads of the input before writing it, becomes the data."""
+        tool = "asl.execution_input"
+        keys = _read_before_written(self.data, self.flat)
+        schema = _shape(self.top_reads, keys, self.flat, items_min=1)
+        fields = sorted(k for k in schema["properties"] if _ID.match(k))
+        declared = "output" in self.tools_file.get(tool, {})
+        if (not fields and not declared) or self.errors or start not in self.states:
+            return
+        self.tools[tool] = {
+            "description": "the execution input (synthetic): what the file reads of it",
+            "repeatable": True, "idempotency_keys": True, "output": schema,
+            **self.tools_file.get(tool, {})}
+        self.synthetic.add(tool)
+        self.tool_where[tool] = "StartAt"
+        move: dict[str, Any] = {"target": start}
+        self._write(move, _Expr("event.payload"), "$", "StartAt")
+        actions = move.setdefault("actions", [{"assign": {}}])
+        for key in fields:
+            actions[0]["assign"].setdefault(key, _render((key,), "event.payload"))
+        choice, draw = self._unique("asl_execution_input"), self._unique(
+            "asl_execution_input__draw")
+        self.states[start].pop("initial", None)
+        self.states = {
+            choice: {"type": "choice", "initial": True,
+                     "description": "the execution input (synthetic): the run's context when "
+                                    "it is started with one, else drawn",
+                     "always": [{"target": start, "guard": "len(context) > 0",
+                                 "description": "started with an input"},
+                                {"target": draw}]},
+            draw: {"description": "draws an execution input (synthetic)",
+                   "step": {"tool": tool, "input": {}, "retry": _synthetic_retry()},
+                   "on": {"step.succeeded": move,
+                          "step.failed": {"target": start,
+                                          "description": "no input drawn: the empty input"}}},
+            **self.states}
+        shaped = "as the tools side file declares" if declared else (
+            f"its output guessed from what the file reads of the input: {', '.join(fields)}")
+        self.warn("asl-execution-input", "StartAt",
+                  f"the execution input is drawn by a synthetic first state calling tool "
+                  f"{tool!r}, {shaped}; a run started with a context takes it as its input")
+
     # -- data: reads, values and writes -------------------------------------------------------
+    def _note(self, path: tuple[str | int, ...], operator: str, literal: Any) -> None:
+        """Notes what a rule, a map or an input reads of the data, for the guessed schemas."""
+        self.compared.append((path, operator, literal))
+        self.sinks[-1].append((path, operator, literal))
+
     def _flat_prefix(self, segments: tuple[str | int, ...]) -> int | None:
         for size in range(len(segments), 1, -1):
             if segments[:size] in self.flat:
@@ -1142,7 +1283,7 @@ class _Converter:
         kind, segments = parsed
         if kind == "$":
             if root == "context":
-                self.compared.append((base + tuple(segments), "Read", None))
+                self._note(base + tuple(segments), "Read", None)
             text = self._render_read(base + tuple(segments), root)
             if text == "None":
                 self.warn("asl-path", location,
@@ -1426,17 +1567,18 @@ class _Converter:
 
 def _infer_schemas(writes: list[tuple[str, tuple[str, ...], tuple[str | int, ...],
                                      dict[str, tuple[str | int, ...]] | None]],
-                   compared: list[tuple[tuple[str | int, ...], str, Any]]
-                   ) -> dict[str, dict[str, Any]]:
+                   compared: list[tuple[tuple[str | int, ...], str, Any]],
+                   items_min: int = 0) -> dict[str, dict[str, Any]]:
     """Gives, per tool (`tool:name`) or callback event (`event:name`), an output schema
     holding the fields the Choice rules compare and the lists the Map states read, at the
     place the result lands: a guess, so that the simulator's outputs take the branches."""
     schemas: dict[str, dict[str, Any]] = {}
-    # lists first, then the deepest paths, tests of presence and type last: the first guess
-    # placed wins, and a field read deeper must be an object, not a guessed text
+    # lists first, then the deepest paths (a field read deeper must be an object, not a
+    # guessed text), on one path comparisons before tests of presence and type, and reads
+    # last: the first guess placed wins
     ordered = sorted(compared, key=lambda c: (
-        0 if c[1] == "Items" else 3 if c[1] == "Read" else 2 if c[1].startswith("Is") else 1,
-        -len(c[0])))
+        0 if c[1] == "Items" else 1, -len(c[0]),
+        2 if c[1] == "Read" else 1 if c[1].startswith("Is") else 0))
     for target, landing, prefix, selector in writes:
         for path, operator, literal in ordered:
             if landing and tuple(path[:len(landing)]) != landing:
@@ -1453,16 +1595,19 @@ def _infer_schemas(writes: list[tuple[str, tuple[str, ...], tuple[str | int, ...
             if not inner:
                 continue
             root = schemas.setdefault(target, {"type": "object", "properties": {}})
-            _place(root, inner, _leaf_schema(operator, literal))
+            _place(root, inner, _leaf_schema(operator, literal, items_min))
     return schemas
 
 
-def _leaf_schema(operator: str, literal: Any) -> dict[str, Any]:
-    if operator == "Items":  # records of their own: an id tells one item from the next
-        return {"type": "array", "maxItems": 3, "items": {
-            "type": "object", "required": ["id"],
-            "properties": {"id": {"type": "integer", "minimum": 1, "maximum": 10**9}}}}
-    if operator == "Read":
+def _leaf_schema(operator: str, literal: Any, items_min: int = 0) -> dict[str, Any]:
+    if operator == "Items":  # `literal`: the items' schema (see _shape)
+        items = copy.deepcopy(literal) if isinstance(literal, Mapping) else _identified({
+            "type": "object", "properties": {}})
+        listed: dict[str, Any] = {"type": "array", "maxItems": _ITEMS_MAX, "items": items}
+        if items_min:
+            listed["minItems"] = items_min
+        return listed
+    if operator in ("Read", "IsPresent", "IsNull"):
         return {}
     if operator.startswith("String") and "Matches" not in operator and isinstance(literal, str
                                                                                   ) and not \
@@ -1472,9 +1617,9 @@ def _leaf_schema(operator: str, literal: Any) -> dict[str, Any]:
             literal, int | float) and not isinstance(literal, bool):
         return {"anyOf": [{"enum": sorted({literal - 1, literal, literal + 1})},
                           {"type": "number"}]}
-    if operator.startswith("Boolean"):
+    if operator.startswith(("Boolean", "IsBoolean")):
         return {"type": "boolean"}
-    if operator.startswith("Numeric"):
+    if operator.startswith(("Numeric", "IsNumeric")):
         return {"type": "number"}
     return {"type": "string"}
 
@@ -1504,6 +1649,141 @@ def _place(node: dict[str, Any], path: tuple[str | int, ...], leaf: dict[str, An
             child.update({"type": "array"} if isinstance(rest[0], int) else
                          {"type": "object", "properties": {}})
         _place(child, rest, leaf)
+
+
+def _identified(shape: dict[str, Any]) -> dict[str, Any]:
+    """Gives an item's object schema with an `id` (unless the flow reads one of its own):
+    records of their own, an id tells one item from the next."""
+    properties = shape.setdefault("properties", {})
+    if "id" not in properties:
+        properties["id"] = {"type": "integer", "minimum": 1, "maximum": 10**9}
+        shape["required"] = [*shape.get("required", ()), "id"]
+    return shape
+
+
+def _shape(reads: list[tuple[tuple[str | int, ...], str, Any]], keys: set[str],
+           flat: frozenset[tuple[str, ...]], *, items_min: int = 0, identified: bool = False
+           ) -> dict[str, Any]:
+    """Gives the object schema of data (the execution input, a map's item) of which a flow
+    reads the context `keys` before writing them: the reads under those keys placed as for
+    a tool's output (lenient: nothing required, any value of the type taken)."""
+    entries = [r for r in reads if r[0] and isinstance(r[0][0], str)
+               and _data_key(r[0], flat) in keys]
+    shape = _infer_schemas([("data", (), (), None)], entries, items_min).get(
+        "data", {"type": "object", "properties": {}})
+    for key in sorted(k for k in keys if "." not in k):
+        shape["properties"].setdefault(key, {})
+    return _identified(shape) if identified else shape
+
+
+def _synthetic_retry() -> dict[str, Any]:
+    """The retry policy of a synthetic step (an input or items drawn): its tool honours
+    idempotency keys, so every retryable failure is retried."""
+    return {"attempts_max": 3, "delay_initial": "1s", "delay_max": "4s",
+            "retry_on": list(_RETRYABLE)}
+
+
+def _reads_items(state: Any) -> bool:
+    """A Map whose items an ItemReader reads (from S3: a CSV or JSON file, a bucket's
+    objects), not the data: a synthetic state draws them."""
+    return isinstance(state, Mapping) and state.get("Type") == "Map" and isinstance(
+        state.get("ItemReader"), Mapping) and "ItemsPath" not in state and "Items" not in state
+
+
+_DATA_READ = re.compile(r"(?<![$\w])\$((?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
+#: the fields of a state that read its result or an item, not its input
+_NOT_INPUT = frozenset(("ResultPath", "ResultSelector", "ItemProcessor", "Iterator", "Branches",
+                        "Catch", "Next", "Default", "Comment"))
+
+
+def _data_key(path: tuple[str | int, ...], flat: frozenset[tuple[str, ...]]) -> str:
+    """Gives the native context key a read of `path` reads under: its flat key (`a.b`, where
+    a result was written below the top level), else its first segment."""
+    for size in range(len(path), 1, -1):
+        if path[:size] in flat:
+            return ".".join(str(s) for s in path[:size])
+    return str(path[0])
+
+
+def _read_before_written(flow: Mapping[str, Any], flat: frozenset[tuple[str, ...]]
+                         ) -> set[str]:
+    """Gives the context keys (see `_data_key`) of a flow's input (`StartAt` + `States`)
+    that some state may read (`$.key`) before a state on the way there wrote them: the keys
+    the input itself must give. A result replacing the data (ResultPath `$`) writes every
+    key; a Parallel's branches read as flows of their own; a Map's item flow reads its
+    items, not the data."""
+    states, start = flow.get("States"), flow.get("StartAt")
+    if not isinstance(states, Mapping) or not isinstance(start, str) or start not in states:
+        return set()
+    reads: dict[str, set[str]] = {}
+    edges: dict[str, list[tuple[str, set[str] | None]]] = {}
+    for name, state in states.items():
+        if not isinstance(state, Mapping):
+            continue
+        found = {_data_key(tuple(path[1:].split(".")), flat)
+                 for field_name, value in state.items() if field_name not in _NOT_INPUT
+                 for text in _strings(value) for path in _DATA_READ.findall(text)}
+        if state.get("Type") == "Parallel" and isinstance(state.get("Branches"), list):
+            for branch in state["Branches"]:
+                if isinstance(branch, Mapping):
+                    found |= _read_before_written(branch, flat)
+        if state.get("Type") == "Map" and state.get("ItemsPath", "$") == "$" and not (
+                _reads_items(state) or "Items" in state):
+            found.add("items")  # natively the items of ItemsPath $ are context.items
+        reads[str(name)] = found
+        written = _writes(state)
+        targets = [state.get("Next"), state.get("Default"), *(
+            r.get("Next") for r in state.get("Choices") or () if isinstance(r, Mapping))]
+        edges[str(name)] = [(t, written) for t in targets if isinstance(t, str)]
+        for catcher in state.get("Catch") or ():
+            if isinstance(catcher, Mapping) and isinstance(catcher.get("Next"), str):
+                edges[str(name)].append((catcher["Next"], _path_writes(
+                    catcher.get("ResultPath", "$"))))
+    everything = set().union(*reads.values()) if reads else set()
+    unwritten: dict[str, set[str]] = {start: set(everything)}
+    work = [start]
+    while work:
+        name = work.pop()
+        for target, written in edges.get(name, ()):
+            passed = set() if written is None else {
+                key for key in unwritten[name]
+                if not any(key == w or key.startswith(w + ".") for w in written)}
+            if target not in unwritten or not passed <= unwritten[target]:
+                unwritten[target] = unwritten.get(target, set()) | passed
+                work.append(target)
+    return {key for name, left in unwritten.items() for key in reads.get(name, set()) & left}
+
+
+def _path_writes(result_path: Any) -> set[str] | None:
+    """Gives the context keys a result written at `result_path` sets, with the flat keys
+    below them (`a.b` sets `a.b.c`); None: all of them (the result replaces the data)."""
+    if result_path is None or not isinstance(result_path, str):
+        return set()
+    parsed = _parse_path(result_path)
+    if parsed is None or parsed[0] != "$":
+        return set()
+    if not parsed[1]:
+        return None
+    # a result below the top level goes to a flat key (`a.b`): the key `a` stays as it was
+    return {".".join(str(s) for s in parsed[1])}
+
+
+def _writes(state: Mapping[str, Any]) -> set[str] | None:
+    """Gives the top-level keys a state's success sets natively (None: all of them)."""
+    kind = state.get("Type")
+    jsonata = state.get("QueryLanguage") == "JSONata"
+    if kind == "Task":
+        return None if jsonata else _path_writes(state.get("ResultPath", "$"))
+    if kind == "Pass":
+        if jsonata:
+            return None if "Output" in state else set()
+        if "Result" in state or "Parameters" in state:
+            return _path_writes(state.get("ResultPath", "$"))
+        return set()
+    if kind == "Map":  # natively the items' results go to one key; the data stays
+        written = _path_writes(state.get("ResultPath", "$"))
+        return written if written and not any("." in key for key in written) else set()
+    return set()  # a Parallel's branches may write nothing: the keys stay unwritten
 
 
 def _seconds(value: float) -> str:
