@@ -542,6 +542,119 @@ class TestDataAndVariables:
         assert isinstance(refused, Accepted) and refused.execution.state == "Refused"
 
 
+def fuzzed(definition: WorkflowDefinition, runs: int = 30) -> tuple[list[list[str]], set[str]]:
+    """What a fuzz campaign took none of: the declared transitions ([state, event, target]),
+    and the states it visited."""
+    from harness.engines.fuzz import FuzzOptions, fuzz
+
+    report = fuzz(definition, FuzzOptions(runs=runs, seed=0, replay_dir=None, shrink=False))
+    summary = report.summary()
+    assert report.verdict == "held", summary["failures"]
+    return ([list(m) for m in summary["coverage"]["transitions"]["missing"]],
+            set(summary["metrics"]["states"]))
+
+
+ON_INPUT = {"StartAt": "Route", "States": {
+    "Route": {"Type": "Choice", "Choices": [
+        {"Variable": "$.kind", "StringEquals": "express", "Next": "Fast"},
+        {"And": [{"Variable": "$.value", "NumericGreaterThanEquals": 20},
+                 {"Variable": "$.value", "NumericLessThan": 30}], "Next": "Mid"}],
+        "Default": "Slow"},
+    "Fast": {"Type": "Succeed"}, "Mid": {"Type": "Succeed"}, "Slow": {"Type": "Succeed"}}}
+
+READ_ITEMS = {"StartAt": "Each", "States": {
+    "Each": {"Type": "Map", "Next": "Done",
+             "ItemReader": {"Resource": "arn:aws:states:::s3:getObject",
+                            "ReaderConfig": {"InputType": "CSV",
+                                             "CSVHeaderLocation": "FIRST_ROW"},
+                            "Parameters": {"Bucket.$": "$.bucket", "Key": "rows.csv"}},
+             "ItemProcessor": {
+                 "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
+                 "StartAt": "Paid?", "States": {
+                     "Paid?": {"Type": "Choice", "Choices": [
+                         {"Variable": "$.status", "StringEquals": "paid", "Next": "Ship"}],
+                         "Default": "Skip"},
+                     "Ship": {"Type": "Task", "Resource": "arn:aws:states:::sns:publish",
+                              "Parameters": {"id.$": "$.id"}, "End": True},
+                     "Skip": {"Type": "Succeed"}}},
+             "Catch": [{"ErrorEquals": ["States.ALL"], "Next": "Broke"}]},
+    "Done": {"Type": "Succeed"}, "Broke": {"Type": "Fail", "Error": "Broke"}}}
+
+
+class TestWhatTheFileDoesNotGive:
+    def test_a_choice_on_the_execution_input_takes_each_branch_under_fuzzing(
+            self, tmp_path: Path) -> None:
+        """The input is drawn by a synthetic first state, shaped by what the Choice compares,
+        so that the fuzzer's runs take every branch, not only the Default."""
+        definition = load(tmp_path, ON_INPUT)
+        assert "asl-execution-input" in codes(definition)
+        finding = next(w for w in definition.warnings if w.code == "asl-execution-input")
+        assert finding.location == "StartAt" and "kind, value" in finding.message
+        tool = definition.tools["asl.execution_input"]
+        assert tool.repeatable and tool.idempotency_keys
+        assert not [w for w in definition.warnings if w.code == "asl-tool-contract"
+                    and "asl.execution_input" in w.message]
+        missing, _ = fuzzed(definition)
+        assert not [m for m in missing if m[0] == "Route"], missing
+        assert ["asl_execution_input__draw", "step.succeeded", "Route"] not in missing
+
+    def test_a_run_started_with_a_context_takes_it_as_its_input(self, tmp_path: Path) -> None:
+        """A given input is the input: no draw, the StartAt state decides on it; a drawn one
+        is the data as a result replacing it would be."""
+        definition = load(tmp_path, ON_INPUT)
+        assert started(definition, {"value": 25}).execution.state == "Mid"
+        drawing = started(definition).execution
+        assert drawing.state == "asl_execution_input__draw"
+        assert drawing.effect is not None
+        assert answer(definition, drawing, "step.succeeded",
+                      {"kind": "express"}).execution.state == "Fast"
+        assert started(definition).execution.state == "asl_execution_input__draw"
+        failed = answer(definition, started(definition).execution, "step.failed",
+                        {"category": "permanent"})
+        assert failed.execution.state == "Slow"  # the empty input
+
+    def test_what_a_state_writes_before_it_is_read_is_not_drawn(self, tmp_path: Path) -> None:
+        """A key set by an earlier state (a Pass's Result, a Task's result) is not input."""
+        doc = {"StartAt": "Set", "States": {
+            "Set": {"Type": "Pass", "Result": 25, "ResultPath": "$.value", "Next": "Route"},
+            "Route": {**ON_INPUT["States"]["Route"],
+                      "Choices": ON_INPUT["States"]["Route"]["Choices"][1:]},
+            "Mid": {"Type": "Succeed"}, "Slow": {"Type": "Succeed"}}}
+        definition = load(tmp_path, doc)
+        assert "asl-execution-input" not in codes(definition)
+        assert "asl.execution_input" not in definition.tools
+        assert started(definition).execution.state == "Mid"
+
+    def test_a_map_with_an_item_reader_runs_drawn_items(self, tmp_path: Path) -> None:
+        """The ItemReader's items are drawn by a synthetic state before the map (1 to 3, shaped
+        by what the item flow reads), so the items' flow runs; its failure takes the Catch."""
+        definition = load(tmp_path, READ_ITEMS)
+        assert {"asl-item-reader", "asl-execution-input"} <= codes(definition)
+        finding = next(w for w in definition.warnings if w.code == "asl-item-reader")
+        assert finding.location == "States.Each.ItemReader"
+        reader = definition.states["Each__ItemReader"]
+        assert reader.step is not None and reader.step.tool == "asl.item_reader.Each"
+        output = definition.tools["asl.item_reader.Each"].output
+        assert output is not None
+        listed = output["properties"]["items"]
+        assert listed["minItems"] == 1 and listed["maxItems"] == 3
+        assert "status" in listed["items"]["properties"]
+        execution = started(definition, {"bucket": "b"}).execution
+        assert execution.state == "Each__ItemReader"
+        assert execution.effect is not None
+        mapped = answer(definition, execution, "step.succeeded",
+                        {"items": [{"id": 1, "status": "paid"}, {"id": 2, "status": "new"}]})
+        assert mapped.execution.state == "Each" and len(mapped.execution.regions) == 2
+        broke = answer(definition, started(definition, {"bucket": "b"}).execution,
+                       "step.failed", {"category": "permanent"})
+        assert broke.execution.state == "Broke"
+        missing, visited = fuzzed(definition)
+        # an item's first eventless move is not counted as a transition taken: its targets are
+        assert {"Each__Ship", "Each__Skip", "Each__success", "Done", "Broke"} <= visited
+        assert ["Each__Ship", "step.succeeded", "Each__success"] not in missing
+        assert ["Each__ItemReader", "step.succeeded", "Each"] not in missing
+
+
 class TestSurvey:
     def test_a_survey_tells_imported_and_refused_files(self, tmp_path: Path) -> None:
         """Per file an outcome, approximations tallied by code, refusals with a reason."""
