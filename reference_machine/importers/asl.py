@@ -263,7 +263,8 @@ class _Converter:
         self.regions_of: dict[str, list[str]] = {}
         self.jsonata = data.get("QueryLanguage") == "JSONata"
         self.roots_read = sorted({key for text in _strings(data)
-                                  for key in _ROOT_READ.findall(text)})
+                                  for key in _ROOT_READ.findall(text)} | (
+            {"items"} if _maps_over_data(data) else set()))
 
     # -- findings ----------------------------------------------------------------------------
     def warn(self, code: str, location: str, message: str) -> None:
@@ -1579,8 +1580,17 @@ def _infer_schemas(writes: list[tuple[str, tuple[str, ...], tuple[str | int, ...
     ordered = sorted(compared, key=lambda c: (
         0 if c[1] == "Items" else 1, -len(c[0]),
         2 if c[1] == "Read" else 1 if c[1].startswith("Is") else 0))
+    # the values several rules compare one path to are all guessed (a status tested for
+    # TRAINED, then HOSTED): the first rule's leaf takes the others' values
+    leaves: dict[tuple[str | int, ...], dict[str, Any]] = {}
+    for path, operator, literal in ordered:
+        leaf = _leaf_schema(operator, literal, items_min)
+        first = leaves.setdefault(path, leaf)
+        if first is not leaf and "anyOf" in first and "anyOf" in leaf:
+            values = first["anyOf"][0]["enum"]
+            values.extend(v for v in leaf["anyOf"][0]["enum"] if v not in values)
     for target, landing, prefix, selector in writes:
-        for path, operator, literal in ordered:
+        for path in leaves:
             if landing and tuple(path[:len(landing)]) != landing:
                 continue
             rest = tuple(path[len(landing):])
@@ -1595,7 +1605,7 @@ def _infer_schemas(writes: list[tuple[str, tuple[str, ...], tuple[str | int, ...
             if not inner:
                 continue
             root = schemas.setdefault(target, {"type": "object", "properties": {}})
-            _place(root, inner, _leaf_schema(operator, literal, items_min))
+            _place(root, inner, copy.deepcopy(leaves[path]))
     return schemas
 
 
@@ -1613,6 +1623,10 @@ def _leaf_schema(operator: str, literal: Any, items_min: int = 0) -> dict[str, A
                                                                                   ) and not \
             operator.endswith("Path"):
         return {"anyOf": [{"enum": [literal, literal + "_other"]}, {"type": "string"}]}
+    if operator == "StringMatches" and isinstance(literal, str):
+        # a text the pattern matches (each `*` as `x`), and one it does not
+        example = re.sub(r"\\(.)|\*", lambda m: m.group(1) or "x", literal)
+        return {"anyOf": [{"enum": [example, "_" + example + "_other"]}, {"type": "string"}]}
     if operator.startswith("Numeric") and not operator.endswith("Path") and isinstance(
             literal, int | float) and not isinstance(literal, bool):
         return {"anyOf": [{"enum": sorted({literal - 1, literal, literal + 1})},
@@ -1692,8 +1706,8 @@ def _reads_items(state: Any) -> bool:
 
 _DATA_READ = re.compile(r"(?<![$\w])\$((?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
 #: the fields of a state that read its result or an item, not its input
-_NOT_INPUT = frozenset(("ResultPath", "ResultSelector", "ItemProcessor", "Iterator", "Branches",
-                        "Catch", "Next", "Default", "Comment"))
+_NOT_INPUT = frozenset(("ResultPath", "ResultSelector", "OutputPath", "ItemProcessor",
+                        "Iterator", "Branches", "Catch", "Next", "Default", "Comment"))
 
 
 def _data_key(path: tuple[str | int, ...], flat: frozenset[tuple[str, ...]]) -> str:
@@ -1703,6 +1717,19 @@ def _data_key(path: tuple[str | int, ...], flat: frozenset[tuple[str, ...]]) -> 
         if path[:size] in flat:
             return ".".join(str(s) for s in path[:size])
     return str(path[0])
+
+
+def _maps_over_data(value: Any) -> bool:
+    """Tells whether a Map of the document goes over its whole input (ItemsPath `$`), which
+    is natively `context.items`: a result replacing the data then sets `items`."""
+    if isinstance(value, Mapping):
+        if value.get("Type") == "Map" and value.get("ItemsPath", "$") == "$" and not (
+                _reads_items(value) or "Items" in value):
+            return True
+        return any(_maps_over_data(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_maps_over_data(v) for v in value)
+    return False
 
 
 def _read_before_written(flow: Mapping[str, Any], flat: frozenset[tuple[str, ...]]

@@ -625,6 +625,32 @@ class TestWhatTheFileDoesNotGive:
         assert "asl.execution_input" not in definition.tools
         assert started(definition).execution.state == "Mid"
 
+    def test_a_pattern_and_a_map_over_the_whole_result_are_guessed(self, tmp_path: Path
+                                                                     ) -> None:
+        """StringMatches guesses a text the pattern matches; a Map over a result that is
+        its items (ItemsPath $, natively context.items) guesses the list there."""
+        doc = {"StartAt": "Get", "States": {
+            "Get": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke",
+                    "Parameters": {"FunctionName": "get"}, "OutputPath": "$.Payload",
+                    "Next": "Each"},
+            "Each": {"Type": "Map", "ItemsPath": "$", "Next": "Done", "ItemProcessor": {
+                "StartAt": "Log?", "States": {
+                    "Log?": {"Type": "Choice", "Choices": [
+                        {"Variable": "$.file", "StringMatches": "log-*.txt", "Next": "Ok"}],
+                        "Default": "Ok"},
+                    "Ok": {"Type": "Succeed"}}}},
+            "Done": {"Type": "Succeed"}}}
+        definition = load(tmp_path, doc)
+        output = definition.tools["lambda.invoke.get"].output
+        assert output is not None
+        items = output["properties"]["Payload"]["properties"]["items"]
+        file = items["items"]["properties"]["file"]
+        assert "log-x.txt" in file["anyOf"][0]["enum"]
+        done = answer(definition, started(definition).execution, "step.succeeded",
+                      {"Payload": {"items": [{"id": 1, "file": "log-1.txt"}]}})
+        assert done.execution.state == "Done"  # the one item's flow ends at once
+        assert len(done.execution.context["results_Each"]) == 1
+
     def test_a_map_with_an_item_reader_runs_drawn_items(self, tmp_path: Path) -> None:
         """The ItemReader's items are drawn by a synthetic state before the map (1 to 3, shaped
         by what the item flow reads), so the items' flow runs; its failure takes the Catch."""
