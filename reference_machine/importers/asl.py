@@ -19,10 +19,12 @@ How the constructs map:
   maps a tool name to a native tool declaration (`idempotency_keys`, `repeatable`, `output`,
   `description`), merged over those defaults; it is read with `yaml.safe_load`. Where the
   side file gives no `output`, one is guessed from what the file reads of the result (the
-  fields its Choice rules compare, with the values they compare to; the lists its Maps go
-  over; the paths its inputs read), lenient (nothing required, any value of the type taken),
-  so that the simulator's outputs take every branch; a finding names those tools. A service
-  action that reads (`get*`, `describe*`, `list*`, `scan`, `query`, ...) is `repeatable`.
+  fields its Choice rules compare, with every value the rules compare one field to, and a
+  text each StringMatches pattern matches; the lists its Maps go over, their items shaped
+  by what the item flow reads; the paths its inputs read), lenient (nothing required, any
+  value of the type taken), so that the simulator's outputs take every branch; a finding
+  names those tools. A service action that reads (`get*`, `describe*`, `list*`, `scan`,
+  `query`, ...) is `repeatable`.
 - **The execution input**: ASL runs on an input the file does not give; the native context
   starts fixed. Where the file reads keys of the input (`$.key` before any state on the way
   wrote them; a result replacing the data writes them all), a synthetic first state
