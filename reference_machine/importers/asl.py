@@ -85,8 +85,12 @@ __all__ = ["convert", "tool_name"]
 _ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 _ODD = re.compile(r"[^A-Za-z0-9_\-]+")
 _PLAIN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
-_ALL = ("transient", "rate_limited", "timeout", "permanent", "invalid_output")
-_RETRYABLE = ("transient", "rate_limited", "timeout", "invalid_output")
+#: What an ASL retrier or catcher can match. Not `invalid_output`: Step Functions checks no
+#: task output, so an output the file cannot read fails the run later (States.Runtime, which
+#: States.ALL matches neither to retry nor to catch); natively it is a step failure the run
+#: takes to its failure end, never retried (a retry would apply the call again)
+_ALL = ("transient", "rate_limited", "timeout", "permanent")
+_RETRYABLE = ("transient", "rate_limited", "timeout")
 _READ_ONLY = re.compile(r"^(get|describe|list|query|scan|head|batchGet|search|lookup|"
                         r"select|read|poll|check|fetch)([A-Z_]|$)")
 _COMMON = ("Type", "Comment", "QueryLanguage", "Assign")
@@ -656,8 +660,9 @@ class _Converter:
             success_move = success
         self.success_moves = [success]
         failed_moves = [self._catch_move(c, "step") for c in catches]
-        if not catches or catches[-1]["categories"] is not None:
-            failed_moves.append({"target": self._final(scope, "failure", "an uncaught error")})
+        # every step failure the catchers do not take (an output the file cannot read, which
+        # no catcher matches) ends the run in failure
+        failed_moves.append({"target": self._final(scope, "failure", "an uncaught error")})
         native["step"] = step
         native["on"] = {"step.succeeded": success_move, "step.failed": failed_moves}
 
@@ -794,7 +799,7 @@ class _Converter:
         if error in ("States.Timeout", "States.HeartbeatTimeout"):
             return ("timeout",)
         if error == "States.TaskFailed":
-            return ("transient", "rate_limited", "permanent", "invalid_output")
+            return ("transient", "rate_limited", "permanent")
         lowered = error.lower()
         if any(w in lowered for w in ("throttl", "toomanyrequests", "rateexceeded",
                                       "limitexceeded", "throughputexceeded", "slowdown")):
@@ -850,8 +855,8 @@ class _Converter:
     @staticmethod
     def _catch_move(catch: Mapping[str, Any], kind: str) -> dict[str, Any]:
         move: dict[str, Any] = {"target": catch["target"]}
-        if catch["categories"] is not None and kind == "step":
-            move["guard"] = f"event.payload.category in {list(catch['categories'])!r}"
+        if kind == "step":  # a catch-all (None) catches what ASL can: not an unread output
+            move["guard"] = f"event.payload.category in {list(catch['categories'] or _ALL)!r}"
         if catch["actions"]:
             move["actions"] = catch["actions"]
         return move
@@ -1195,8 +1200,7 @@ class _Converter:
             translated = self._template(params, f"{where}.{params_key}", (), jsonata)
             step_input = translated if isinstance(translated, dict) else {"input": translated}
         failed = [self._catch_move(c, "step") for c in catches]
-        if not catches or catches[-1]["categories"] is not None:
-            failed.append({"target": self._final(scope, "failure", "an uncaught error")})
+        failed.append({"target": self._final(scope, "failure", "an uncaught error")})
         self.warn("asl-item-reader", where,
                   f"the items the ItemReader reads ({resource}) are drawn by a synthetic state "
                   f"calling tool {tool!r} (1 to {_ITEMS_MAX} items, shaped by what the item "
@@ -1696,7 +1700,7 @@ def _synthetic_retry() -> dict[str, Any]:
     """The retry policy of a synthetic step (an input or items drawn): its tool honours
     idempotency keys, so every retryable failure is retried."""
     return {"attempts_max": 3, "delay_initial": "1s", "delay_max": "4s",
-            "retry_on": list(_RETRYABLE)}
+            "retry_on": [*_RETRYABLE, "invalid_output"]}
 
 
 def _reads_items(state: Any) -> bool:

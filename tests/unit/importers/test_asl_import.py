@@ -111,9 +111,25 @@ class TestTask:
         assert step is not None
         assert (step.attempts_max, step.delay_initial_ms, step.delay_max_ms) == (5, 2000, 30000)
         assert (step.multiplier, step.jitter) == (1.5, 1.0)
-        assert step.retry_on == {"transient", "rate_limited", "invalid_output"}
+        # not invalid_output: Step Functions checks no output, so an unread one is never
+        # retried (a retry would apply the call again)
+        assert step.retry_on == {"transient", "rate_limited"}
         timeout = next(w for w in definition.warnings if w.code == "asl-retry-timeout")
         assert timeout.location == "States.Charge.Retry[0].ErrorEquals"
+
+    def test_an_output_the_file_cannot_read_ends_the_run_and_is_never_retried(
+            self, tmp_path: Path) -> None:
+        """A malformed output is no task error to ASL: States.ALL neither retries nor catches
+        it, so the step fails to the run's failure end, its call applied once."""
+        doc = one_task(Retry=[{"ErrorEquals": ["States.ALL"], "MaxAttempts": 3}],
+                       Catch=[{"ErrorEquals": ["States.ALL"], "Next": "Declined"}])
+        definition = load(tmp_path, doc)
+        step = definition.states["Charge"].step
+        assert step is not None and "invalid_output" not in step.retry_on
+        failed = definition.spec.states["Charge"].on["step.failed"]
+        assert [t.target for t in failed] == ["Declined", "end_failure"]
+        assert "invalid_output" not in str(failed[0].guard)
+        assert failed[1].guard is None
 
     def test_a_side_file_declares_the_tools(self, tmp_path: Path) -> None:
         """`<file>.tools.yaml` merges native declarations over the defaults: an idempotent
