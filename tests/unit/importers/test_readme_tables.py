@@ -11,7 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from corpus import CORPUS
+
+if __name__ == "__main__":  # run as a script: the support folder pytest puts on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "support"))
+from corpus import CORPUS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 README = ROOT / "README.md"
