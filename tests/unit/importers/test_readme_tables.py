@@ -14,7 +14,7 @@ import pytest
 
 if __name__ == "__main__":  # run as a script: the support folder pytest puts on the path
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "support"))
-from corpus import CORPUS  # noqa: E402
+from corpus import CORPUS
 
 ROOT = Path(__file__).resolve().parents[3]
 README = ROOT / "README.md"
