@@ -876,10 +876,7 @@ class _Converter:
             if jsonata or "Condition" in rule:
                 guard = self._jsonata(rule.get("Condition"), f"{where}.Condition", "context")
                 if guard is None:
-                    guard = "False"
-                    self.warn("asl-jsonata", f"{where}.Condition",
-                              "this JSONata condition is not expressible natively: the branch "
-                              "is never taken")
+                    raise _jsonata_refused(rule.get("Condition"), f"{where}.Condition")
             else:
                 guard = self._rule(rule, where)
             branch: dict[str, Any] = {"target": target, "guard": guard}
@@ -1109,10 +1106,7 @@ class _Converter:
         elif jsonata and "Items" in state:
             items = self._jsonata(state["Items"], f"{location}.Items", "context")
             if items is None:
-                self.warn("asl-jsonata", f"{location}.Items",
-                          "the JSONata items are not expressible natively: the map runs over "
-                          "no items")
-                items = "[]"
+                raise _jsonata_refused(state["Items"], f"{location}.Items")
         else:
             path = state.get("ItemsPath", "$")
             if path == "$":
@@ -1330,10 +1324,7 @@ class _Converter:
             if isinstance(params, str):
                 expr = self._jsonata(params, location, "context")
                 if expr is None:
-                    self.warn("asl-jsonata", location,
-                              "this JSONata expression is not expressible natively: sent as "
-                              "its text")
-                    return params
+                    raise _jsonata_refused(params, location)
                 return "=" + expr
             if isinstance(params, Mapping):
                 return {str(k): self._template(v, f"{location}.{k}", base, True)
@@ -1392,9 +1383,7 @@ class _Converter:
             if isinstance(spec, str) and spec.strip().startswith("{%"):
                 expr = self._jsonata(spec, location, root)
                 if expr is None:
-                    self.warn("asl-jsonata", location,
-                              "this JSONata expression is not expressible natively: null")
-                    return _Expr("None")
+                    raise _jsonata_refused(spec, location)
                 return _Expr(expr)
             return self._const(spec, location)
         if isinstance(spec, Mapping):
@@ -1989,6 +1978,15 @@ _JSONATA_TOKEN = re.compile(
     r"|(?P<num>\d+(?:\.\d+)?)|(?P<str>'[^'\\]*'|\"[^\"\\]*\")"
     r"|(?P<op>!=|<=|>=|=|<|>|\(|\)|\[|\]|,|\+|-|\*|/)"
     r"|(?P<word>and|or|true|false|null|in)\b)")
+
+
+def _jsonata_refused(text: Any, location: str) -> _Refused:
+    """The refusal of a JSONata expression outside the subset translated (a function call such
+    as `$count(...)`, a filter, `$states.context`): nothing of it is evaluated."""
+    shown = text if len(str(text)) <= 80 else f"{str(text)[:77]}..."
+    return _Refused(location, f"JSONata {shown!r} is outside what is translated safely (paths "
+                              "of $states.input, $states.result and variables, comparisons, "
+                              "and/or, literals)")
 
 
 def _jsonata_tokens(body: str) -> Iterator[str | None]:

@@ -348,19 +348,31 @@ class TestChoice:
         assert found.location == "States.Route.Choices[0].IsString"
 
     def test_jsonata_conditions_translate_when_safe(self, tmp_path: Path) -> None:
-        """A JSONata condition in the safe subset routes; one outside it is a located
-        warning and its branch is never taken."""
+        """A JSONata condition in the safe subset routes as Step Functions would."""
         doc = {"QueryLanguage": "JSONata", "StartAt": "Route", "States": {
             "Route": {"Type": "Choice", "Choices": [
-                {"Condition": "{% $count($states.input.list) > 0 %}", "Next": "Never"},
                 {"Condition": "{% $states.input.job.state = 'DONE' and $states.input.n >= 2 %}",
                  "Next": "Yes"}], "Default": "No"},
-            "Never": {"Type": "Succeed"}, "Yes": {"Type": "Succeed"}, "No": {"Type": "Succeed"}}}
+            "Yes": {"Type": "Succeed"}, "No": {"Type": "Succeed"}}}
         definition = load(tmp_path, doc)
         assert started(definition, {"job": {"state": "DONE"}, "n": 2}).execution.state == "Yes"
         assert started(definition, {"job": {"state": "DONE"}, "n": 1}).execution.state == "No"
-        found = next(w for w in definition.warnings if w.code == "asl-jsonata")
-        assert found.location == "States.Route.Choices[0].Condition"
+
+    def test_jsonata_outside_the_subset_is_refused_where_it_is(self, tmp_path: Path) -> None:
+        """A function call (`$count`) is not translated: the file is refused at the
+        expression, never imported with a branch silently dead."""
+        doc = {"QueryLanguage": "JSONata", "StartAt": "Route", "States": {
+            "Route": {"Type": "Choice", "Choices": [
+                {"Condition": "{% $count($states.input.list) > 0 %}", "Next": "Yes"}],
+                "Default": "No"},
+            "Yes": {"Type": "Succeed"}, "No": {"Type": "Succeed"}}}
+        path = tmp_path / "route.asl.json"
+        path.write_text(json.dumps(doc), encoding="utf-8")
+        with pytest.raises(DefinitionError) as refused:
+            import_definition(path)
+        (finding,) = refused.value.findings
+        assert finding.location == "States.Route.Choices[0].Condition"
+        assert "$count" in finding.message and "outside what is translated" in finding.message
 
 
 class TestOtherStates:
