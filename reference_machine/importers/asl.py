@@ -66,7 +66,6 @@ import copy
 import dataclasses
 import json
 import keyword
-import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -79,6 +78,8 @@ from reference_machine._expr import ExpressionSyntaxError, compile_expression
 from reference_machine._findings import Finding, Severity
 from reference_machine.errors import DefinitionError
 from reference_machine.importers import Imported
+from reference_machine.importers._common import input_literal as _input_literal
+from reference_machine.importers._common import literal as _literal
 
 __all__ = ["convert", "tool_name"]
 
@@ -724,14 +725,7 @@ class _Converter:
         categories: list[str] = []
         for index, retrier in enumerate(spec):
             where = f"{location}[{index}]"
-            if not isinstance(retrier, Mapping):
-                raise _Refused(where, "a retrier is a mapping with ErrorEquals")
-            self._left_out(retrier, _RETRIER_FIELDS, where, "a retrier")
-            errors = retrier.get("ErrorEquals")
-            if not isinstance(errors, list) or not errors or not all(
-                    isinstance(e, str) for e in errors):
-                raise _Refused(f"{where}.ErrorEquals",
-                               "a retrier needs ErrorEquals, a non-empty list of error names")
+            errors = self._error_names(retrier, _RETRIER_FIELDS, where, "a retrier")
             for err_index, error in enumerate(errors):
                 found = self._categories(error, f"{where}.ErrorEquals[{err_index}]")
                 for category in found:
@@ -792,6 +786,20 @@ class _Converter:
         policy["retry_on"] = categories
         return policy
 
+    def _error_names(self, entry: Any, fields: frozenset[str], where: str, what: str
+                     ) -> list[str]:
+        """Gives a retrier's or catcher's ErrorEquals, refusing an entry that is not a mapping
+        or lacks a non-empty list of error names (its other fields left out are warned)."""
+        if not isinstance(entry, Mapping):
+            raise _Refused(where, f"{what} is a mapping with ErrorEquals")
+        self._left_out(entry, fields, where, what)
+        errors = entry.get("ErrorEquals")
+        if not isinstance(errors, list) or not errors or not all(
+                isinstance(e, str) for e in errors):
+            raise _Refused(f"{where}.ErrorEquals",
+                           f"{what} needs ErrorEquals, a non-empty list of error names")
+        return errors
+
     def _categories(self, error: str, location: str) -> tuple[str, ...]:
         """Gives the native failure categories an ASL error name stands for."""
         if error == "States.ALL":
@@ -823,14 +831,7 @@ class _Converter:
         out: list[dict[str, Any]] = []
         for index, catcher in enumerate(spec):
             where = f"{location}[{index}]"
-            if not isinstance(catcher, Mapping):
-                raise _Refused(where, "a catcher is a mapping with ErrorEquals and Next")
-            self._left_out(catcher, _CATCHER_FIELDS, where, "a catcher")
-            errors = catcher.get("ErrorEquals")
-            if not isinstance(errors, list) or not errors or not all(
-                    isinstance(e, str) for e in errors):
-                raise _Refused(f"{where}.ErrorEquals",
-                               "a catcher needs ErrorEquals, a non-empty list of error names")
+            errors = self._error_names(catcher, _CATCHER_FIELDS, where, "a catcher")
             if "Next" not in catcher:
                 raise _Refused(f"{where}.Next", "a catcher needs Next (a state name)")
             found: list[str] = []
@@ -1835,33 +1836,6 @@ def _strings(value: Any) -> Iterator[str]:
 def _or(expr: str, fallback: str) -> str:
     """Gives `expr`, or `fallback` when it is null (a native `or` gives a boolean)."""
     return f"({expr} if {expr} is not None else {fallback})"
-
-
-def _literal(value: Any) -> str | None:
-    """Gives the native expression text of a JSON value, or None (a mapping inside)."""
-    if value is None:
-        return "None"
-    if isinstance(value, bool):
-        return "True" if value else "False"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value) if math.isfinite(value) else None
-    if isinstance(value, str):
-        return repr(value)
-    if isinstance(value, list):
-        items = [_literal(v) for v in value]
-        if any(i is None for i in items):
-            return None
-        return f"[{', '.join(str(i) for i in items)}]"
-    return None
-
-
-def _input_literal(value: Any) -> Any:
-    """A step input literal; a text starting with '=' would read as an expression."""
-    if isinstance(value, str) and value.startswith("="):
-        return "=" + repr(value)
-    return value
 
 
 def _render(segments: tuple[str | int, ...] | list[str | int], root: str = "context",

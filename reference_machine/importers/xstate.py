@@ -52,6 +52,7 @@ from typing import Any
 from reference_machine._findings import Finding, Severity, did_you_mean
 from reference_machine.errors import DefinitionError
 from reference_machine.importers import Imported
+from reference_machine.importers._common import literal as _literal
 
 __all__ = ["EVENT_SOURCES", "convert"]
 
@@ -1179,18 +1180,6 @@ def _safe(key: str, fallback: str = "state") -> str:
         text = f"_{text}"
     return text
 
-
-def _literal(value: Any) -> str | None:
-    """Gives a native expression that evaluates to the JSON literal `value` (None when it is
-    not one the expressions can write: an object)."""
-    if value is None or isinstance(value, bool | int | float | str):
-        return repr(value)
-    if isinstance(value, list):
-        items = [_literal(item) for item in value]
-        if any(item is None for item in items):
-            return None
-        return f"[{', '.join(item for item in items if item is not None)}]"
-    return None
 
 
 def _input_value(value: Any) -> Any:
