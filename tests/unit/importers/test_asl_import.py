@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from corpus import CORPUS as SHARED
 
 from reference_machine import (
     Accepted,
@@ -27,7 +28,7 @@ from reference_machine.importers import import_definition, import_document
 from reference_machine.importers.asl import convert, tool_name
 from reference_machine.importers.survey import survey
 
-CORPUS = Path(__file__).resolve().parents[3].parent / "shared" / "corpus" / "step-functions"
+CORPUS = SHARED / "step-functions"
 _ids = itertools.count(1)
 
 
