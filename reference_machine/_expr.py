@@ -27,12 +27,22 @@ from reference_machine.errors import GuardError
 Compiled = Callable[[Mapping[str, Any], Any], Any]
 
 _EVENT_FIELDS = frozenset({"payload", "source", "type", "id", "answers"})
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "len": len,
     "abs": abs,
     "min": min,
     "max": max,
     "round": round,
+    # JSON type tests: a comparison can ask the type first (`is_number(x) and x > 5`)
+    "is_number": _is_number,
+    "is_string": lambda value: isinstance(value, str),
+    "is_bool": lambda value: isinstance(value, bool),
+    "is_list": lambda value: isinstance(value, list),
+    "is_object": lambda value: isinstance(value, dict),
 }
 _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,

@@ -91,6 +91,11 @@ _PLAIN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 #: States.ALL matches neither to retry nor to catch); natively it is a step failure the run
 #: takes to its failure end, never retried (a retry would apply the call again)
 _ALL = ("transient", "rate_limited", "timeout", "permanent")
+#: The native type test of each ASL type test, and of each typed comparison's family.
+_TYPE_TESTS = {"IsString": "is_string", "IsNumeric": "is_number", "IsBoolean": "is_bool",
+               "IsTimestamp": "is_string"}
+_FAMILY_TESTS = {"String": "is_string", "Timestamp": "is_string", "Numeric": "is_number",
+                 "Boolean": "is_bool"}
 _RETRYABLE = ("transient", "rate_limited", "timeout")
 _READ_ONLY = re.compile(r"^(get|describe|list|query|scan|head|batchGet|search|lookup|"
                         r"select|read|poll|check|fetch)([A-Z_]|$)")
@@ -940,18 +945,17 @@ class _Converter:
         if base == "IsNull":
             test = f"{var} is None"
             return test if value else f"{var} is not None"
-        if base == "IsBoolean":
-            test = f"({var} is True or {var} is False)"
-            return test if value else f"not {test}"
-        if base in ("IsString", "IsNumeric", "IsTimestamp"):
-            self.warn("asl-choice-type-test", where,
-                      f"{base} cannot be told natively: read as 'present and not null'")
-            test = f"({var} is not None and {var} is not True and {var} is not False)"
+        if base in _TYPE_TESTS:
+            if base == "IsTimestamp":
+                self.warn("asl-choice-type-test", where,
+                          "IsTimestamp reads as 'a text' (its format is not checked)")
+            test = f"{_TYPE_TESTS[base]}({var})"
             return test if value else f"not {test}"
         if base == "StringMatches":
             if not isinstance(value, str):
                 raise _Refused(where, "StringMatches takes a pattern string")
-            return self._matches(var, value, where)
+            # a value of another type matches no pattern (a comparison of types is false)
+            return f"(is_string({var}) and ({self._matches(var, value, where)}))"
         for family in ("String", "Numeric", "Boolean", "Timestamp"):
             if base.startswith(family) and base[len(family):] in _COMPARISONS:
                 symbol = _COMPARISONS[base[len(family):]]
@@ -964,11 +968,10 @@ class _Converter:
         if other is None:
             self._check_operand(family, value, where)
             other = _literal(value) or "None"
-        if family == "Boolean" and symbol == "==":
-            return f"{var} == {other}"
-        if symbol in ("==",) and other != "None":
-            return f"{var} == {other}"
-        return f"({var} is not None and {other} is not None and {var} {symbol} {other})"
+        # a typed comparison of a value of another type is false, never an error (a text is
+        # not less than 5; true is no number, 0 no boolean)
+        test = _FAMILY_TESTS[family]
+        return f"({test}({var}) and {test}({other}) and {var} {symbol} {other})"
 
     @staticmethod
     def _check_operand(family: str, value: Any, where: str) -> None:

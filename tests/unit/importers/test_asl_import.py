@@ -338,15 +338,29 @@ class TestChoice:
         definition = load(tmp_path, doc)
         assert started(definition, {"s": "b"}).execution.outcome == "failure"
 
-    def test_type_tests_that_cannot_be_told_are_findings(self, tmp_path: Path) -> None:
-        """IsString is approximated, with its location."""
+    def test_type_tests_and_typed_comparisons_are_exact(self, tmp_path: Path) -> None:
+        """IsNumeric, IsString, IsBoolean tell JSON types; a typed comparison of a value of
+        another type is false, never an error that would stick the run (a text is not more
+        than 5, true is no number, 0 no boolean, a list matches no pattern)."""
         doc = {"StartAt": "Route", "States": {
             "Route": {"Type": "Choice", "Choices": [
-                {"Variable": "$.s", "IsString": True, "Next": "Yes"}], "Default": "Yes"},
-            "Yes": {"Type": "Succeed"}}}
+                {"And": [{"Variable": "$.v", "IsNumeric": True},
+                         {"Variable": "$.v", "NumericGreaterThan": 5}], "Next": "Big"},
+                {"Variable": "$.v", "StringEquals": "big", "Next": "Big"},
+                {"Variable": "$.v", "IsString": True, "Next": "Text"},
+                {"Variable": "$.v", "NumericEquals": 1, "Next": "One"},
+                {"Variable": "$.v", "BooleanEquals": False, "Next": "No"},
+                {"Variable": "$.v", "StringMatches": "ab*", "Next": "Text"},
+                {"Not": {"Variable": "$.v", "NumericGreaterThan": 5}, "Next": "Small"}],
+                "Default": "Other"},
+            **{name: {"Type": "Succeed"} for name in
+               ("Big", "Text", "One", "No", "Small", "Other")}}}
         definition = load(tmp_path, doc)
-        found = next(w for w in definition.warnings if w.code == "asl-choice-type-test")
-        assert found.location == "States.Route.Choices[0].IsString"
+        routed = {repr(v): started(definition, {"v": v}).execution.state
+                  for v in (9, "big", "abc", 1, True, False, 0, ["a", "b"], None)}
+        assert routed == {"9": "Big", "'big'": "Big", "'abc'": "Text", "1": "One",
+                          "True": "Small", "False": "No", "0": "Small", "['a', 'b']": "Small",
+                          "None": "Small"}
 
     def test_jsonata_conditions_translate_when_safe(self, tmp_path: Path) -> None:
         """A JSONata condition in the safe subset routes as Step Functions would."""
