@@ -578,7 +578,12 @@ class _Converter:
         if item is None:
             return {}  # a forbidden transition: the event is taken and nothing happens
         if isinstance(item, str):
-            target = self._target(node, item, f"{loc}")
+            found = self._resolve(node, item, loc)
+            if found is None:
+                return None
+            if self._stays(node, found, False, loc):
+                return {}
+            target = self._target(node, found, loc)
             return None if target is None else {"target": target}
         if not isinstance(item, Mapping):
             self.error("bad-transition", loc, "a transition is a target name, an object "
@@ -589,6 +594,7 @@ class _Converter:
                 self.warn("unknown-key", f"{loc}.{key}", f"{key!r} is not a key of an XState "
                           f"transition{did_you_mean(str(key), _TRANSITION_KEYS)}; it is left out")
         out: dict[str, Any] = {}
+        reenter = item.get("reenter") is True
         target = item.get("target")
         if isinstance(target, list):
             if len(target) != 1:
@@ -600,10 +606,14 @@ class _Converter:
             if not isinstance(target, str):
                 self.error("bad-target", f"{loc}.target", f"a target is a string, got {target!r}")
                 return None
-            resolved = self._target(node, target, f"{loc}.target")
-            if resolved is None:
+            found = self._resolve(node, target, f"{loc}.target")
+            if found is None:
                 return None
-            out["target"] = resolved
+            if not self._stays(node, found, reenter, f"{loc}.target"):
+                resolved = self._target(node, found, f"{loc}.target")
+                if resolved is None:
+                    return None
+                out["target"] = resolved
         guard_key = "guard" if "guard" in item else "cond" if "cond" in item else None
         if guard_key == "cond":
             self.warn("v4-key", f"{loc}.cond", "`cond` is XState v4's name for `guard`; read "
@@ -615,19 +625,33 @@ class _Converter:
         actions = self._actions(item.get("actions"), f"{loc}.actions")
         if actions:
             out["actions"] = actions
-        if item.get("reenter") is True or "internal" in item:
-            self.warn("reenter", f"{loc}.{'reenter' if 'reenter' in item else 'internal'}",
-                      "the native machine chooses what is left and entered as SCXML does (a "
-                      "transition to its own compound state leaves and enters it again); "
-                      "`reenter`/`internal` is not imported")
+        if "internal" in item:
+            self.warn("reenter", f"{loc}.internal", "`internal` is XState v4's; the native "
+                      "machine chooses what is left and entered as SCXML does (a transition to "
+                      "its own compound state leaves and enters it again); it is not imported")
         if isinstance(item.get("description"), str):
             out["description"] = item["description"]
         return out
 
-    def _target(self, node: _Node, text: str, loc: str) -> Any:
-        found = self._resolve(node, text, loc)
-        if found is None:
-            return None
+    def _stays(self, node: _Node, found: _Node, reenter: bool, loc: str) -> bool:
+        """Tells whether a transition from `node` to `found` stays in `node`, as XState v5's
+        default `reenter: false` has it: to the atomic state itself, it is natively internal
+        (no target: actions run, the state is neither left nor entered, its step and timer
+        kept). To a compound or parallel state itself or a state below, XState leaves and
+        enters only the states below the source, which no native transition says: imported
+        as today, warned."""
+        if reenter:
+            return False
+        if found is node and node.kind == "atomic":
+            return True
+        if found.within(node) and (node is not self.root or self.root.native):
+            self.warn("reenters", loc, f"XState v5 (no `reenter: true`) does not leave "
+                      f"{'.'.join(node.path)} for this target, so its entry and exit do not "
+                      "run again nor its invoke restart; natively the transition leaves and "
+                      "enters it, so its entry and exit actions re-run")
+        return False
+
+    def _target(self, node: _Node, found: _Node, loc: str) -> Any:
         if self.product_source is not None:
             region, parallel = self.product_source
             if found.parent is region:
@@ -658,6 +682,12 @@ class _Converter:
         return found.native
 
     def _resolve(self, node: _Node, text: str, loc: str) -> _Node | None:
+        body = text[1:] if text.startswith(("#", ".")) else text
+        if "" in body.split("."):
+            self.error("bad-target", loc, f"target {text!r} has an empty name in its path: "
+                       "XState writes a child '.child', a sibling 'name', any state "
+                       "'#id.path'; '.' and '..' name no state")
+            return None
         if text.startswith("#"):
             reference = text[1:]
             head, rest = reference, ""

@@ -632,6 +632,55 @@ class TestTargets:
         with pytest.raises(DefinitionError, match=r"did you mean '\.a'"):
             imported(config)
 
+    CHARGE: dict[str, Any] = {
+        "id": "m", "initial": "charging", "states": {
+            "charging": {"invoke": {"src": "chargeCard", "onDone": "done", "onError": "failed"},
+                         "on": {"PING": {"target": "charging"}}},
+            "done": {"type": "final"}, "failed": {"type": "final"}}}
+
+    def test_a_self_target_without_reenter_stays_and_charges_once(self) -> None:
+        """XState v5 does not leave an atomic state for its own target (`reenter: false` is
+        the default): natively an internal transition, so PING neither restarts the invoke
+        nor charges again."""
+        on = imported(self.CHARGE).data["states"]["charging"]["on"]
+        assert on["PING"] == [{}]
+        driver = Driver(definition(self.CHARGE))
+        driver.start()
+        for _ in range(3):
+            assert isinstance(driver.event("PING"), Accepted)
+            assert driver.ex.state == "charging"
+        assert len(driver.calls("chargeCard")) == 1
+        driver.answer("chargeCard")
+        assert driver.ex.state == "done"
+
+    def test_a_self_target_with_reenter_leaves_and_enters_again(self) -> None:
+        """With `reenter: true` the state is left and entered: each PING charges again."""
+        config = copy.deepcopy(self.CHARGE)
+        config["states"]["charging"]["on"]["PING"]["reenter"] = True
+        on = imported(config).data["states"]["charging"]["on"]
+        assert on["PING"] == [{"target": "charging"}]
+        driver = Driver(definition(config))
+        driver.start()
+        driver.event("PING")
+        driver.event("PING")
+        assert len(driver.calls("chargeCard")) == 3
+
+    def test_a_descendant_target_without_reenter_is_warned(self) -> None:
+        """A compound state's transition to its child: XState v5 does not leave the compound,
+        natively it is left and entered; imported as before, with a located warning."""
+        result = imported(self.CONFIG)
+        assert at(result.findings, "reenters") == ["states.a.on.DOWN"]
+
+    @pytest.mark.parametrize("target", [".", "..", "a1.", "#m..a"])
+    def test_a_target_with_an_empty_name_is_refused(self, target: str) -> None:
+        """'.' and '..' (and any empty name in a path) name no state in XState; refused where
+        written instead of resolving to the state itself."""
+        config = copy.deepcopy(self.CONFIG)
+        config["states"]["a"]["states"]["a1"]["on"]["SIB"] = {"target": target}
+        with pytest.raises(DefinitionError, match="empty name") as caught:
+            imported(config)
+        assert caught.value.location == "states.a.states.a1.on.SIB.target"
+
     def test_leaving_a_region_is_refused(self) -> None:
         """A transition out of a region is located: natively a region ends in its finals."""
         config = copy.deepcopy(FILE)
