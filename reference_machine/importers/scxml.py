@@ -936,14 +936,32 @@ class _Converter:
     def _expand(self, events: set[str]) -> None:
         """Gives each state's `on:`: for each event name, the transitions whose descriptors
         match it (SCXML's prefix match), in document order."""
-        copies: list[tuple[str, str, dict[str, Any]]] = []
+        copies: list[tuple[str, str, dict[str, Any], _Node]] = []
+        # each event under every dotted prefix of its name: a descriptor `a.b` matches the
+        # events `a.b` and `a.b.<anything>` (`*` every event), found at once instead of by a
+        # scan of every event for every descriptor of every transition
+        by_prefix: dict[str, set[str]] = {}
+        for event in events:
+            parts = event.split(".")
+            for length in range(1, len(parts) + 1):
+                by_prefix.setdefault(".".join(parts[:length]), set()).add(event)
+        every = sorted(events)
+        made = 0
         for name, state in self.states.items():
             written = state.pop("_on", [])
             if not written:
                 continue
             on: dict[str, list[dict[str, Any]]] = {}
             for descriptors, spec, node, internal in written:
-                matched = sorted(e for e in events if any(_matches(d, e) for d in descriptors))
+                if "*" in descriptors:
+                    matched = every
+                else:
+                    found: set[str] = set()
+                    for descriptor in descriptors:
+                        found |= by_prefix.get(descriptor, set())
+                    matched = sorted(found)
+                made += len(matched)
+                self._bound_expansion(made, node, name)
                 if self.node_of[name].tag == "parallel":
                     matched = [e for e in matched if e != f"done.state.{name}"]
                 if not matched:
@@ -959,15 +977,29 @@ class _Converter:
                         self.warn("scxml-internal-order", node, f"type='internal': for "
                                   f"{event!r} it is tried before the transitions {name!r} "
                                   "declares above it", name)
-                    copies.append((name, event, spec))
+                    copies.append((name, event, spec, node))
             if on:
                 state["on"] = {event: self._errors_raised(specs) for event, specs in on.items()}
-        for name, event, spec in copies:
-            for child in self._children(name):
+        children: dict[str, list[str]] = {}
+        for name, event, spec, node in copies:
+            if name not in children:
+                children[name] = self._children(name)
+            made += len(children[name])
+            self._bound_expansion(made, node, name)
+            for child in children[name]:
                 if self.states[child].get("type") == "final":
                     continue
                 self.states[child].setdefault("on", {}).setdefault(event, []).append(
                     dict(spec))
+
+    def _bound_expansion(self, made: int, node: _Node, name: str) -> None:
+        """Refuses, at `node`, an expansion of event descriptors past `_EXPANDED_MAX`."""
+        if made > _EXPANDED_MAX:
+            self.error("scxml-too-many-transitions", node, f"matching the transitions' event "
+                       f"descriptors to the chart's events makes more than {_EXPANDED_MAX} "
+                       "native transitions (the bound of an import); the import stops here",
+                       name)
+            raise DefinitionError(self.errors, self.source)
 
     # -- executable content ------------------------------------------------------------------
 
@@ -1439,10 +1471,10 @@ def _is_literal(text: str) -> bool:
     return all(isinstance(node, allowed) for node in ast.walk(tree))
 
 
-def _matches(descriptor: str, event: str) -> bool:
-    """Tells whether an SCXML event descriptor matches an event name (`foo` matches `foo` and
-    `foo.bar`, `*` everything)."""
-    return descriptor == "*" or event == descriptor or event.startswith(descriptor + ".")
+#: The most native transitions the matching of event descriptors to events may make in all
+#: (each transition once for each event it matches): beyond it the import is refused, as a
+#: chart whose `on:` grows that large is not one a run can be checked against
+_EXPANDED_MAX = 20_000
 
 
 # -- entry point -------------------------------------------------------------------------------

@@ -402,6 +402,19 @@ class TestRefusals:
         finding = refusal(chart('<state id="s0"><transition target="pass fail"/></state>'))
         assert finding.code == "scxml-multiple-targets"
 
+    def test_an_expansion_past_its_bound_is_refused_where_it_crosses_it(self) -> None:
+        """2000 transitions each naming its own event and 50 shared ones would make 102,000
+        native transitions (each once per event it matches): refused, located at the
+        transition that crosses the bound of 20,000 (the 393rd: 392 x 51 is 19,992), and
+        found by an index of the events, not a scan of all of them for each descriptor."""
+        shared = " ".join(f"x{j}" for j in range(50))
+        body = "".join(f'<transition event="e{i} {shared}" target="pass"/>'
+                       for i in range(2000))
+        finding = refusal(chart(f'<state id="s0">{body}</state>'))
+        assert finding.code == "scxml-too-many-transitions"
+        assert "more than 20000 native transitions" in finding.message
+        assert finding.location == "scxml/state[@id='s0']/transition[393]"
+
     def test_send_to_another_session_is_refused(self) -> None:
         """A parent or an invoked child does not exist natively."""
         finding = refusal(chart('<state id="s0"><onentry><send event="x" target="#_parent"/>'
