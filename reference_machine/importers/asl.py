@@ -225,6 +225,13 @@ class _Record:
     fields: Mapping[str, Any]  # key -> _Expr | _Record
 
 
+#: What a catcher's ResultPath gets, `{Error, Cause}`, from a native step failure.
+_CATCH_OUTPUT = _Record({
+    "Error": _Expr("'States.Timeout' if event.payload.category == 'timeout' else "
+                   "'States.TaskFailed'"),
+    "Cause": _Expr("event.payload.error")})
+
+
 @dataclass
 class _Scope:
     """Where a state list lives: the top level, a parallel branch (region) or a map's items."""
@@ -849,11 +856,12 @@ class _Converter:
             result_path = catcher.get("ResultPath", "$")
             if result_path is not None:
                 move: dict[str, Any] = {}
-                self._write(move, _Expr("event.payload"), result_path, f"{where}.ResultPath")
+                self._write(move, _CATCH_OUTPUT, result_path, f"{where}.ResultPath")
                 actions = move.get("actions", [])
                 self.warn("asl-catch-output", f"{where}.ResultPath",
-                          "the error output ({Error, Cause}) is the native failure payload "
-                          "({category}) here")
+                          "the error output's Error is States.Timeout for a timeout and "
+                          "States.TaskFailed for any other failure (a task's own error names "
+                          "are not known), its Cause the failure's message")
             out.append({"categories": None if set(found) >= set(_ALL) else found,
                         "target": target, "actions": actions})
         return out

@@ -101,6 +101,26 @@ class TestTask:
         done = answer(definition, decision.execution, "step.succeeded", {"ok": True})
         assert done.execution.state == "Done" and done.execution.outcome == "success"
 
+    def test_a_catchers_result_path_gets_error_and_cause(self, tmp_path: Path) -> None:
+        """The output a catcher writes is `{Error, Cause}`: a Choice on `$.error.Error` routes
+        a timeout apart from other failures, as the file means it to."""
+        doc = {"StartAt": "Pay", "States": {
+            "Pay": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke",
+                    "Parameters": {"FunctionName": "pay"}, "End": True,
+                    "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error",
+                               "Next": "Why"}]},
+            "Why": {"Type": "Choice", "Choices": [
+                {"Variable": "$.error.Error", "StringEquals": "States.Timeout",
+                 "Next": "Reconcile"}], "Default": "Failed"},
+            "Reconcile": {"Type": "Succeed"},
+            "Failed": {"Type": "Fail", "Error": "PayFailed"}}}
+        definition = load(tmp_path, doc)
+        for category, reached in (("timeout", "Reconcile"), ("transient", "Failed")):
+            begun = started(definition)
+            done = answer(definition, begun.execution, "step.failed",
+                          {"category": category, "error": "it failed"})
+            assert done.execution.state == reached, category
+
     def test_retry_becomes_the_native_policy(self, tmp_path: Path) -> None:
         """IntervalSeconds, BackoffRate, MaxAttempts, MaxDelaySeconds and JitterStrategy map
         onto the retry policy; a timeout of a tool not known idempotent is not retried."""
@@ -195,7 +215,9 @@ class TestTask:
         broke = answer(definition, started(definition).execution, "step.failed",
                        {"category": "permanent"})
         assert broke.execution.state == "Broke"
-        assert broke.execution.context["error"] == {"category": "permanent"}
+        # {Error, Cause}, kept as the importer keeps fields below the top level: flat keys
+        assert broke.execution.context["error.Error"] == "States.TaskFailed"
+        assert broke.execution.context["error.Cause"] is None
 
     def test_an_uncaught_error_fails_the_run(self, tmp_path: Path) -> None:
         """With no catcher, a failed step ends the run in a failure final state."""
