@@ -66,6 +66,7 @@ import copy
 import dataclasses
 import json
 import keyword
+import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -753,8 +754,18 @@ class _Converter:
                       f"{len(spec)} retriers merged into one policy: the errors of all, the "
                       "attempts and delays of the first")
         attempts = first.get("MaxAttempts", 3)
-        if not isinstance(attempts, int) or attempts < 0:
+        if not _whole(attempts) or attempts < 0:
             raise _Refused(f"{location}[0].MaxAttempts", "MaxAttempts is a whole number >= 0")
+        for name, low, high in (("IntervalSeconds", 1, _SECONDS_MAX),
+                                ("MaxDelaySeconds", 1, _SECONDS_MAX)):
+            given = first.get(name)
+            if given is not None and (not _whole(given) or not low <= given <= high):
+                raise _Refused(f"{location}[0].{name}",
+                               f"{name} is a whole number of seconds from {low} to {high:,}")
+        rate = first.get("BackoffRate")
+        if rate is not None and (not _number(rate) or not 1.0 <= rate <= 1_000.0):
+            raise _Refused(f"{location}[0].BackoffRate",
+                           "BackoffRate is a number from 1.0 to 1,000")
         if attempts + 1 > 100:
             self.warn("asl-retry-bounds", f"{location}[0].MaxAttempts",
                       f"MaxAttempts {attempts} capped at 99 retries (the native bound)")
@@ -774,8 +785,8 @@ class _Converter:
         if isinstance(max_delay, int | float):
             policy["delay_max"] = _seconds(max(max_delay, initial_s))
         else:
-            policy["delay_max"] = _seconds(max(60, initial_s) if attempts < 2 else max(
-                initial_s * policy["multiplier"] ** (attempts - 1), 60))
+            policy["delay_max"] = _seconds(max(60, initial_s) if attempts < 2 else min(max(
+                initial_s * policy["multiplier"] ** min(attempts - 1, 64), 60), _SECONDS_MAX))
         jitter = first.get("JitterStrategy")
         if jitter == "FULL":
             policy["jitter"] = 1.0
@@ -1820,6 +1831,21 @@ def _writes(state: Mapping[str, Any]) -> set[str] | None:
     return set()  # a Parallel's branches may write nothing: the keys stay unwritten
 
 
+#: The deepest path read (each segment is a level of the data and of its guessed schema).
+_PATH_SEGMENTS_MAX = 50
+#: The longest span ASL gives in seconds (a year and a day, as MaxDelaySeconds allows).
+_SECONDS_MAX = 31_622_400
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value: Any) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
 def _seconds(value: float) -> str:
     """Gives the native duration of ASL seconds, written with its unit."""
     if value == int(value):
@@ -1888,6 +1914,8 @@ def _parse_path(path: str) -> tuple[str, list[str | int]] | None:
     segments: list[str | int] = []
     position = 0
     while position < len(rest):
+        if len(segments) >= _PATH_SEGMENTS_MAX:  # read as not expressible, as a filter is
+            return None
         seg = _SEGMENT.match(rest, position)
         if seg is None:
             return None

@@ -101,6 +101,29 @@ class TestTask:
         done = answer(definition, decision.execution, "step.succeeded", {"ok": True})
         assert done.execution.state == "Done" and done.execution.outcome == "success"
 
+    @pytest.mark.parametrize(("field", "value"), [
+        ("IntervalSeconds", 1e308), ("IntervalSeconds", "5"), ("IntervalSeconds", 0),
+        ("MaxDelaySeconds", 1e308), ("BackoffRate", 1e308), ("BackoffRate", float("nan")),
+        ("MaxAttempts", True)])
+    def test_retry_numbers_out_of_range_are_located_errors(self, tmp_path: Path, field: str,
+                                                           value: Any) -> None:
+        """A retrier's numbers as ASL bounds them; past them, a located error (1e308 crashed
+        the importer with an OverflowError; "5" and true were read as 1)."""
+        retrier = {"ErrorEquals": ["States.ALL"], field: value}
+        path = write(tmp_path, one_task(Retry=[retrier]))
+        with pytest.raises(DefinitionError) as refused:
+            import_definition(path)
+        assert refused.value.findings[0].location == f"States.Charge.Retry[0].{field}"
+
+    def test_a_path_deeper_than_the_bound_is_read_as_not_expressible(self, tmp_path: Path
+                                                                      ) -> None:
+        """5,000 segments recursed past the stack while guessing schemas; past 50 a path is
+        not expressible (null, a warning), as a filter is."""
+        doc = one_task()
+        doc["States"]["Charge"]["Parameters"] = {"a.$": "$" + ".a" * 5000}
+        definition = load(tmp_path, doc)
+        assert any(w.code == "asl-path" for w in definition.warnings)
+
     def test_a_catchers_result_path_gets_error_and_cause(self, tmp_path: Path) -> None:
         """The output a catcher writes is `{Error, Cause}`: a Choice on `$.error.Error` routes
         a timeout apart from other failures, as the file means it to."""
