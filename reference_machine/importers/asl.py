@@ -1483,6 +1483,15 @@ class _Converter:
                           f"the key {key!r} is not a native context key: dropped")
                 return
             assigns[key] = value.text
+            # the flat keys kept below it (`job.status` under `job`) are replaced with it, as
+            # ASL replaces the whole of `$.job`: else a read of `$.job.status` saw the old value
+            for flat in sorted(self.flat):
+                if len(flat) > len(segments) and flat[:len(segments)] == segments:
+                    inner = ".".join(flat)
+                    if _ID.match(inner):
+                        assigns.setdefault(inner, _render(
+                            flat[len(segments):], value.text,
+                            nullable=value.text != "event.payload"))
             return
         if not segments and not value.fields:
             return

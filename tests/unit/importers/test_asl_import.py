@@ -124,6 +124,25 @@ class TestTask:
         definition = load(tmp_path, doc)
         assert any(w.code == "asl-path" for w in definition.warnings)
 
+    def test_a_result_replaces_what_a_pass_wrote_below_its_path(self, tmp_path: Path) -> None:
+        """A Pass writes `$.job.status`, then a Task's result replaces `$.job`: a read of
+        `$.job.status` sees the result's, so the poll loop can end (it never could: the
+        success branch was dead and fuzzing held on the rest)."""
+        doc = {"StartAt": "Init", "States": {
+            "Init": {"Type": "Pass", "Result": {"status": "PENDING"}, "ResultPath": "$.job",
+                     "Next": "Poll"},
+            "Poll": {"Type": "Task", "Resource": "arn:aws:states:::aws-sdk:glue:getJobRun",
+                     "Parameters": {"JobName": "x"}, "ResultPath": "$.job", "Next": "Check"},
+            "Check": {"Type": "Choice", "Choices": [
+                {"Variable": "$.job.status", "StringEquals": "DONE", "Next": "Done"}],
+                "Default": "Wait"},
+            "Wait": {"Type": "Wait", "Seconds": 5, "Next": "Poll"},
+            "Done": {"Type": "Succeed"}}}
+        definition = load(tmp_path, doc)
+        polled = started(definition).execution
+        done = answer(definition, polled, "step.succeeded", {"status": "DONE"})
+        assert done.execution.state == "Done"
+
     def test_a_catchers_result_path_gets_error_and_cause(self, tmp_path: Path) -> None:
         """The output a catcher writes is `{Error, Cause}`: a Choice on `$.error.Error` routes
         a timeout apart from other failures, as the file means it to."""
