@@ -374,6 +374,11 @@ def _validate(data: Any, lines: Mapping[str, int], name: str) -> WorkflowSpec:
             [Finding(Severity.ERROR, "not-a-mapping", "",
                      f"expected a mapping with name, states, ..., got {type(data).__name__}")],
             name)
+    if "StartAt" in data and "States" in data and "states" not in data:
+        raise DefinitionError(
+            [Finding(Severity.ERROR, "other-format", "",
+                     "this is a Step Functions (ASL) definition, not a native one: name the "
+                     "file *.asl.json (or *.asl.yaml), or give --format asl")], name)
     try:
         return WorkflowSpec.model_validate(dict(data))
     except ValidationError as exc:

@@ -90,7 +90,9 @@ class TestCommandsTakeTheFiles:
 
     def test_format_reads_a_file_its_name_does_not_tell(self, files: dict[str, Path]) -> None:
         as_native = cli("lint", str(files["plain"]))
-        assert as_native.returncode == 1 and "name" in as_native.stdout  # not a native file
+        assert as_native.returncode == 1  # not a native file, and it says what it is
+        assert "Step Functions (ASL) definition" in as_native.stdout
+        assert "--format asl" in as_native.stdout
         as_asl = cli("lint", "--format", "asl", str(files["plain"]))
         assert as_asl.returncode == 0, as_asl.stdout
         ran = cli("run", "--format", "asl", str(files["plain"]), "--no-faults")
