@@ -33,3 +33,13 @@ def input_literal(value: Any) -> Any:
     if isinstance(value, str) and value.startswith("="):
         return "=" + repr(value)
     return value
+
+
+def line_of(lines: dict[str, int] | Any, location: str) -> int | None:
+    """Gives the line of a dotted location (`States.Pay.Retry[0]`), or of the nearest of its
+    parents the document told a line for; None when none."""
+    while location:
+        if location in lines:
+            return int(lines[location])
+        location = location.rpartition(".")[0]
+    return None

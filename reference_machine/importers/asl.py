@@ -80,6 +80,7 @@ from reference_machine._findings import Finding, Severity
 from reference_machine.errors import DefinitionError
 from reference_machine.importers import Imported
 from reference_machine.importers._common import input_literal as _input_literal
+from reference_machine.importers._common import line_of
 from reference_machine.importers._common import literal as _literal
 
 __all__ = ["convert", "tool_name"]
@@ -300,11 +301,7 @@ class _Converter:
         return dataclasses.replace(finding, line=self._line(finding.location))
 
     def _line(self, location: str) -> int | None:
-        while location:
-            if location in self.lines:
-                return self.lines[location]
-            location = location.rpartition(".")[0]
-        return None
+        return line_of(self.lines, location)
 
     # -- the document --------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:

@@ -52,6 +52,7 @@ from typing import Any
 from reference_machine._findings import Finding, Severity, did_you_mean
 from reference_machine.errors import DefinitionError
 from reference_machine.importers import Imported
+from reference_machine.importers._common import line_of
 from reference_machine.importers._common import literal as _literal
 
 __all__ = ["EVENT_SOURCES", "convert"]
@@ -168,11 +169,7 @@ class _Converter:
     # -- findings --------------------------------------------------------------------------------
 
     def _line(self, location: str) -> int | None:
-        while location:
-            if location in self.lines:
-                return self.lines[location]
-            location = location.rpartition(".")[0]
-        return None
+        return line_of(self.lines, location)
 
     def warn(self, code: str, location: str, message: str) -> None:
         self.findings.append(Finding(Severity.WARNING, code, location, message,
