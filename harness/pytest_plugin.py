@@ -43,7 +43,8 @@ from harness.engines.campaign import (
     select_faults,
 )
 from harness.engines.exhaustive import ExploreOptions
-from harness.engines.fuzz import FuzzOptions, FuzzReport
+from harness.engines.fuzz import DEFAULT_STRATEGY, FuzzOptions, FuzzReport
+from harness.engines.guided import STRATEGIES
 from harness.errors import HarnessError
 from harness.report.documents import ReportError, document, ensure_writable, write_reports
 from harness.sim.choices import Choices
@@ -114,6 +115,16 @@ def _faults(name: str) -> Callable[[str], tuple[FaultKind, ...] | None]:
     return parse
 
 
+def _strategy(name: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        value = str(text).strip()
+        if value not in STRATEGIES:
+            raise pytest.UsageError(f"{name}: expected one of {', '.join(STRATEGIES)}, got "
+                                    f"{text!r}")
+        return value
+    return parse
+
+
 def _folder(name: str) -> Callable[[str], Path]:
     def parse(text: str) -> Path:
         if not str(text).strip():
@@ -141,6 +152,13 @@ _OPTIONS: dict[str, tuple[str, Callable[[str], Any], Any, str]] = {
     "--fsm-min-coverage": ("fsm_min_coverage", _percent("--fsm-min-coverage"), None,
                            "Fail a fuzz campaign that takes fewer than this percent of the "
                            "declared transitions (one that takes none always fails)."),
+    "--fsm-strategy": ("fsm_strategy", _strategy("--fsm-strategy"), DEFAULT_STRATEGY,
+                       f"How fuzz campaigns draw their runs: swarm, guided or mixed (default "
+                       f"{DEFAULT_STRATEGY})."),
+    "--fsm-corpus": ("fsm_corpus", _folder("--fsm-corpus"), None,
+                     "Keep the guided strategies' corpus in this folder between sessions (its "
+                     "entries name their definition and machine; failing schedules run first "
+                     "next time)."),
 }
 
 
@@ -158,6 +176,8 @@ class FsmSettings:
     globs: tuple[str, ...] = tuple(_DEFAULT_GLOBS.split())
     machine: str | None = None
     min_coverage: float | None = None
+    strategy: str = DEFAULT_STRATEGY
+    corpus: Path | None = None
 
     def seed_for(self, test_id: str) -> int:
         """Gives the first seed of a test's campaign: the base seed moved by the test's id,
@@ -276,7 +296,9 @@ def _run_fuzz(config: pytest.Config, target: Target, test_id: str, *,
         seed=seed if seed is not None else settings.seed_for(test_id),
         time_budget_s=settings.budget, replay_dir=_replay_dir(config),
         invariants=invariants, sim=sim,
-        coverage_min=min_coverage if min_coverage is not None else settings.min_coverage)
+        coverage_min=min_coverage if min_coverage is not None else settings.min_coverage,
+        strategy=settings.strategy,
+        corpus_dir=settings.corpus)
     report, section = fuzz_target(target, options)
     _record(config, section, test_id)
     if not report.held:

@@ -872,11 +872,14 @@ def peak_bytes(call: Callable[[], Any]) -> int:
 
 
 def native_fuzz(definition: WorkflowDefinition, runs: int, processes: int = 1, *,
-                machine: MachineFactory = ReferenceMachine) -> Callable[[], int]:
+                machine: MachineFactory = ReferenceMachine,
+                strategy: str | None = None) -> Callable[[], int]:
     """Gives a call that fuzzes `runs` seeded runs (every fault, one execution each, nothing
-    written); the call gives the steps simulated."""
+    written; the default strategy unless told); the call gives the steps simulated."""
     options = FuzzOptions(runs=runs, replay_dir=None, processes=processes,
                           sim=SimOptions(executions=1))
+    if strategy is not None:
+        options = replace(options, strategy=strategy)
 
     def campaign() -> int:
         report = fuzz(definition, options, machine=machine)
@@ -1010,12 +1013,13 @@ def process_group(definition: WorkflowDefinition, machine: MachineFactory, quick
 
 
 def campaign_peak(definition: WorkflowDefinition, runs: int,
-                  machine: MachineFactory = ReferenceMachine) -> int:
+                  machine: MachineFactory = ReferenceMachine, strategy: str | None = None
+                  ) -> int:
     """Gives the peak of memory the campaign's own process allocates over a fuzz campaign of
     `runs` runs (tracemalloc's count; the runs' worker processes have their own), after a
     campaign of a few runs has made what is made once (tables, caches)."""
-    native_fuzz(definition, 8, machine=machine)()
-    return peak_bytes(native_fuzz(definition, runs, machine=machine))
+    native_fuzz(definition, 8, machine=machine, strategy=strategy)()
+    return peak_bytes(native_fuzz(definition, runs, machine=machine, strategy=strategy))
 
 
 def memory_group(definition: WorkflowDefinition, machine: MachineFactory, quick: bool

@@ -44,7 +44,8 @@ from harness.engines.campaign import (
     plan_of,
 )
 from harness.engines.exhaustive import ExploreOptions
-from harness.engines.fuzz import FuzzOptions
+from harness.engines.fuzz import DEFAULT_STRATEGY, FuzzOptions
+from harness.engines.guided import STRATEGIES
 from harness.errors import HarnessError
 from harness.files import write_output
 from harness.report.documents import (
@@ -167,6 +168,13 @@ click.option("--step-timeout", type=Finite(min=0, max=1_000_000), default=10.0, 
               help="The bound on simulated steps with faults on, per run.")
 @click.option("--no-swarm", is_flag=True, help="Every run uses the whole plan (swarm mode "
                                                "draws a subset of kinds per run).")
+@click.option("--strategy", type=click.Choice(STRATEGIES), default=DEFAULT_STRATEGY,
+              show_default=True, help="swarm: every run drawn blind from its seed; guided: "
+                                      "mostly mutants of the runs that showed new behaviour; "
+                                      "mixed: half each.")
+@click.option("--corpus", "corpus_dir", type=click.Path(file_okay=False), default=None,
+              metavar="FOLDER", help="Keep the guided strategies' corpus here between "
+                                     "campaigns (failing schedules run first next time).")
 @click.option("--all-failures", is_flag=True,
               help="Go on after the first failing run and report every rule broken.")
 @click.option("--min-coverage", type=Finite(min=0, max=100), default=None,
@@ -177,7 +185,8 @@ def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
                  plan_path: str | None, executions: int | None, report_dir: str,
                  no_report: bool, as_json: bool, quiet: bool, modules: Sequence[str],
                  runs: int, seed: int, budget: float | None, processes: int, steps: int,
-                 no_swarm: bool, all_failures: bool, step_timeout: float,
+                 no_swarm: bool, strategy: str, corpus_dir: str | None,
+                 all_failures: bool, step_timeout: float,
                  min_coverage: float | None, input_format: str | None) -> None:
     """Fuzz workflow definitions: many seeded simulations with faults injected, every
     invariant checked, failures shrunk to a minimal trace and saved as replay files.
@@ -199,7 +208,9 @@ def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
             sim = replace(sim, executions=executions)
         options = FuzzOptions(runs=runs, seed=seed, time_budget_s=budget, swarm=not no_swarm,
                               processes=processes, stop_at_first=not all_failures,
-                              replay_dir=replays, sim=sim, coverage_min=min_coverage)
+                              replay_dir=replays, sim=sim, coverage_min=min_coverage,
+                              strategy=strategy,
+                              corpus_dir=corpus_dir)
         task = progress.add_task(escape(target.name), total=runs, detail="")
 
         def advance(done: int, steps_done: int, failures: int) -> None:

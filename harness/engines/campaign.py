@@ -77,7 +77,7 @@ def fuzz_target(target: Target, options: FuzzOptions,
         target.name, "fuzz", target.definition, target.machine_name, summary, report.coverage,
         [(failure.counterexample, failure.replay_file) for failure in report.failures],
         {"runs": options.runs, "seed": options.seed, "time_budget_s": options.time_budget_s,
-         "swarm": options.swarm, "processes": options.processes,
+         "swarm": options.swarm, "strategy": options.strategy, "processes": options.processes,
          "executions": options.sim.executions, "steps_max": options.sim.steps_max,
          "faults": sorted(str(kind) for kind in report.plan.kinds),
          "coverage_min": options.coverage_min})

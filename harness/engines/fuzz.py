@@ -19,27 +19,35 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from fault_injection import FaultPlan
+from fault_injection import TOOL_FAULTS, FaultPlan
+from harness.checks.behaviour import behaviours_of
 from harness.checks.checkers import Invariant, Violation, invariants
 from harness.checks.coverage import Coverage, coverage_of, vacuity
 from harness.checks.determinism import CAUSES, difference
 from harness.checks.determinism import RULE as DETERMINISTIC
 from harness.checks.metrics import Metrics, metrics_of
+from harness.checks.targets import score, targets
 from harness.engines import isolation
+from harness.engines.guided import ROUND, STRATEGIES, Corpus, Guide, Learnt, Trial, struck_keys
 from harness.engines.isolation import Died
 from harness.engines.replay import write_replay
 from harness.engines.shrink import Counterexample, NotReproduced, shrink
 from harness.errors import HarnessError
-from harness.sim.history import FaultInjected
+from harness.sim.choices import RecordingChoices
+from harness.sim.history import Delivered, FaultInjected
+from harness.sim.identity import definition_digest, machine_path
 from harness.sim.machine import MachineFactory, ReferenceMachine
 from harness.sim.simulator import SimOptions, SimulationResult, Simulator, plan_for
 from reference_machine import WorkflowDefinition, load_definition
 
-__all__ = ["FuzzFailure", "FuzzOptions", "FuzzReport", "fuzz"]
+__all__ = ["DEFAULT_STRATEGY", "FuzzFailure", "FuzzOptions", "FuzzReport", "fuzz"]
 
 T = TypeVar("T")
 
 _BATCH = 8  # seeds run between two progress reports (a worker process takes this many)
+DEFAULT_STRATEGY = "mixed"
+"""The strategy a campaign takes unless told: chosen by measurement (`fsmharness bench --only
+hunt`, and the table in the README)."""
 
 
 
@@ -53,7 +61,12 @@ class FuzzOptions:
     or fewer than `coverage_min` percent of them, does not hold: it is `vacuous`. With
     `isolate` (the default where the platform can fork) the machine runs in child processes,
     so that one that ends its process fails its seed instead of ending the campaign; without
-    it, in this process (a debugger's breakpoints work), and `processes` must be 1."""
+    it, in this process (a debugger's breakpoints work), and `processes` must be 1.
+
+    `strategy` is `swarm` (each run blind, from its seed), `guided` (mostly mutants of the
+    schedules that reached new behaviour, `harness.engines.guided`) or `mixed` (half each).
+    `corpus_dir` keeps the guided strategies' corpus between campaigns (failing schedules
+    first). `targets` names the registered `@target` scores to climb and report (None: all)."""
 
     runs: int | None = 200
     seed: int = 0
@@ -69,8 +82,14 @@ class FuzzOptions:
     sim: SimOptions = field(default_factory=SimOptions)
     coverage_min: float | None = None
     isolate: bool = True
+    strategy: str = DEFAULT_STRATEGY
+    corpus_dir: str | os.PathLike[str] | None = None
+    targets: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise HarnessError(f"options.strategy: expected one of {', '.join(STRATEGIES)}, "
+                               f"got {self.strategy!r}")
         if self.runs is None and self.time_budget_s is None:
             raise HarnessError("options.runs: give a number of runs, a time budget, or both")
         for name, low in (("runs", 1), ("seed", 0), ("processes", 1), ("shrink_runs_max", 1)):
@@ -108,6 +127,7 @@ class FuzzFailure:
     violations: tuple[Violation, ...]
     counterexample: Counterexample | None = None
     replay_file: Path | None = None
+    mutant: str = ""  # the mutation whose run it was ("": the seed's own run, which replays it)
 
     @property
     def rule(self) -> str:
@@ -132,6 +152,10 @@ class FuzzReport:
     crash_points: tuple[str, ...] = ()
     metrics: Metrics = field(default_factory=Metrics)
     vacuous: str = ""  # why the campaign tested nothing worth a verdict ("" when it did)
+    strategy: str = "swarm"
+    growth: tuple[tuple[int, int], ...] = ()  # (runs, behaviours seen) after each round
+    targets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    guided: Mapping[str, Any] = field(default_factory=dict)  # the corpus and its mutations
 
     @property
     def held(self) -> bool:
@@ -164,8 +188,12 @@ class FuzzReport:
             "faults": dict(sorted(self.faults.items())),
             "coverage": self.coverage.report(self.definition, self.plan, self.crash_points),
             "metrics": self.metrics.report(),
+            "strategy": self.strategy,
+            "growth": [list(point) for point in self.growth],
+            "targets": {name: dict(best) for name, best in sorted(self.targets.items())},
+            "guided": dict(self.guided),
             "failures": [{
-                "seed": f.seed, "rule": f.rule,
+                "seed": f.seed, "rule": f.rule, "mutant": f.mutant,
                 "violations": [v.to_dict() for v in f.violations],
                 "shrunk_steps": f.counterexample.steps if f.counterexample else None,
                 "trace": f.counterexample.trace() if f.counterexample else [],
@@ -184,6 +212,9 @@ class _Outcome:
     metrics: Metrics
     overran: bool = False  # not the seed's alone (the watchdog's clock, a worker's past): not
     # run again to shrink or to check it is deterministic
+    scores: tuple[tuple[str, float | str], ...] = ()
+    trial: Trial | None = None  # a guided campaign's run
+    learnt: Learnt | None = None
 
 
 class _Campaign:
@@ -196,17 +227,45 @@ class _Campaign:
         self.sim_options = _sim_options(definition, options, self.plan)
         self.simulator = Simulator(definition, self.sim_options, machine)
         self.invariants: tuple[Invariant, ...] = invariants(options.invariants)
+        self.targets = targets(options.targets)
 
     def run(self, seed: int) -> _Outcome:
-        result = self.simulator.run(seed)
+        return self._judged(seed, self.simulator.run(seed))
+
+    def _judged(self, seed: int, result: SimulationResult) -> _Outcome:
         history = result.history
         found: list[Violation] = []
         for rule in self.invariants:
             found += rule.run(self.definition, history)
         found.sort(key=lambda v: v.step)
         faults = Counter(str(r.fault) for r in history if type(r) is FaultInjected)
+        scores = score(self.targets, self.definition, history) if self.targets else ()
         return _Outcome(seed, result.steps, tuple(found), coverage_of(self.definition, history),
-                        faults, metrics_of(self.definition, history), _overran(result))
+                        faults, metrics_of(self.definition, history), _overran(result),
+                        scores)
+
+    def trial(self, trial: Trial) -> _Outcome:
+        """Runs a guided campaign's trial, recording its draws, and learns what it did."""
+        choices = trial.choices(record=True)
+        result = self.simulator.run(trial.seed, choices=choices)
+        outcome = self._judged(trial.seed, result)
+        recorded = tuple(choices.recorded) if isinstance(choices, RecordingChoices) else ()
+        history = result.history
+        faults = [(r.step, _fault_tag(r)) for r in history if type(r) is FaultInjected]
+        learnt = Learnt(behaviours_of(history, outcome.coverage), recorded,
+                        struck_keys(recorded, faults),
+                        tuple(r.step for r in history
+                              if type(r) is Delivered and r.via == "external"),
+                        result.steps,
+                        tuple((n, v) for n, v in outcome.scores if isinstance(v, float)))
+        return replace(outcome, trial=trial, learnt=learnt)
+
+
+def _fault_tag(record: FaultInjected) -> str:
+    """Gives the tag a fault's draw was made under (a tool's faults share `f:tool:<name>`)."""
+    if record.fault in TOOL_FAULTS:
+        return f"f:tool:{record.detail.partition(' ')[0]}"
+    return f"f:{record.fault}"
 
 
 def _overran(result: SimulationResult) -> bool:
@@ -283,7 +342,18 @@ def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any]
     covered = Coverage()
     faults: Counter[str] = Counter()
     metrics = Metrics()
-    batches = _outcomes(campaign, options, deadline)
+    best: dict[str, dict[str, Any]] = {}
+    guide = corpus = None
+    growth: list[tuple[int, int]] = []
+    if options.strategy != "swarm":
+        guide = Guide(options.seed, options.strategy)
+        if options.corpus_dir is not None:
+            corpus = Corpus(options.corpus_dir, definition_digest(definition),
+                            machine_path(machine))
+            guide.queued = corpus.load()
+        batches = _guided_outcomes(campaign, options, deadline, guide)
+    else:
+        batches = _outcomes(campaign, options, deadline)
     for batch in batches:
         for outcome in batch:
             runs += 1
@@ -291,10 +361,13 @@ def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any]
             covered = covered.merge(outcome.coverage)
             faults.update(outcome.faults)
             metrics = metrics.merge(outcome.metrics)
+            _best(best, outcome)
             if outcome.violations:
                 failing.append(outcome)
                 if options.stop_at_first:
                     break
+        if guide is not None:
+            growth.append((runs, len(guide.hits)))
         if progress is not None:
             progress(runs, steps, len(failing))
         if failing and options.stop_at_first:
@@ -302,12 +375,50 @@ def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any]
     batches.close()  # stops the worker processes, if any
     elapsed = time.monotonic() - started
     failures = _failures(campaign, options, failing, unsteady)
+    kept = _keep(corpus, guide, failing) if corpus is not None and guide is not None else 0
     points = tuple(getattr(machine, "crash_points", ()) or ("between_steps",))
     return FuzzReport(definition, getattr(machine, "__qualname__", type(machine).__name__),
                       campaign.plan, runs, steps, elapsed,
                       tuple(failures), covered, dict(faults),
                       tuple(rule.name for rule in campaign.invariants), points, metrics,
-                      vacuity(definition, covered, options.coverage_min))
+                      vacuity(definition, covered, options.coverage_min), options.strategy,
+                      tuple(growth), best, _guided_summary(guide, kept, options))
+
+
+def _best(best: dict[str, dict[str, Any]], outcome: _Outcome) -> None:
+    """Keeps each target's best score, the seed that reached it, and its first error."""
+    for name, value in outcome.scores:
+        held = best.setdefault(name, {"best": None, "seed": None, "errors": 0})
+        if isinstance(value, str):
+            held["errors"] += 1
+            held.setdefault("error", f"seed {outcome.seed}: {value}")
+        elif held["best"] is None or value > held["best"]:
+            held["best"], held["seed"] = value, outcome.seed
+            held["mutant"] = outcome.trial is not None and outcome.trial.script is not None
+
+
+def _guided_summary(guide: Guide | None, kept: int, options: FuzzOptions) -> dict[str, Any]:
+    if guide is None:
+        return {}
+    return {"corpus": len(guide.corpus), "behaviours": len(guide.hits),
+            "mutants": dict(sorted(guide.mutations.items())),
+            "new_behaviour_by": dict(sorted(guide.found.items())),
+            "corpus_dir": None if options.corpus_dir is None else str(options.corpus_dir),
+            "saved": kept}
+
+
+def _keep(corpus: Corpus, guide: Guide, failing: Sequence[_Outcome]) -> int:
+    """Saves the campaign's corpus and its failing schedules to the corpus folder; gives how
+    many entries it wrote."""
+    written = 0
+    for outcome in failing:
+        if outcome.learnt is not None and outcome.learnt.recorded:
+            corpus.save(outcome.seed, outcome.learnt.recorded, outcome.violations[0].rule)
+            written += 1
+    for entry in guide.corpus:
+        corpus.save(entry.seed, entry.draws())
+        written += 1
+    return written
 
 
 def _isolated(options: FuzzOptions) -> bool:
@@ -333,6 +444,48 @@ def _outcomes(campaign: _Campaign, options: FuzzOptions, deadline: float | None
     yield from isolation.map_ordered(batch, batches, options.processes, _died, _unexplained)
 
 
+def _guided_outcomes(campaign: _Campaign, options: FuzzOptions, deadline: float | None,
+                     guide: Guide) -> Generator[list[_Outcome], None, None]:
+    """Gives a guided campaign's outcomes a round at a time, in batches: each round's trials
+    are drawn from the corpus the rounds before it left (run in worker children, if
+    isolated), so the campaign is the same for any number of processes."""
+    left = options.runs
+    pool = (isolation.Pool(functools.partial(_trials, campaign, options), options.processes,
+                           _died_trial, _unexplained) if _isolated(options) else None)
+    try:
+        while left is None or left > 0:
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            trials = guide.round(ROUND if left is None else min(ROUND, left))
+            batches = [trials[start:start + _BATCH] for start in range(0, len(trials), _BATCH)]
+            results = (pool.run(batches) if pool is not None
+                       else [_trials(campaign, options, batch) for batch in batches])
+            for outcomes in results:
+                for outcome in outcomes:
+                    if outcome.learnt is not None and outcome.trial is not None:
+                        guide.learn(outcome.trial, outcome.learnt)
+                yield outcomes
+            if left is not None:
+                left -= len(trials)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+def _trials(campaign: _Campaign, options: FuzzOptions, trials: Sequence[Trial]
+            ) -> list[_Outcome]:
+    outcomes = []
+    for trial in trials:
+        outcomes.append(campaign.trial(trial))
+        if options.stop_at_first and outcomes[-1].violations:
+            break
+    return outcomes
+
+
+def _died_trial(trial: Trial, died: Died) -> _Outcome:
+    return replace(_died(trial.seed, died), trial=trial)
+
+
 def _failures(campaign: _Campaign, options: FuzzOptions, failing: Iterable[_Outcome],
               sampled: tuple[int, Violation] | None) -> list[FuzzFailure]:
     """Shrinks the first failure of each rule and saves its replay file, after running its
@@ -349,19 +502,24 @@ def _failures(campaign: _Campaign, options: FuzzOptions, failing: Iterable[_Outc
         rule = outcome.violations[0].rule
         counterexample = None
         path = None
+        # a mutant's run is no seed's own: only its schedule, in a replay file, runs it again,
+        # so one is written, shrunk or not
+        mutant = "" if outcome.trial is None or outcome.trial.script is None else (
+            outcome.trial.how)
         if outcome.overran:  # run again, it would take the watchdog's bound each time
-            failures.append(FuzzFailure(outcome.seed, outcome.violations))
+            failures.append(FuzzFailure(outcome.seed, outcome.violations, mutant=mutant))
             continue
-        if unsteady is None and options.shrink and rule not in shrunk_rules:
+        if unsteady is None and (options.shrink or mutant) and rule not in shrunk_rules:
             try:
                 unsteady = _apart(options, functools.partial(_unsteady, campaign,
-                                                             outcome.seed))
+                                                             outcome.seed, outcome.trial))
             except Died:  # the seed ends its process: nothing to shrink, the failure says why
-                failures.append(FuzzFailure(outcome.seed, outcome.violations))
+                failures.append(FuzzFailure(outcome.seed, outcome.violations, mutant=mutant))
                 continue
             if unsteady is None:
                 try:
-                    counterexample = _shrunk(campaign, options, outcome.seed, rule)
+                    counterexample = _shrunk(campaign, options, outcome.seed, rule,
+                                             _start(outcome))
                 except NotReproduced as exc:
                     unsteady = Violation(DETERMINISTIC, f"{exc.args[0]}; {CAUSES}",
                                          outcome.violations[0].execution,
@@ -369,12 +527,14 @@ def _failures(campaign: _Campaign, options: FuzzOptions, failing: Iterable[_Outc
                 except Died:
                     counterexample = None
             if unsteady is not None:
-                failures.append(FuzzFailure(outcome.seed, (unsteady, *outcome.violations)))
+                failures.append(FuzzFailure(outcome.seed, (unsteady, *outcome.violations),
+                                            mutant=mutant))
                 continue
             shrunk_rules.add(rule)
             if options.replay_dir is not None and counterexample is not None:
                 path = write_replay(counterexample, Path(options.replay_dir))
-        failures.append(FuzzFailure(outcome.seed, outcome.violations, counterexample, path))
+        failures.append(FuzzFailure(outcome.seed, outcome.violations, counterexample, path,
+                                    mutant))
     return failures
 
 
@@ -384,14 +544,22 @@ def _apart(options: FuzzOptions, work: Callable[[], T]) -> T:
     return isolation.call(work) if _isolated(options) else work()
 
 
-def _shrunk(campaign: _Campaign, options: FuzzOptions, seed: int,
-            rule: str) -> Counterexample:
+def _start(outcome: _Outcome) -> dict[tuple[int, str, int], float] | None:
+    """Gives the schedule a guided mutant's failure shrinks from (None: a seed's own run)."""
+    if outcome.trial is None or outcome.trial.script is None or outcome.learnt is None:
+        return None
+    return {(c.step, c.tag, c.n): c.u for c in outcome.learnt.recorded}
+
+
+def _shrunk(campaign: _Campaign, options: FuzzOptions, seed: int, rule: str,
+            start: dict[tuple[int, str, int], float] | None = None) -> Counterexample:
     """Shrinks `seed`'s failure of `rule` (apart, when isolated: the definition and the
     machine stay behind, as a closure does not cross processes, and are put back here)."""
     def work() -> Counterexample:
         found = shrink(campaign.definition, seed, campaign.sim_options, rule,
-                       machine=campaign.machine, runs_max=options.shrink_runs_max,
-                       time_budget_s=options.shrink_time_s)
+                       machine=campaign.machine,
+                       runs_max=options.shrink_runs_max if options.shrink else 1,
+                       time_budget_s=options.shrink_time_s, start=start)
         return found if not _isolated(options) else replace(
             found, definition=None, machine=None)  # type: ignore[arg-type]
 
@@ -427,10 +595,16 @@ def _sampled_unsteady(campaign: _Campaign,
         return None
 
 
-def _unsteady(campaign: _Campaign, seed: int) -> Violation | None:
-    """Gives how two runs of `seed` differ (None: the same history, byte for byte, or a first
-    run the watchdog stopped: where a loop is stopped is the clock's, not the seed's)."""
-    first = campaign.simulator.run(seed)
+def _unsteady(campaign: _Campaign, seed: int, trial: Trial | None = None) -> Violation | None:
+    """Gives how two runs of `seed` (or of a guided trial) differ (None: the same history,
+    byte for byte, or a first run the watchdog stopped: where a loop is stopped is the
+    clock's, not the seed's)."""
+    def run() -> SimulationResult:
+        if trial is None or trial.script is None:
+            return campaign.simulator.run(seed)
+        return campaign.simulator.run(trial.seed, choices=trial.choices(record=True))
+
+    first = run()
     if _overran(first):
         return None
-    return difference(first.history, campaign.simulator.run(seed).history)
+    return difference(first.history, run().history)

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from harness.errors import trace_of, words_of
 
-__all__ = ["Died", "available", "call", "map_ordered"]
+__all__ = ["Died", "Pool", "available", "call", "map_ordered"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -269,6 +269,56 @@ def map_ordered(work: Callable[[Sequence[T]], list[R]], batches: Iterable[Sequen
     finally:
         for worker in [*idle, *busy.values()]:
             worker.close()
+
+
+class Pool:
+    """Worker children kept between rounds: `run(batches)` runs one round of batches (each
+    in some worker, at most `processes` of them) and gives every result in the batches'
+    order, a dead worker's batch handled as `map_ordered` does. For an engine whose next
+    round depends on this one's results (guided fuzzing): the rounds are the same whatever
+    the number of processes. `close()` ends the workers."""
+
+    def __init__(self, work: Callable[[Sequence[T]], list[R]], processes: int,
+                 alone: Callable[[T, Died], R],
+                 unexplained: Callable[[list[R], Died], list[R]]) -> None:
+        self.work, self.processes = work, processes
+        self.alone, self.unexplained = alone, unexplained
+        self.idle: list[_Worker] = []
+
+    def run(self, batches: Sequence[Sequence[Any]]) -> list[list[Any]]:
+        done: dict[int, list[Any]] = {}
+        pending = list(enumerate(batches))
+        busy: dict[object, _Worker] = {}
+        try:
+            while pending or busy:
+                while pending and (self.idle or len(busy) < self.processes):
+                    index, batch = pending.pop(0)
+                    worker = self.idle.pop() if self.idle else _Worker(self.work)
+                    worker.give(index, batch)
+                    busy[worker.results] = worker
+                for ready in wait(list(busy)):  # type: ignore[arg-type]
+                    worker = busy.pop(ready)
+                    try:
+                        done[worker.index] = worker.take()
+                    except Died as died:
+                        worker.close()
+                        alone_died = [False]
+                        results = [_one(self.work, item, self.alone, alone_died)
+                                   for item in worker.batch]
+                        done[worker.index] = (results if alone_died[0]
+                                              else self.unexplained(results, died))
+                    else:
+                        self.idle.append(worker)
+        except BaseException:
+            for worker in busy.values():
+                worker.close()
+            raise
+        return [done[index] for index in range(len(batches))]
+
+    def close(self) -> None:
+        for worker in self.idle:
+            worker.close()
+        self.idle = []
 
 
 def _one(work: Callable[[Sequence[T]], list[R]], item: T, alone: Callable[[T, Died], R],

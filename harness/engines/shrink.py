@@ -155,8 +155,8 @@ class _Shrinker:
                    if step <= first.step}
         return _Candidate(options, script, actions, first, result, kept)
 
-    def record(self, options: SimOptions) -> _Candidate:
-        choices = RecordingChoices(self.seed)
+    def record(self, options: SimOptions, start: Script | None = None) -> _Candidate:
+        choices = RecordingChoices(self.seed) if start is None else ScriptedChoices(start)
         result = self.simulator(options).run(self.seed, choices=choices)
         self.runs += 1
         self.safety = False
@@ -292,13 +292,15 @@ def _simplest_values(best: _Candidate) -> Iterator[_Schedule]:
 
 def shrink(definition: WorkflowDefinition, seed: int, options: SimOptions, rule: str, *,
            machine: MachineFactory = ReferenceMachine, runs_max: int = 500,
-           time_budget_s: float | None = 60.0) -> Counterexample:
+           time_budget_s: float | None = 60.0, start: Script | None = None) -> Counterexample:
     """Gives the smallest schedule found that still breaks `rule` in the run of `seed` with
-    `options` (the run must break it), within `runs_max` runs and `time_budget_s` seconds."""
+    `options` (the run must break it), within `runs_max` runs and `time_budget_s` seconds.
+    With `start` (every draw of a run, as a guided mutant recorded them), the run shrunk is
+    that schedule's, from `seed`, instead of the seed's own."""
     (chosen,) = invariants([rule])
     deadline = None if time_budget_s is None else time.monotonic() + time_budget_s
     shrinker = _Shrinker(definition, machine, seed, chosen, runs_max, deadline)
-    first = shrinker.record(options)
+    first = shrinker.record(options, start)
     best = shrinker.shrink(first)
     # a local minimum may keep an execution the violation does not need, whose timers the
     # clock's steps depend on: drop it even if the trace grows, shrink again, keep the smaller

@@ -34,6 +34,7 @@ __all__ = [
     "VALUE",
     "Choice",
     "Choices",
+    "MutantChoices",
     "RecordingChoices",
     "ScriptedChoices",
     "Table",
@@ -153,6 +154,31 @@ class RecordingChoices(Choices):
             if u < threshold:
                 return kind
         return None
+
+
+class MutantChoices(RecordingChoices):
+    """Draws a mutant of a recorded run (guided fuzzing): each draw whose key `script` holds
+    takes that value, every other draw is drawn from the seed `fresh`; all of it is recorded,
+    so the run replays exactly from its record (`ScriptedChoices(recorded)`), as any other.
+    With an empty script it draws exactly what `RecordingChoices(fresh)` draws."""
+
+    def __init__(self, script: Mapping[tuple[int, str, int], float], fresh: Any = 0) -> None:
+        super().__init__(fresh)
+        self.script = script
+
+    def _draw(self, tag: str) -> float:
+        n = self._counts.get(tag, 0)
+        self._counts[tag] = n + 1
+        u = self.script.get((self.step, tag, n))
+        if u is None:
+            u = random.Random.random(self)
+        elif tag == VALUE:
+            u = min(max(u, 0.0), _BELOW_ONE)
+        self.recorded.append(Choice(self.step, tag, n, u))
+        return u
+
+    def branch(self, n: int) -> int:
+        return min(int(self._draw(BRANCH) * n), n - 1)
 
 
 class ScriptedChoices(RecordingChoices):
