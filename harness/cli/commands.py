@@ -310,8 +310,13 @@ def _print_section(out: Console, section: dict[str, Any], quiet: bool) -> None:
         out.print(f"      {line}", markup=False)
     if vacuous:
         return
-    if any(not failure.get("replay_command") and failure.get("rule") != DETERMINISTIC
-           for failure in section["failures"]):
+    unsaved = [failure for failure in section["failures"]
+               if not failure.get("replay_command") and failure.get("rule") != DETERMINISTIC]
+    if any(failure.get("mutant") for failure in unsaved):
+        out.print("      (no replay file with --no-report: this failure is a guided mutant's, "
+                  "which its seed alone does not run again; run without --no-report, or with "
+                  "--strategy swarm)", markup=False)
+    elif unsaved:
         out.print("      (no replay file with --no-report: the same options and seed run it "
                   "again)", markup=False)
 

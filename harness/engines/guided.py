@@ -53,6 +53,9 @@ CORPUS_MAX = 256  # entries past this, the ones of least energy go
 _SHARE = {"guided": 7 / 8, "mixed": 1 / 2}  # of a round's runs, the mutants (the rest: seeds)
 _DELIVERY = ("f:duplicate_event", "f:late_event", "f:reordered_events", "f:dropped_event")
 _CORPUS_FORMAT = 1
+#: how far into a tool's draw a struck tool fault reaches: its kinds share the call's draw, in
+#: catalogue order, each below its cumulative rate, which a mutant does not know
+_TOOL_SPANS = (0.01, 0.03, 0.1, 0.3)
 
 Key = tuple[int, str, int]
 Script = Mapping[Key, float]
@@ -207,8 +210,13 @@ class Guide:
         hits = self.hits
         energies = []
         for entry in self.corpus:
-            rare = sum(1.0 / hits[b] for b in entry.learnt.behaviours if b in hits)
-            energy = (rare + (4.0 if entry.best else 0.0)) / (1.0 + entry.picked / 8)
+            # its rarest behaviour, not their sum: a long run shows many behaviours, each
+            # common, and would crowd out the short one that shows one rare behaviour; and
+            # a short run is cheaper to mutate, as AFL favours fast entries
+            rare = max((1.0 / hits[b] for b in entry.learnt.behaviours if b in hits),
+                       default=0.0)
+            energy = ((rare + (1.0 if entry.best else 0.0)) / (1.0 + entry.picked / 8)
+                      / (1.0 + entry.learnt.last / 64))
             energies.append(max(energy, 1e-6))
         return energies
 
@@ -285,8 +293,9 @@ def _strike(rng: random.Random, key: Key) -> float:
     """Gives a draw that makes the fault drawn under `key` strike: a kind strikes below its
     rate; a tool's faults share its call's draw, each below its cumulative share, so a small
     draw strikes the first and, sometimes, one of the others."""
-    return 0.0 if not key[1].startswith("f:tool:") or rng.random() < 0.5 else (
-        rng.random() * 0.05)
+    if not key[1].startswith("f:tool:"):
+        return 0.0
+    return rng.random() * rng.choice(_TOOL_SPANS)
 
 
 def _remove(guide: Guide, parent: _Entry) -> dict[Key, float] | None:
