@@ -175,7 +175,9 @@ class TestMovesWithinACall:
 
 class TestSoundGraph:
     def test_holds_under_every_fault_and_reaches_every_crash_point(self) -> None:
-        report = campaign(refund.target, runs=80)
+        # 80 blind runs reach every crash point; the mixed strategy's mutants, half of them,
+        # spend their runs elsewhere and miss one (after_tool_call) in so few
+        report = campaign(refund.target, runs=80, strategy="swarm")
         assert report.held, [f.violations for f in report.failures]
         assert not report.vacuous
         assert report.faults.get("crash", 0) > 10
