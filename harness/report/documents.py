@@ -391,6 +391,7 @@ def target_section(name: str, engine: str, definition: WorkflowDefinition, machi
         violation = counterexample.violation
         failures.append({
             "seed": counterexample.seed, "rule": violation.rule,
+            "mutant": str(given.get("mutant", "")),
             "violation": violation.to_dict(), "message": str(violation),
             "shrunk_steps": counterexample.steps, "original_steps": counterexample.original_steps,
             "faults": counterexample.faults, "trace": counterexample.trace(),
@@ -422,6 +423,11 @@ def target_section(name: str, engine: str, definition: WorkflowDefinition, machi
         "failures": failures,
         "diagram": diagram_of(definition, coverage, path),
     }
+    if engine == "fuzz":  # how the campaign drew its runs, and what its guidance found
+        section.update({"strategy": str(summary.get("strategy", "swarm")),
+                        "growth": [list(point) for point in summary.get("growth", [])],
+                        "targets": dict(summary.get("targets", {})),
+                        "guided": dict(summary.get("guided", {}))})
     return redact(section, secrets)
 
 
