@@ -23,7 +23,7 @@ from harness.errors import HarnessError
 from harness.sim.machine import MachineFactory, ReferenceMachine
 from reference_machine import WorkflowDefinition, load_definition
 
-__all__ = ["Bug", "Hunted", "bugs", "hunt", "table"]
+__all__ = ["Bug", "Hunted", "bugs", "hunt", "hunt_group", "table"]
 
 ROOT = Path(__file__).resolve().parents[2]
 NAIVE = ROOT / "scenarios" / "naive"
@@ -136,6 +136,42 @@ def summary(hunted: Sequence[Hunted]) -> dict[str, Any]:
             "median_runs": each.median_runs, "median_seconds": round(each.median_seconds, 4),
             "runs": list(each.runs), "missed": each.missed}
     return data
+
+
+def hunt_group(definition: WorkflowDefinition, machine: MachineFactory, quick: bool) -> Any:
+    """Gives the bench group of the hunt: each strategy's time per run of a campaign on the
+    target (its ratio to swarm is what a run of guidance costs), and, measured once, each
+    strategy's median runs to the first failure of each bundled bug (three base seeds when
+    `quick`, else ten)."""
+    from harness.bench.suite import Contender, Group, native_fuzz
+
+    runs = 100 if quick else 400
+    strategies = ("swarm", "guided", "mixed")
+    found: list[Hunted] = []
+
+    def extra() -> dict[str, dict[str, Any]]:
+        if not found:
+            found.extend(hunt(bugs(), strategies, seeds=3 if quick else 10))
+        data = summary(found)
+        return {f"{strategy} ({runs} runs a call)": {
+            "median_runs_to_failure": {bug: figures["median_runs"]
+                                       for bug, figures in data[strategy].items()}}
+            for strategy in strategies}
+
+    def contender(strategy: str) -> Any:
+        return Contender(f"{strategy} ({runs} runs a call)",
+                         lambda stack: _per_run(native_fuzz(definition, runs, machine=machine,
+                                                            strategy=strategy), runs),
+                         runs, "run")
+
+    return Group(f"hunt: fuzzing strategies on {definition.name}",
+                 tuple(contender(strategy) for strategy in strategies),
+                 note="median runs to each bundled bug's first failure, in the JSON document",
+                 extra=extra)
+
+
+def _per_run(campaign: Callable[[], int], runs: int) -> Callable[[], int]:
+    return lambda: (campaign(), runs)[1]
 
 
 def main(arguments: Sequence[str]) -> None:

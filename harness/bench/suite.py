@@ -1046,7 +1046,7 @@ def memory_group(definition: WorkflowDefinition, machine: MachineFactory, quick:
 #: What `--only` matches: the section titles `suite` gives, in the order they run.
 SECTIONS = ("shape: 8-state cycle", "shape: 200-state ring", "shape: scenario", "durable",
             "simulator", "engines", "checkers", "scaling: states", "scaling: processes",
-            "langgraph")
+            "memory", "hunt", "langgraph")
 
 
 def _calling(work: Callable[..., Any], *args: Any) -> Maker:
@@ -1061,6 +1061,14 @@ def _listed(make: Callable[..., Group], *args: Any) -> Callable[[], list[Group]]
 
 def _scenario_shape_group(definition: WorkflowDefinition) -> Group:
     return shape_group(scenario(definition), "shape: scenario")
+
+
+def _hunt_group(definition: WorkflowDefinition, machine: MachineFactory, quick: bool
+                ) -> Group:
+    from harness.bench.hunt import hunt_group  # it builds on this module's groups
+
+    group: Group = hunt_group(definition, machine, quick)
+    return group
 
 
 def _langgraph_groups(quick: bool) -> list[Group]:
@@ -1108,6 +1116,7 @@ def suite(targets: Sequence[Target] = (), *, quick: bool = False, only: Sequence
         ("scaling: processes", lambda: [process_group(first.definition, first.machine,
                                                       quick)]),
         ("memory", lambda: [memory_group(first.definition, first.machine, quick)]),
+        ("hunt", lambda: [_hunt_group(first.definition, first.machine, quick)]),
         ("langgraph", lambda: _langgraph_groups(quick)),
     ]
     if only:

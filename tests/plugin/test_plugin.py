@@ -364,3 +364,21 @@ def test_a_bad_coverage_floor_is_a_usage_error(project: pytest.Pytester) -> None
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--fsm-min-coverage: expected a percent from 0 to 100, "
                                  "got '150'*"])
+
+
+def test_a_bad_strategy_is_a_usage_error(project: pytest.Pytester) -> None:
+    result = project.runpytest("--fsm-strategy", "blind")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--fsm-strategy: expected one of swarm, guided, mixed, got "
+                                 "'blind'*"])
+
+
+def test_the_strategy_and_the_corpus_come_from_the_ini(project: pytest.Pytester) -> None:
+    project.makeini("[pytest]\nfsm_runs = 32\nfsm_strategy = guided\nfsm_corpus = corpus\n")
+    result = project.runpytest("--fsm-report", "out")
+    result.assert_outcomes(passed=3)
+    doc = json.loads((project.path / "out" / "pytest.json").read_text())
+    jsonschema.validate(doc, report_schema())
+    (fuzzed,) = [section for section in doc["targets"] if section["engine"] == "fuzz"]
+    assert fuzzed["strategy"] == "guided" and fuzzed["growth"][-1][0] == 32
+    assert list((project.path / "corpus").glob("*.json"))
