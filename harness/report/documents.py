@@ -34,6 +34,7 @@ from harness.checks.coverage import (
     transition_label,
 )
 from harness.errors import HarnessError
+from harness.report.plot import growth_caption, growth_svg
 from harness.report.redact import redact, secret_values
 from harness.sim.history import Committed
 from harness.sim.identity import definition_digest
@@ -850,6 +851,8 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         if section["verdict"] and not section["failures"]:  # a violation is told below
             out += [_md(section["verdict"]), ""]
         out += ["```mermaid", mermaid(section["diagram"]).rstrip(), "```", ""]
+        if section.get("growth"):
+            out += [_md(growth_caption(section["growth"])), ""]
         for failure in section["failures"]:
             out += [f"### violated: {_md(failure.get('rule', '?'))}", "",
                     _md(failure.get("message", "")), ""]
@@ -1132,6 +1135,10 @@ def _html_section(index: int, section: Mapping[str, Any]) -> str:
             shown = ", ".join(" ".join(map(str, m)) if isinstance(m, list) else str(m)
                               for m in part["missing"][:30])
             parts.append(f'<p class="missing">{_e(name)} never reached: {_e(shown)}</p>')
+    if section.get("growth"):  # reports from before growth was measured lack it
+        title = f"coverage growth ({section['strategy']})" if section.get("strategy") \
+            else "coverage growth"
+        parts.append(f'<div class="plot">{growth_svg(section["growth"], title=title)}</div>')
     parts.append("</div><div><h3>Faults injected</h3>"
                  + _table(["fault", "injected"], sorted(section["faults"].items()), (1,))
                  + "</div></div>")
