@@ -416,8 +416,8 @@ def report_command(path: str, report_dir: str | None) -> None:
                    "measurement.")
 @click.option("--only", "only", multiple=True, metavar="TEXT",
               help="Run only the sections whose title holds TEXT (repeatable): shape, "
-                   "durable, simulator, engines, checkers, scaling, langgraph, or a finer "
-                   "title such as 'shape: 8-state cycle'.")
+                   "durable, simulator, engines, checkers, scaling, memory, hunt, "
+                   "langgraph, or a finer title such as 'shape: 8-state cycle'.")
 @click.option("--json", "as_json", is_flag=True, help="Print the bench document as JSON.")
 @click.option("--markdown", is_flag=True, help="Print the tables as Markdown.")
 @click.option("--save", "save", is_flag=False, flag_value="", default=None, metavar="NAME",
@@ -443,7 +443,8 @@ def bench_command(targets: Sequence[str], seconds: float, quick: bool, only: Seq
     runtime over memory and SQLite, transitions and python-statemachine; the runtime beside a
     bare sqlite3 loop; simulated steps; native fuzzing beside the Hypothesis machine;
     checkers over 1k and 100k records; how it scales (states, history, processes); and a
-    LangGraph graph invoked bare beside the same graph under the adapter and the simulator.
+    LangGraph graph invoked bare beside the same graph under the adapter and the simulator;
+    and the fuzzing strategies' time per run, with their runs to each bundled bug (hunt).
     Ratios hold on a noisy machine; absolute times do not."""
     found = command_targets(targets, None, modules, input_format) if targets else []
     try:
