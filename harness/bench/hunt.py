@@ -70,7 +70,7 @@ def bugs() -> list[Bug]:
     """Gives the bundled bugs: the hand-rolled runtime's planted ones, and the naive
     scenarios found beside the package (a checkout)."""
     found: list[Bug] = []
-    from harness.bench.handrolled import HANDROLLED, WORKFLOW
+    from harness.bench.planted import HANDROLLED, WORKFLOW
 
     for name, (machine, rule) in HANDROLLED.items():
         found.append(Bug(f"hand-rolled {name}", WORKFLOW, machine, rule))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.bench.handrolled import HANDROLLED, WORKFLOW, HandRolled
 from harness.bench.hunt import Bug, bugs, hunt, summary, table
+from harness.bench.planted import HANDROLLED, WORKFLOW, HandRolled
 from harness.errors import HarnessError
 
 
