@@ -12,6 +12,7 @@ simulated world), `checks` (invariants, coverage, metrics), `adapters`, `report`
 
 from harness.checks.checkers import INVARIANTS, Invariant, StepView, Violation, check, invariant
 from harness.checks.coverage import Coverage, coverage_of
+from harness.checks.targets import target
 from harness.engines.exhaustive import ExploreOptions, ExploreReport, explore
 from harness.engines.fuzz import FuzzFailure, FuzzOptions, FuzzReport, fuzz
 from harness.engines.replay import ReplayError, ReplayOutcome, replay, write_replay
@@ -116,5 +117,6 @@ __all__ = [
     "replay",
     "shrink",
     "simulate",
+    "target",
     "write_replay",
 ]

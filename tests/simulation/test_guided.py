@@ -12,10 +12,10 @@ import pytest
 from planted import PLANTED, WORKFLOW
 from running import cli
 
-from harness import FuzzOptions, HarnessError, fuzz, replay
+from harness import FuzzOptions, HarnessError, fuzz, replay, target
 from harness.checks.behaviour import behaviours_of, bucket
 from harness.checks.coverage import Coverage
-from harness.checks.targets import TARGETS, target
+from harness.checks.targets import TARGETS
 from harness.engines.guided import Guide, Learnt, Trial
 from harness.sim.choices import MutantChoices, RecordingChoices
 from harness.sim.history import Decided, Delivered, Observed

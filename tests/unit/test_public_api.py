@@ -88,6 +88,8 @@ class TestExports:
             "AsyncMachineUnderTest",
             # invariants
             "INVARIANTS", "Invariant", "StepView", "Violation", "check", "invariant",
+            # the scores guided fuzzing climbs
+            "target",
             # choices, and the engines that make them
             "Choice", "Choices", "RecordingChoices", "ScriptedChoices",
             "Coverage", "coverage_of", "FuzzFailure", "FuzzOptions", "FuzzReport", "fuzz",
