@@ -92,6 +92,9 @@ class FuzzOptions:
         if self.strategy not in STRATEGIES:
             raise HarnessError(f"options.strategy: expected one of {', '.join(STRATEGIES)}, "
                                f"got {self.strategy!r}")
+        if self.corpus_dir is not None and self.strategy == "swarm":
+            raise HarnessError("options.corpus_dir: a corpus is kept by the guided strategies; "
+                               "give strategy guided or mixed (swarm runs keep none)")
         if self.runs is None and self.time_budget_s is None:
             raise HarnessError("options.runs: give a number of runs, a time budget, or both")
         for name, low in (("runs", 1), ("seed", 0), ("processes", 1), ("shrink_runs_max", 1)):

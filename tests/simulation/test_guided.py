@@ -185,6 +185,15 @@ class TestBadInput:
         with pytest.raises(HarnessError, match=r"options\.strategy"):
             Guide(0, "swarm")
 
+    def test_a_corpus_without_a_guided_strategy_is_refused(self, tmp_path: Path) -> None:
+        with pytest.raises(HarnessError, match="a corpus is kept by the guided strategies"):
+            FuzzOptions(strategy="swarm", corpus_dir=tmp_path)
+        done = cli("fuzz", "scenarios/refund_escalation.yaml", "--corpus", str(tmp_path),
+                   "--no-report")
+        assert done.returncode == 2 and "Traceback" not in done.stderr
+        assert "give strategy guided or mixed" in done.stderr
+        assert list(tmp_path.iterdir()) == []
+
     def test_the_cli_refuses_an_unknown_strategy_with_exit_2(self) -> None:
         done = cli("fuzz", "scenarios/refund_escalation.yaml", "--strategy", "blind",
                    "--no-report")
