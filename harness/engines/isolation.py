@@ -254,10 +254,7 @@ def map_ordered(work: Callable[[Sequence[T]], list[R]], batches: Iterable[Sequen
                 except Died as died:
                     worker.close()
                     made -= 1  # a fresh one takes its place when there is work
-                    alone_died = [False]
-                    results = [_one(work, item, alone, alone_died) for item in worker.batch]
-                    done[worker.index] = results if alone_died[0] else unexplained(results,
-                                                                                   died)
+                    done[worker.index] = _rerun(work, worker.batch, died, alone, unexplained)
                 except BaseException:
                     worker.close()
                     raise
@@ -302,11 +299,8 @@ class Pool:
                         done[worker.index] = worker.take()
                     except Died as died:
                         worker.close()
-                        alone_died = [False]
-                        results = [_one(self.work, item, self.alone, alone_died)
-                                   for item in worker.batch]
-                        done[worker.index] = (results if alone_died[0]
-                                              else self.unexplained(results, died))
+                        done[worker.index] = _rerun(self.work, worker.batch, died, self.alone,
+                                                    self.unexplained)
                     else:
                         self.idle.append(worker)
         except BaseException:
@@ -319,6 +313,16 @@ class Pool:
         for worker in self.idle:
             worker.close()
         self.idle = []
+
+
+def _rerun(work: Callable[[Sequence[T]], list[R]], batch: Sequence[T], died: Died,
+           alone: Callable[[T, Died], R],
+           unexplained: Callable[[list[R], Died], list[R]]) -> list[R]:
+    """Gives the results of a batch whose worker died: each item run again in a fresh child,
+    to find the one at fault; when none dies alone, `unexplained` says so on the batch."""
+    alone_died = [False]
+    results = [_one(work, item, alone, alone_died) for item in batch]
+    return results if alone_died[0] else unexplained(results, died)
 
 
 def _one(work: Callable[[Sequence[T]], list[R]], item: T, alone: Callable[[T, Died], R],

@@ -19,22 +19,24 @@ ROOT = Path(__file__).resolve().parents[2]
 REFUND = load_definition(ROOT / "scenarios" / "refund_escalation.yaml")
 
 
-def test_peak_memory_does_not_grow_with_the_runs() -> None:
-    short, long = 300, 3_000
-    small, large = (campaign_peak(REFUND, short, strategy="swarm"),
-                    campaign_peak(REFUND, long, strategy="swarm"))
+def grown_per_run(strategy: str, short: int, long: int) -> tuple[float, str]:
+    """Gives the bytes a run adds to a campaign's peak, from `short` runs to `long`, and the
+    figures as words."""
+    small, large = (campaign_peak(REFUND, short, strategy=strategy),
+                    campaign_peak(REFUND, long, strategy=strategy))
     per_run = (large - small) / (long - short)
-    assert per_run < 500, f"{small:,} B at {short} runs, {large:,} B at {long}: " \
-                          f"{per_run:,.0f} B a run more"
+    return per_run, (f"{small:,} B at {short} runs, {large:,} B at {long}: "
+                     f"{per_run:,.0f} B a run more")
+
+
+def test_peak_memory_does_not_grow_with_the_runs() -> None:
+    per_run, told = grown_per_run("swarm", 300, 3_000)
+    assert per_run < 500, told
 
 
 def test_a_guided_campaign_keeps_a_corpus_of_bounded_size() -> None:
     """The guided strategy keeps a corpus, at most `CORPUS_MAX` entries of a few kilobytes
     each (its draws packed, its behaviours shared): the corpus is full long before 3,000 runs
     of this workflow, and 2,000 more runs add nothing but noise."""
-    long, longer = 3_000, 5_000
-    full, fuller = (campaign_peak(REFUND, long, strategy="guided"),
-                    campaign_peak(REFUND, longer, strategy="guided"))
-    per_run = (fuller - full) / (longer - long)
-    assert per_run < 100, f"{full:,} B at {long} runs, {fuller:,} B at {longer}: " \
-                          f"{per_run:,.0f} B a run more"
+    per_run, told = grown_per_run("guided", 3_000, 5_000)
+    assert per_run < 100, told
