@@ -74,9 +74,9 @@ class Trial:
 
     def choices(self, record: bool) -> Choices:
         """Gives the run's choice source (recording, when `record`, or for a mutant)."""
-        if self.script is not None:
-            return MutantChoices(self.script, self.fresh)
-        return RecordingChoices(self.seed) if record else Choices(self.seed)
+        if self.script is not None:  # a guided run shrinks from its draws: no labels
+            return MutantChoices(self.script, self.fresh, labels=False)
+        return RecordingChoices(self.seed, labels=False) if record else Choices(self.seed)
 
 
 @dataclass(frozen=True, slots=True)

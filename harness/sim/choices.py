@@ -106,17 +106,20 @@ class Choices(random.Random):
 
 class RecordingChoices(Choices):
     """Draws exactly what `Choices(seed)` draws, and records each draw as a `Choice`, and
-    each step's action by its label (`actions`)."""
+    (unless `labels` is false: guided fuzzing's runs, which shrink from their draws) each
+    step's action by its label (`actions`)."""
 
-    def __init__(self, seed: Any = 0) -> None:
+    def __init__(self, seed: Any = 0, *, labels: bool = True) -> None:
         super().__init__(seed)
         self.recorded: list[Choice] = []
         self.actions: dict[int, str] = {}
         self._counts: dict[str, int] = {}
+        self._labels = labels
 
     def action(self, actions: Sequence[Any], label: Callable[[Any], str]) -> int:
         index = int(self._draw(BRANCH) * len(actions))
-        self.actions[self.step] = labels_of(actions, label)[index]
+        if self._labels:
+            self.actions[self.step] = labels_of(actions, label)[index]
         return index
 
     def at_step(self, step: int) -> None:
@@ -130,7 +133,7 @@ class RecordingChoices(Choices):
         """Records `u` as the step's next draw of `tag`, and gives it."""
         n = self._counts.get(tag, 0)
         self._counts[tag] = n + 1
-        self.recorded.append(Choice(self.step, tag, n, u))
+        self.recorded.append(_choice(Choice, (self.step, tag, n, u)))
         return u
 
     def random(self) -> float:
@@ -162,8 +165,9 @@ class MutantChoices(RecordingChoices):
     so the run replays exactly from its record (`ScriptedChoices(recorded)`), as any other.
     With an empty script it draws exactly what `RecordingChoices(fresh)` draws."""
 
-    def __init__(self, script: Mapping[tuple[int, str, int], float], fresh: Any = 0) -> None:
-        super().__init__(fresh)
+    def __init__(self, script: Mapping[tuple[int, str, int], float], fresh: Any = 0, *,
+                 labels: bool = True) -> None:
+        super().__init__(fresh, labels=labels)
         self.script = script
 
     def _draw(self, tag: str) -> float:
@@ -174,7 +178,7 @@ class MutantChoices(RecordingChoices):
             u = random.Random.random(self)
         elif tag == VALUE:
             u = min(max(u, 0.0), _BELOW_ONE)
-        self.recorded.append(Choice(self.step, tag, n, u))
+        self.recorded.append(_choice(Choice, (self.step, tag, n, u)))
         return u
 
     def branch(self, n: int) -> int:
@@ -245,7 +249,7 @@ class ScriptedChoices(RecordingChoices):
             self.used.add((self.source, tag, n))  # type: ignore[arg-type]
             if tag == VALUE:
                 u = min(max(u, 0.0), _BELOW_ONE)  # a value is always below one
-        self.recorded.append(Choice(self.step, tag, n, u))
+        self.recorded.append(_choice(Choice, (self.step, tag, n, u)))
         return u
 
     def branch(self, n: int) -> int:
@@ -260,6 +264,9 @@ class ScriptedChoices(RecordingChoices):
         said += [f"the choice [{step}, {tag!r}, {n}] was never drawn"
                  for step, tag, n in sorted(set(self.script) - self.used)]
         return said
+
+
+_choice = tuple.__new__  # a `Choice` made without its `__new__`'s Python frame (a hot path)
 
 
 def labels_of(actions: Sequence[Any], label: Callable[[Any], str]) -> list[str]:
