@@ -139,7 +139,8 @@ def summary(hunted: Sequence[Hunted]) -> dict[str, Any]:
 
 def hunt_group(definition: WorkflowDefinition, machine: MachineFactory, quick: bool) -> Any:
     """Gives the bench group of the hunt: each strategy's time per run of a campaign on the
-    target (its ratio to swarm is what a run of guidance costs), and, measured once, each
+    target (its ratio to swarm is what a run of guidance costs; the guided strategy measuring
+    the machine's package's lines besides, what line coverage costs), and, measured once, each
     strategy's median runs to the first failure of each bundled bug (three base seeds when
     `quick`, else ten)."""
     from harness.bench.suite import Contender, Group, native_fuzz
@@ -157,14 +158,21 @@ def hunt_group(definition: WorkflowDefinition, machine: MachineFactory, quick: b
                                        for bug, figures in data[strategy].items()}}
             for strategy in strategies}
 
-    def contender(strategy: str) -> Any:
-        return Contender(f"{strategy} ({runs} runs a call)",
+    def contender(strategy: str, lines: tuple[str, ...] = ()) -> Any:
+        label = f" + line coverage of {', '.join(lines)}" if lines else ""
+        return Contender(f"{strategy}{label} ({runs} runs a call)",
                          lambda stack: _per_run(native_fuzz(definition, runs, machine=machine,
-                                                            strategy=strategy), runs),
+                                                            strategy=strategy,
+                                                            line_coverage=lines), runs),
                          runs, "run")
 
+    # what line coverage costs: the guided strategy measuring all of the machine's code (the
+    # reference machine's is the runtime's package; another's, its module's package)
+    measured = ("reference_machine" if machine is ReferenceMachine
+                else machine.__module__.partition(".")[0],)
     return Group(f"hunt: fuzzing strategies on {definition.name}",
-                 tuple(contender(strategy) for strategy in strategies),
+                 (*(contender(strategy) for strategy in strategies),
+                  contender("guided", measured)),
                  note="median runs to each bundled bug's first failure, in the JSON document",
                  extra=extra)
 

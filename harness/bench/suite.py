@@ -873,13 +873,15 @@ def peak_bytes(call: Callable[[], Any]) -> int:
 
 def native_fuzz(definition: WorkflowDefinition, runs: int, processes: int = 1, *,
                 machine: MachineFactory = ReferenceMachine,
-                strategy: str | None = None) -> Callable[[], int]:
+                strategy: str | None = None,
+                line_coverage: tuple[str, ...] = ()) -> Callable[[], int]:
     """Gives a call that fuzzes `runs` seeded runs (every fault, one execution each, nothing
-    written; the default strategy unless told); the call gives the steps simulated."""
+    written; the default strategy unless told, steered by `line_coverage`'s arcs too); the
+    call gives the steps simulated."""
     options = FuzzOptions(runs=runs, replay_dir=None, processes=processes,
                           sim=SimOptions(executions=1))
     if strategy is not None:
-        options = replace(options, strategy=strategy)
+        options = replace(options, strategy=strategy, line_coverage=line_coverage)
 
     def campaign() -> int:
         report = fuzz(definition, options, machine=machine)

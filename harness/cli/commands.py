@@ -175,6 +175,9 @@ click.option("--step-timeout", type=Finite(min=0, max=1_000_000), default=10.0, 
 @click.option("--corpus", "corpus_dir", type=click.Path(file_okay=False), default=None,
               metavar="FOLDER", help="Keep the guided strategies' corpus here between "
                                      "campaigns (failing schedules run first next time).")
+@click.option("--line-coverage", "line_coverage", multiple=True, metavar="SOURCE",
+              help="Steer the guided strategies by the arcs of this code too (a folder or a "
+                   "package; repeatable), measured with coverage.py: several times slower.")
 @click.option("--all-failures", is_flag=True,
               help="Go on after the first failing run and report every rule broken.")
 @click.option("--min-coverage", type=Finite(min=0, max=100), default=None,
@@ -186,7 +189,7 @@ def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
                  no_report: bool, as_json: bool, quiet: bool, modules: Sequence[str],
                  runs: int, seed: int, budget: float | None, processes: int, steps: int,
                  no_swarm: bool, strategy: str, corpus_dir: str | None,
-                 all_failures: bool, step_timeout: float,
+                 line_coverage: Sequence[str], all_failures: bool, step_timeout: float,
                  min_coverage: float | None, input_format: str | None) -> None:
     """Fuzz workflow definitions: many seeded simulations with faults injected, every
     invariant checked, failures shrunk to a minimal trace and saved as replay files.
@@ -200,6 +203,9 @@ def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
         click.echo(f"fsmharness: -n {processes}: running {usable} processes (no more than the "
                    f"runs, {runs}, or the cores, {os.cpu_count() or 1})", err=True)
         processes = usable
+    # the options no target changes, checked before any folder is made
+    FuzzOptions(runs=runs, strategy=strategy, corpus_dir=corpus_dir,
+                line_coverage=tuple(line_coverage))
 
     def each(target: Target, plan: FaultPlan, replays: Path | None, progress: Progress
              ) -> dict[str, Any]:
@@ -209,8 +215,8 @@ def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
         options = FuzzOptions(runs=runs, seed=seed, time_budget_s=budget, swarm=not no_swarm,
                               processes=processes, stop_at_first=not all_failures,
                               replay_dir=replays, sim=sim, coverage_min=min_coverage,
-                              strategy=strategy,
-                              corpus_dir=corpus_dir)
+                              strategy=strategy, corpus_dir=corpus_dir,
+                              line_coverage=tuple(line_coverage))
         task = progress.add_task(escape(target.name), total=runs, detail="")
 
         def advance(done: int, steps_done: int, failures: int) -> None:

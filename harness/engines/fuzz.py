@@ -25,6 +25,7 @@ from harness.checks.checkers import Invariant, Violation, invariants
 from harness.checks.coverage import Coverage, coverage_of, vacuity
 from harness.checks.determinism import CAUSES, difference
 from harness.checks.determinism import RULE as DETERMINISTIC
+from harness.checks.lines import LineCoverage, check_sources
 from harness.checks.metrics import Metrics, metrics_of
 from harness.checks.targets import score, targets
 from harness.engines import isolation
@@ -68,7 +69,9 @@ class FuzzOptions:
     `strategy` is `swarm` (each run blind, from its seed), `guided` (mostly mutants of the
     schedules that reached new behaviour, `harness.engines.guided`) or `mixed` (half each).
     `corpus_dir` keeps the guided strategies' corpus between campaigns (failing schedules
-    first). `targets` names the registered `@target` scores to climb and report (None: all)."""
+    first). `targets` names the registered `@target` scores to climb and report (None: all).
+    `line_coverage` names code (folders, packages) whose arcs, measured by coverage.py, the
+    guided strategies add to their feedback (`harness.checks.lines`: it costs)."""
 
     runs: int | None = 200
     seed: int = 0
@@ -87,6 +90,7 @@ class FuzzOptions:
     strategy: str = DEFAULT_STRATEGY
     corpus_dir: str | os.PathLike[str] | None = None
     targets: tuple[str, ...] | None = None
+    line_coverage: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -95,6 +99,12 @@ class FuzzOptions:
         if self.corpus_dir is not None and self.strategy == "swarm":
             raise HarnessError("options.corpus_dir: a corpus is kept by the guided strategies; "
                                "give strategy guided or mixed (swarm runs keep none)")
+        if self.line_coverage and self.strategy == "swarm":
+            raise HarnessError("options.line_coverage: line coverage steers the guided "
+                               "strategies; give strategy guided or mixed (swarm runs are "
+                               "blind to it)")
+        if self.line_coverage:
+            check_sources(self.line_coverage)
         if self.runs is None and self.time_budget_s is None:
             raise HarnessError("options.runs: give a number of runs, a time budget, or both")
         for name, low in (("runs", 1), ("seed", 0), ("processes", 1), ("shrink_runs_max", 1)):
@@ -233,6 +243,7 @@ class _Campaign:
         self.simulator = Simulator(definition, self.sim_options, machine)
         self.invariants: tuple[Invariant, ...] = invariants(options.invariants)
         self.targets = targets(options.targets)
+        self.lines = LineCoverage(options.line_coverage) if options.line_coverage else None
 
     def run(self, seed: int) -> _Outcome:
         return self._judged(seed, self.simulator.run(seed))
@@ -252,12 +263,17 @@ class _Campaign:
     def trial(self, trial: Trial) -> _Outcome:
         """Runs a guided campaign's trial, recording its draws, and learns what it did."""
         choices = trial.choices(record=True)
-        result = self.simulator.run(trial.seed, choices=choices)
+        arcs: frozenset[Any] = frozenset()
+        if self.lines is None:
+            result = self.simulator.run(trial.seed, choices=choices)
+        else:
+            result, arcs = self.lines.measure(
+                lambda: self.simulator.run(trial.seed, choices=choices))
         outcome = self._judged(trial.seed, result)
         recorded = tuple(choices.recorded) if isinstance(choices, RecordingChoices) else ()
         history = result.history
         faults = [(r.step, _fault_tag(r)) for r in history if type(r) is FaultInjected]
-        learnt = Learnt(behaviours_of(history, outcome.coverage), recorded,
+        learnt = Learnt(behaviours_of(history, outcome.coverage) | arcs, recorded,
                         struck_keys(recorded, faults),
                         tuple(r.step for r in history
                               if type(r) is Delivered and r.via == "external"),
@@ -409,7 +425,10 @@ def _guided_summary(guide: Guide | None, kept: int, options: FuzzOptions) -> dic
             "mutants": dict(sorted(guide.mutations.items())),
             "new_behaviour_by": dict(sorted(guide.found.items())),
             "corpus_dir": None if options.corpus_dir is None else str(options.corpus_dir),
-            "saved": kept}
+            "saved": kept,
+            **({"line_coverage": list(options.line_coverage),
+                "line_arcs": sum(1 for behaviour in guide.hits if behaviour[0] == "ln")}
+               if options.line_coverage else {})}
 
 
 def _keep(corpus: Corpus, guide: Guide, failing: Sequence[_Outcome]) -> int:
