@@ -34,7 +34,7 @@ from harness.engines.isolation import Died
 from harness.engines.replay import write_replay
 from harness.engines.shrink import Counterexample, NotReproduced, shrink
 from harness.errors import HarnessError
-from harness.sim.choices import RecordingChoices
+from harness.sim.choices import AimedChoices, RecordingChoices
 from harness.sim.history import Delivered, FaultInjected
 from harness.sim.identity import definition_digest, machine_path
 from harness.sim.machine import MachineFactory, ReferenceMachine
@@ -278,7 +278,9 @@ class _Campaign:
                         tuple(r.step for r in history
                               if type(r) is Delivered and r.via == "external"),
                         result.steps,
-                        tuple((n, v) for n, v in outcome.scores if isinstance(v, float)))
+                        tuple((n, v) for n, v in outcome.scores if isinstance(v, float)),
+                        tuple(choices.sites.items()) if isinstance(choices, AimedChoices)
+                        else ())
         return replace(outcome, trial=trial, learnt=learnt)
 
 

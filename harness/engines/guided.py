@@ -19,8 +19,20 @@ choices:
 The parent is drawn by energy: an entry's rare behaviours (seen by few runs) weigh more, and
 an entry tried often weighs less, as AFL's and libFuzzer's schedules favour rare paths.
 
+**Aimed faults.** Every run names the fault sites it passes: a fault draw's tag, where (a
+crash point, a tool fault's kind), the state of the execution acted on and the event sent or
+delivered (or the activity). The guide counts how often a fault struck at each site, and aims
+each run (a seed's, once sites are known, and every mutant) at `AIM_SITES` of them: a kind
+first, so that the forty crash sites of a workflow do not crowd out the one approval a forgery
+can meet, then the site by how seldom it struck (1 / (1 + strikes)^2). An aimed site strikes
+with `AIM_CHANCE` where the run passes it, once a run. The bugs faults find are a fault at the
+right place (a second worker before the save of a submit, a redelivery of an event the state
+still takes, a forged approval from an agent): blind runs meet each place at the plan's rate,
+aimed runs sweep the places. A mutant is aimed only at the kinds its parent's plan drew.
+
 Every mutant is a recorded choice sequence: it runs from its parent's seed with
-`MutantChoices`, and its failure shrinks and replays exactly as a seed's does. The campaign is
+`AimedChoices`, the aimed draw recorded below the plan's own rate, and its failure shrinks and
+replays exactly as a seed's does. The campaign is
 made in rounds of `ROUND` runs, each round's mutants drawn from the corpus as the previous
 rounds left it, so the same seed gives the same campaign whatever the number of processes.
 
@@ -42,7 +54,13 @@ from pathlib import Path
 from harness.checks.behaviour import Behaviour
 from harness.errors import HarnessError
 from harness.files import write_output
-from harness.sim.choices import BRANCH, FAULT, Choice, Choices, MutantChoices, RecordingChoices
+from harness.sim.choices import (
+    BRANCH,
+    FAULT,
+    AimedChoices,
+    Choice,
+    Choices,
+)
 
 __all__ = ["ROUND", "STRATEGIES", "Corpus", "Guide", "Trial"]
 
@@ -50,6 +68,8 @@ STRATEGIES = ("swarm", "guided", "mixed")
 ROUND = 16  # runs per round: mutants of a round are drawn from the corpus the rounds before
 #: left; fixed, so a campaign does not depend on how many processes run it
 CORPUS_MAX = 256  # entries past this, the ones of least energy go
+AIM_SITES = 8  # fault sites each run is aimed at
+AIM_CHANCE = 0.7  # that an aimed site strikes where the run passes it (once a run)
 _SHARE = {"guided": 7 / 8, "mixed": 1 / 2}  # of a round's runs, the mutants (the rest: seeds)
 _DELIVERY = ("f:duplicate_event", "f:late_event", "f:reordered_events", "f:dropped_event")
 _CORPUS_FORMAT = 1
@@ -58,6 +78,9 @@ _CORPUS_FORMAT = 1
 _TOOL_SPANS = (0.01, 0.03, 0.1, 0.3)
 
 Key = tuple[int, str, int]
+#: A fault site: the draw's tag, where (a crash point), the state acted on, the event or
+#: activity (`AimedChoices`)
+Site = tuple[str, ...]
 Script = Mapping[Key, float]
 
 
@@ -71,12 +94,15 @@ class Trial:
     script: Script | None = None
     fresh: int = 0
     how: str = "seed"
+    aims: tuple[Site, ...] = ()
 
     def choices(self, record: bool) -> Choices:
-        """Gives the run's choice source (recording, when `record`, or for a mutant)."""
+        """Gives the run's choice source: recording (and naming the fault sites it passes),
+        when `record` or for a mutant; a seed's own run draws as its seed does."""
         if self.script is not None:  # a guided run shrinks from its draws: no labels
-            return MutantChoices(self.script, self.fresh, labels=False)
-        return RecordingChoices(self.seed, labels=False) if record else Choices(self.seed)
+            return AimedChoices(self.script, self.fresh,
+                                dict.fromkeys(self.aims, AIM_CHANCE), labels=False)
+        return AimedChoices({}, self.seed, labels=False) if record else Choices(self.seed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +117,7 @@ class Learnt:
     deliveries: tuple[int, ...]
     last: int
     scores: tuple[tuple[str, float], ...] = ()
+    sites: tuple[tuple[Site, int], ...] = ()  # each fault site passed, and its strikes
 
 
 @dataclass(slots=True)
@@ -103,6 +130,7 @@ class _Entry:
     learnt: Learnt  # without its draws
     picked: int = 0
     best: frozenset[str] = frozenset()  # targets whose best this entry holds
+    kinds: frozenset[str] = frozenset()  # the tags of the fault draws its run made
 
     @property
     def script(self) -> dict[Key, float]:
@@ -147,6 +175,7 @@ class Guide:
     queued: list[Trial] = field(default_factory=list)  # run first (a kept corpus's)
     mutations: dict[str, int] = field(default_factory=dict)  # mutants made, by operation
     found: dict[str, int] = field(default_factory=dict)  # entries they added, by operation
+    sites: dict[Site, int] = field(default_factory=dict)  # each fault site seen: strikes
 
     def __post_init__(self) -> None:
         if self.strategy not in _SHARE:
@@ -166,14 +195,41 @@ class Guide:
         while len(trials) < size:
             if self.rng.random() < share:
                 trials.append(self._mutant(weights))
-            else:
-                trials.append(Trial(self.next_seed))
-                self.next_seed += 1
+                continue
+            seed = self.next_seed
+            self.next_seed += 1
+            aims = self._aims(None)
+            # aimed, a seed's run is no longer its own: it runs as a mutant with no script
+            trials.append(Trial(seed, {}, seed, "aim", aims) if aims else Trial(seed))
         return trials
+
+    def _aims(self, kinds: frozenset[str] | None) -> tuple[Site, ...]:
+        """Gives the fault sites a run is aimed at: up to `AIM_SITES`, each drawn a kind
+        first (so the many crash points do not crowd out the one approval a forgery can meet),
+        then by how seldom it struck; only of `kinds`, when given (a mutant's parent drew
+        only those: its plan left the others out)."""
+        by_kind: dict[str, list[Site]] = {}
+        for site in self.sites:
+            if kinds is None or site[0] in kinds:
+                by_kind.setdefault(site[0], []).append(site)
+        if not by_kind:
+            return ()
+        rng, struck = self.rng, self.sites
+        names = sorted(by_kind)
+        chosen: dict[Site, None] = {}
+        for _ in range(AIM_SITES):
+            among = by_kind[names[rng.randrange(len(names))]]
+            weights = [1.0 / (1 + struck[site]) ** 2 for site in among]
+            chosen[rng.choices(among, weights)[0]] = None
+        return tuple(chosen)
 
     def learn(self, trial: Trial, learnt: Learnt) -> bool:
         """Counts a run's behaviours; keeps it in the corpus when it showed one never seen, or
         beat a target's best. Tells whether it was kept."""
+        sites = self.sites
+        for site, strikes in learnt.sites:
+            sites[site] = sites.get(site, 0) + strikes
+        kinds = frozenset(site[0] for site, _ in learnt.sites)
         hits = self.hits
         new = False
         for behaviour in learnt.behaviours:
@@ -194,10 +250,10 @@ class Guide:
             entry.best = entry.best - beaten
         # kept lean: its behaviours as the tuples `hits` holds already, its draws packed
         canon = self.canon
-        kept = replace(learnt, recorded=(), behaviours=tuple(canon[b] for b in
-                                                             learnt.behaviours))
+        kept = replace(learnt, recorded=(), sites=(),
+                       behaviours=tuple(canon[b] for b in learnt.behaviours))
         self.corpus.append(_Entry(trial.seed, _pack(learnt.recorded), kept,
-                                  best=frozenset(beaten)))
+                                  best=frozenset(beaten), kinds=kinds))
         if new:
             self.found[trial.how] = self.found.get(trial.how, 0) + 1
         if len(self.corpus) > CORPUS_MAX:
@@ -232,7 +288,7 @@ class Guide:
         if script is None:  # nothing to do it to (no fault struck, one entry): draw again
             how, script = "havoc", _havoc(self, parent)
         self.mutations[how] = self.mutations.get(how, 0) + 1
-        return Trial(parent.seed, script, rng.getrandbits(48), how)
+        return Trial(parent.seed, script, rng.getrandbits(48), how, self._aims(parent.kinds))
 
 
 def _prefix(guide: Guide, parent: _Entry) -> dict[Key, float]:

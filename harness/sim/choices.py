@@ -32,6 +32,7 @@ __all__ = [
     "BRANCH",
     "FAULT",
     "VALUE",
+    "AimedChoices",
     "Choice",
     "Choices",
     "MutantChoices",
@@ -183,6 +184,72 @@ class MutantChoices(RecordingChoices):
 
     def branch(self, n: int) -> int:
         return min(int(self._draw(BRANCH) * n), n - 1)
+
+
+class AimedChoices(MutantChoices):
+    """A mutant's draws (or a seed's, with an empty script) whose faults can be aimed. Each
+    fault draw names its site: its tag, `where` (a crash point, a tool fault's kind) and what
+    the run is doing (`context`, set by the simulator: the state acted on, the event or the
+    activity). `sites` counts, for each site passed, how often a fault struck there. A site
+    `aims` holds strikes with that chance where the run passes it, until it struck once; the
+    draw recorded for it lies below the plan's own rate, so the run replays from its record
+    as any other (guided fuzzing aims at the sites where faults struck least)."""
+
+    def __init__(self, script: Mapping[tuple[int, str, int], float], fresh: Any = 0,
+                 aims: Mapping[tuple[str, ...], float] | None = None, *,
+                 labels: bool = True) -> None:
+        super().__init__(script, fresh, labels=labels)
+        self.aims = dict(aims) if aims else {}
+        self.context: Callable[[], tuple[str, str]] = _nowhere
+        self.sites: dict[tuple[str, ...], int] = {}
+
+    def _fault(self, tag: str, site: tuple[str, ...] | None, low: float, high: float
+               ) -> float:
+        """Draws a fault's `u`: in [low, high) (struck) when `site` is aimed and its chance
+        comes up, else as a mutant draws it."""
+        n = self._counts.get(tag, 0)
+        self._counts[tag] = n + 1
+        aim = self.aims.get(site) if site is not None else None
+        if aim is not None and random.Random.random(self) < aim:
+            del self.aims[site]  # type: ignore[arg-type]
+            u = low + random.Random.random(self) * (high - low)
+        else:
+            scripted = self.script.get((self.step, tag, n))
+            u = random.Random.random(self) if scripted is None else scripted
+        self.recorded.append(_choice(Choice, (self.step, tag, n, u)))
+        return u
+
+    def chance(self, kind: str, rate: float, where: str = "") -> bool:
+        tag = f"f:{kind}"
+        site = (tag, where, *self.context())
+        struck = self._fault(tag, site, 0.0, rate) < rate
+        self.sites[site] = self.sites.get(site, 0) + struck
+        return struck
+
+    def pick(self, site: str, table: Table) -> Any:
+        tag = f"f:{site}"
+        context = self.context()
+        aimed, low, high, below = None, 0.0, 0.0, 0.0
+        for threshold, kind in table:  # a tool's faults share one draw: aim at one's span
+            named = (tag, str(kind), *context)
+            if named in self.aims:
+                aimed, low, high = named, below, threshold
+                break
+            below = threshold
+        u = self._fault(tag, aimed, low, high)
+        found = None
+        sites = self.sites
+        for threshold, kind in table:
+            named = (tag, str(kind), *context)
+            struck = found is None and u < threshold
+            if struck:
+                found = kind
+            sites[named] = sites.get(named, 0) + struck
+        return found
+
+
+def _nowhere() -> tuple[str, str]:
+    return ("", "")
 
 
 class ScriptedChoices(RecordingChoices):

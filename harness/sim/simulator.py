@@ -52,7 +52,7 @@ from fault_injection import (
 )
 from harness.errors import HarnessError, trace_of, words_of
 from harness.sim.asyncloop import AsyncCalls, LoopFailure, RunLoop, is_async
-from harness.sim.choices import Choices
+from harness.sim.choices import AimedChoices, Choices
 from harness.sim.history import (
     Commanded,
     Committed,
@@ -379,6 +379,9 @@ class _Run:
         self.rng = rng = choices if choices is not None else Choices(seed)
         rng.at_step(0)
         self.plan = plan = simulator.plan.for_run(rng)
+        self.topic = ""  # the type of the event being sent or delivered, for aimed faults
+        if isinstance(rng, AimedChoices):
+            rng.context = self._context
         self.clock = Clock()
         self.history: list[HistoryRecord] = []
         self.emit = self.history.append
@@ -743,8 +746,18 @@ class _Run:
             actions.append((_ADVANCE, max(now, soonest), what))
         return actions
 
+    def _context(self) -> tuple[str, str]:
+        """Gives what the run is doing, for aimed faults: the state of the execution acted
+        on, and the event sent or delivered (else the activity)."""
+        current = self.current
+        eid = current[0] if current is not None else self.acting
+        obs = self.obs.get(eid)
+        return (obs.state if obs is not None else "",
+                current[1].type if current is not None else self.topic or self.activity)
+
     def _perform(self, action: tuple[Any, ...]) -> None:
         kind = action[0]
+        self.topic = ""
         self.acting = action[1].execution if kind == _QUEUED else (
             action[1] if kind != _ADVANCE else "")
         if kind == _COMPLETE:
@@ -788,6 +801,7 @@ class _Run:
         rng = self.rng
         names = self._sendable(eid, obs)
         name = names[rng.branch(len(names))]
+        self.topic = name
         spec = self.definition.spec.events[name]
         generator = self.sim._payloads.get(name)
         payload: Any = {}
@@ -824,6 +838,7 @@ class _Run:
 
     def _approve(self, eid: str, approval: ApprovalWait) -> None:
         rng = self.rng
+        self.topic = "approval"
         roles = sorted(approval.roles)
         role = roles[rng.below(len(roles))] if roles else "approver"
         payload = {"role": role, "action_hash": approval.action_hash}
@@ -915,6 +930,7 @@ class _Run:
         """Sends an event as the outside world does: maybe dropped (and sent again later),
         held back (overtaken), duplicated, or followed by a late copy."""
         rng, now = self.rng, self.clock.now
+        self.topic = event.type
         if self.r_drop and rng.chance(FaultKind.DROPPED_EVENT, self.r_drop):
             self._fault(FaultKind.DROPPED_EVENT, eid, event.id)
             self._queue(now + self.redeliver_after, eid, event, "redelivered")
@@ -1047,7 +1063,7 @@ class _Run:
             self.dying = crash = SimulatedCrash(point)  # an async machine's loop stops too
             raise crash
         if self.r_worker and not self.in_worker and rng.chance(FaultKind.SECOND_WORKER,
-                                                               self.r_worker):
+                                                               self.r_worker, point):
             self._second_worker(point)
 
     def _between_steps(self) -> None:
@@ -1058,7 +1074,8 @@ class _Run:
             self._fault(FaultKind.CRASH, "", "between steps")
             self.emit(Crashed(self.clock.step, self.clock.now, "between_steps", "idle"))
             self._recover(crashed=True)
-        if self.r_worker and rng.chance(FaultKind.SECOND_WORKER, self.r_worker):
+        if self.r_worker and rng.chance(FaultKind.SECOND_WORKER, self.r_worker,
+                                        "between_steps"):
             self._second_worker("between_steps")
 
     def _second_worker(self, point: str) -> None:

@@ -4,7 +4,12 @@ anything differently changes what a user's seed means (a replay file, a failing 
 log), so a change here is either a bug or a deliberate break this file's history says why.
 
 `python tests/simulation/test_golden_histories.py --write` writes the digests again (only for a
-deliberate change: say why in the commit).
+deliberate change: say why here and in the commit).
+
+Deliberate changes:
+
+- 2026-12-03, the guided campaign's summary: guided runs aim faults at the sites where faults
+  struck least (issue 20), so a guided campaign draws other mutants. No seed's history changed.
 """
 
 from __future__ import annotations

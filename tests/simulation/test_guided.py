@@ -16,8 +16,8 @@ from harness import FuzzOptions, HarnessError, fuzz, replay, target
 from harness.checks.behaviour import behaviours_of, bucket
 from harness.checks.coverage import Coverage
 from harness.checks.targets import TARGETS
-from harness.engines.guided import Guide, Learnt, Trial
-from harness.sim.choices import MutantChoices, RecordingChoices
+from harness.engines.guided import AIM_SITES, Guide, Learnt, Trial
+from harness.sim.choices import AimedChoices, MutantChoices, RecordingChoices, ScriptedChoices
 from harness.sim.history import Decided, Delivered, Observed
 from harness.sim.simulator import SimOptions, Simulator
 
@@ -50,6 +50,84 @@ class TestChoices:
         assert mutant.recorded[1].u != parent.recorded[1].u  # drawn from its own seed
 
 
+class TestAimedChoices:
+    """Faults aimed at a site (issue 20): the tag, where, the state acted on and the event."""
+
+    FORGED = ("f:forged_approval", "", "review", "approval")
+
+    def _simulator(self) -> Simulator:
+        machine, _ = PLANTED[HARD]
+        return Simulator(WORKFLOW, SimOptions(), machine)
+
+    def test_unaimed_it_draws_what_the_seed_draws_and_names_every_site_passed(self) -> None:
+        simulator = self._simulator()
+        seeded, aimed = RecordingChoices(11), AimedChoices({}, 11)
+        one, two = simulator.run(11, choices=seeded), simulator.run(11, choices=aimed)
+        assert one.history == two.history and seeded.recorded == aimed.recorded
+        fault_draws = [c for c in aimed.recorded if c.tag.startswith("f:")]
+        assert aimed.sites and sum(aimed.sites.values()) <= len(fault_draws)
+        assert all(site[0].startswith("f:") and len(site) == 4 for site in aimed.sites)
+
+    def test_an_aimed_site_strikes_once_and_the_run_replays_from_its_record(self) -> None:
+        simulator = self._simulator()
+        seed = next(seed for seed in range(50) if self._passes_approval(simulator, seed))
+        aimed = AimedChoices({}, seed, {self.FORGED: 1.0})
+        result = simulator.run(seed, choices=aimed)
+        forged = [r for r in result.history if type(r).__name__ == "FaultInjected"
+                  and r.fault == "forged_approval"]
+        assert len(forged) == 1 and aimed.sites[self.FORGED] == 1
+        assert self.FORGED not in aimed.aims  # struck once: aimed no more
+        again = simulator.run(seed, choices=ScriptedChoices(aimed.recorded))
+        assert again.history == result.history  # the strike lies below the plan's own rate
+
+    def test_a_site_the_run_never_passes_changes_nothing(self) -> None:
+        simulator = self._simulator()
+        nowhere = ("f:crash", "before_commit", "no_such_state", "no_such_event")
+        plain, aimed = RecordingChoices(4), AimedChoices({}, 4, {nowhere: 1.0})
+        assert simulator.run(4, choices=plain).history == simulator.run(
+            4, choices=aimed).history
+        assert aimed.aims == {nowhere: 1.0}
+
+    def _passes_approval(self, simulator: Simulator, seed: int) -> bool:
+        choices = AimedChoices({}, seed)
+        simulator.run(seed, choices=choices)
+        return self.FORGED in choices.sites
+
+
+class TestAiming:
+    """The guide aims each run at sites where faults struck least, a kind first."""
+
+    def _guide(self) -> Guide:
+        guide = Guide(0, "guided")
+        crashes = [(("f:crash", f"p{n}", "s", "e"), 0) for n in range(40)]
+        forged = [(("f:forged_approval", "", "waiting", "approval"), 0)]
+        guide.learn(Trial(0), Learnt(frozenset({("s", "a", "final")}), (), (), (), 3,
+                                     sites=(*crashes, *forged)))
+        return guide
+
+    def test_a_kind_with_one_site_is_aimed_at_as_often_as_one_with_forty(self) -> None:
+        guide = self._guide()
+        aimed = [guide._aims(None) for _ in range(200)]
+        forged = sum(("f:forged_approval", "", "waiting", "approval") in aims for aims in aimed)
+        assert all(0 < len(aims) <= AIM_SITES for aims in aimed)
+        assert forged > 150  # drawn a kind first: nearly every run, not 1 in 41
+
+    def test_a_site_struck_often_is_aimed_at_seldom(self) -> None:
+        guide = self._guide()
+        hot = ("f:crash", "p0", "s", "e")
+        guide.sites[hot] = 50
+        aimed = [guide._aims(frozenset({"f:crash"})) for _ in range(200)]
+        assert sum(hot in aims for aims in aimed) < 20
+        assert all(site[0] == "f:crash" for aims in aimed for site in aims)  # the parent's
+
+    def test_rounds_of_seeds_are_aimed_once_sites_are_known(self) -> None:
+        guide = self._guide()
+        guide.corpus.clear()  # no parents: a round of seeds
+        trials = guide.round(16)
+        assert all(trial.how == "aim" and trial.script == {} and trial.aims
+                   for trial in trials)
+
+
 class TestBehaviours:
     def test_an_event_delivered_to_a_final_execution_is_a_behaviour_of_its_own(self) -> None:
         history = [Observed(1, 0, "x1", "done", "final", 3),
@@ -71,6 +149,16 @@ class TestCampaigns:
         assert guided.runs < swarm.runs, (guided.runs, swarm.runs)
         assert guided.failures[0].mutant  # a mutant's run found it, not a seed's own
         assert guided.guided["corpus"] > 0 and sum(guided.guided["mutants"].values()) > 0
+
+    def test_aiming_finds_the_hard_bug_at_least_three_times_sooner_from_every_seed(self) -> None:
+        """Five base seeds (deterministic): guided's slowest beats a third of swarm's fastest."""
+        from harness.bench.hunt import Bug, hunt
+
+        machine, rule = PLANTED[HARD]
+        swarm, guided = hunt([Bug(HARD, WORKFLOW, machine, rule)], ("swarm", "guided"),
+                             seeds=5)
+        assert not swarm.missed and not guided.missed
+        assert max(guided.runs) * 3 <= min(swarm.runs), (guided.runs, swarm.runs)
 
     def test_the_same_seed_gives_the_same_campaign_in_any_number_of_processes(self) -> None:
         one = _campaign("guided", isolate=False)
