@@ -28,7 +28,8 @@ can meet, then the site by how seldom it struck (1 / (1 + strikes)^2). An aimed 
 with `AIM_CHANCE` where the run passes it, once a run. The bugs faults find are a fault at the
 right place (a second worker before the save of a submit, a redelivery of an event the state
 still takes, a forged approval from an agent): blind runs meet each place at the plan's rate,
-aimed runs sweep the places. A mutant is aimed only at the kinds its parent's plan drew.
+aimed runs sweep the places. A mutant is aimed only at the kinds its parent's plan drew (those
+any run from its seed passed).
 
 Every mutant is a recorded choice sequence: it runs from its parent's seed with
 `AimedChoices`, the aimed draw recorded below the plan's own rate, and its failure shrinks and
@@ -130,7 +131,6 @@ class _Entry:
     learnt: Learnt  # without its draws
     picked: int = 0
     best: frozenset[str] = frozenset()  # targets whose best this entry holds
-    kinds: frozenset[str] = frozenset()  # the tags of the fault draws its run made
 
     @property
     def script(self) -> dict[Key, float]:
@@ -176,6 +176,7 @@ class Guide:
     mutations: dict[str, int] = field(default_factory=dict)  # mutants made, by operation
     found: dict[str, int] = field(default_factory=dict)  # entries they added, by operation
     sites: dict[Site, int] = field(default_factory=dict)  # each fault site seen: strikes
+    kinds: dict[int, frozenset[str]] = field(default_factory=dict)  # by seed: fault tags
 
     def __post_init__(self) -> None:
         if self.strategy not in _SHARE:
@@ -229,7 +230,13 @@ class Guide:
         sites = self.sites
         for site, strikes in learnt.sites:
             sites[site] = sites.get(site, 0) + strikes
-        kinds = frozenset(site[0] for site, _ in learnt.sites)
+        # the kinds a seed's plan draws: those any run from it (a mutant too) passed
+        kinds = self.kinds
+        kinds[trial.seed] = kinds.get(trial.seed, frozenset()) | frozenset(
+            site[0] for site, _ in learnt.sites)
+        if len(kinds) > 4 * CORPUS_MAX:  # only a corpus entry's seed is a parent's
+            parents = {entry.seed for entry in self.corpus}
+            self.kinds = {seed: tags for seed, tags in kinds.items() if seed in parents}
         hits = self.hits
         new = False
         for behaviour in learnt.behaviours:
@@ -253,7 +260,7 @@ class Guide:
         kept = replace(learnt, recorded=(), sites=(),
                        behaviours=tuple(canon[b] for b in learnt.behaviours))
         self.corpus.append(_Entry(trial.seed, _pack(learnt.recorded), kept,
-                                  best=frozenset(beaten), kinds=kinds))
+                                  best=frozenset(beaten)))
         if new:
             self.found[trial.how] = self.found.get(trial.how, 0) + 1
         if len(self.corpus) > CORPUS_MAX:
@@ -288,7 +295,8 @@ class Guide:
         if script is None:  # nothing to do it to (no fault struck, one entry): draw again
             how, script = "havoc", _havoc(self, parent)
         self.mutations[how] = self.mutations.get(how, 0) + 1
-        return Trial(parent.seed, script, rng.getrandbits(48), how, self._aims(parent.kinds))
+        return Trial(parent.seed, script, rng.getrandbits(48), how,
+                     self._aims(self.kinds.get(parent.seed)))
 
 
 def _prefix(guide: Guide, parent: _Entry) -> dict[Key, float]:
