@@ -33,9 +33,9 @@ any run from its seed passed).
 
 Every mutant is a recorded choice sequence: it runs from its parent's seed with
 `AimedChoices`, the aimed draw recorded below the plan's own rate, and its failure shrinks and
-replays exactly as a seed's does. The campaign is made in rounds of `ROUND` runs, each
-round's mutants drawn from the corpus as the previous rounds left it, so the same seed gives
-the same campaign whatever the number of processes.
+replays exactly as a seed's does. The campaign is
+made in rounds of `ROUND` runs, each round's mutants drawn from the corpus as the previous
+rounds left it, so the same seed gives the same campaign whatever the number of processes.
 
 The corpus can be kept in a folder between campaigns (as Hypothesis keeps its example
 database): each entry a small JSON file; the failing schedules are replayed first next time.
@@ -177,8 +177,6 @@ class Guide:
     found: dict[str, int] = field(default_factory=dict)  # entries they added, by operation
     sites: dict[Site, int] = field(default_factory=dict)  # each fault site seen: strikes
     kinds: dict[int, frozenset[str]] = field(default_factory=dict)  # by seed: fault tags
-    _grouped: dict[frozenset[str] | None, list[tuple[list[Site], list[float]]]] = field(
-        default_factory=dict)  # the sites by kind, with their weights, for this round
 
     def __post_init__(self) -> None:
         if self.strategy not in _SHARE:
@@ -191,7 +189,6 @@ class Guide:
 
     def round(self, size: int) -> list[Trial]:
         """Gives the next round's trials: what a kept corpus queued, then seeds and mutants."""
-        self._grouped = {}
         trials = self.queued[:size]
         del self.queued[:len(trials)]
         share = _SHARE[self.strategy] if self.corpus else 0.0
@@ -212,21 +209,18 @@ class Guide:
         first (so the many crash points do not crowd out the one approval a forgery can meet),
         then by how seldom it struck; only of `kinds`, when given (a mutant's parent drew
         only those: its plan left the others out)."""
-        grouped = self._grouped.get(kinds)
-        if grouped is None:  # the sites do not change within a round: grouped once for it
-            by_kind: dict[str, list[Site]] = {}
-            for site in self.sites:
-                if kinds is None or site[0] in kinds:
-                    by_kind.setdefault(site[0], []).append(site)
-            grouped = self._grouped[kinds] = [
-                (among, [1.0 / (1 + self.sites[site]) ** 2 for site in among])
-                for _, among in sorted(by_kind.items())]
-        if not grouped:
+        by_kind: dict[str, list[Site]] = {}
+        for site in self.sites:
+            if kinds is None or site[0] in kinds:
+                by_kind.setdefault(site[0], []).append(site)
+        if not by_kind:
             return ()
-        rng = self.rng
+        rng, struck = self.rng, self.sites
+        names = sorted(by_kind)
         chosen: dict[Site, None] = {}
         for _ in range(AIM_SITES):
-            among, weights = grouped[rng.randrange(len(grouped))]
+            among = by_kind[names[rng.randrange(len(names))]]
+            weights = [1.0 / (1 + struck[site]) ** 2 for site in among]
             chosen[rng.choices(among, weights)[0]] = None
         return tuple(chosen)
 
@@ -236,7 +230,6 @@ class Guide:
         sites = self.sites
         for site, strikes in learnt.sites:
             sites[site] = sites.get(site, 0) + strikes
-        self._grouped = {}
         # the kinds a seed's plan draws: those any run from it (a mutant too) passed
         kinds = self.kinds
         kinds[trial.seed] = kinds.get(trial.seed, frozenset()) | frozenset(
