@@ -230,13 +230,12 @@ class Guide:
         sites = self.sites
         for site, strikes in learnt.sites:
             sites[site] = sites.get(site, 0) + strikes
-        # the kinds a seed's plan draws: those any run from it (a mutant too) passed
-        kinds = self.kinds
-        kinds[trial.seed] = kinds.get(trial.seed, frozenset()) | frozenset(
-            site[0] for site, _ in learnt.sites)
-        if len(kinds) > 4 * CORPUS_MAX:  # only a corpus entry's seed is a parent's
-            parents = {entry.seed for entry in self.corpus}
-            self.kinds = {seed: tags for seed, tags in kinds.items() if seed in parents}
+        # the kinds a seed's plan draws: those any run from it (a mutant too) passed, kept
+        # for the seeds of corpus entries only (no other seed is a parent's)
+        tags = frozenset(site[0] for site, _ in learnt.sites)
+        known = self.kinds.get(trial.seed)
+        if known is not None and not tags <= known:
+            self.kinds[trial.seed] = known | tags
         hits = self.hits
         new = False
         for behaviour in learnt.behaviours:
@@ -261,12 +260,16 @@ class Guide:
                        behaviours=tuple(canon[b] for b in learnt.behaviours))
         self.corpus.append(_Entry(trial.seed, _pack(learnt.recorded), kept,
                                   best=frozenset(beaten)))
+        if known is None:
+            self.kinds[trial.seed] = tags
         if new:
             self.found[trial.how] = self.found.get(trial.how, 0) + 1
         if len(self.corpus) > CORPUS_MAX:
             energies = self._energies()
             weakest = min(range(len(self.corpus)), key=lambda i: (energies[i], -i))
-            del self.corpus[weakest]
+            gone = self.corpus.pop(weakest).seed
+            if all(entry.seed != gone for entry in self.corpus):
+                del self.kinds[gone]
         return True
 
     def _energies(self) -> list[float]:
