@@ -487,6 +487,7 @@ class _Run:
                     close()
         for loop in self.loops:
             loop.close()
+        self.watchdog.release()
 
     def _rates(self, plan: FaultPlan) -> None:
         self.r_crash = plan.rate(FaultKind.CRASH)

@@ -3,17 +3,24 @@ or in `recover()`, is stopped there and reported `hung`, with the stack where it
 
 The operations bound (`SimOptions.ops_max`) counts only what the machine asks of the world
 (tool calls, probe points); a loop that asks nothing passes it forever. This one is a timer:
-`SIGALRM`, armed as a step begins and disarmed as it ends (two system calls a step), whose
-handler raises `Overran` in the code that was running. It can only work in the main thread of
-a process whose `SIGALRM` is free (a handler that is not the default one, pytest-timeout's for
-instance, is left alone): elsewhere, `Watchdog.armed` is false and steps are unbounded in time.
-Code that never returns to the interpreter (a blocking call in C) is out of its reach.
+a periodic `SIGALRM` (every quarter of the bound, at least 50 ms) whose handler raises `Overran`
+in the code that was running when the step it interrupts began longer ago than the bound. A
+step only notes when it began: arming and disarming a timer at every step cost two system calls
+a step, a tenth of a simulated step's time. A tick that finds no step running stops the timer
+(the next step starts it again), and a run that ends stops it, so no signal outlives the work.
+A step is stopped between `seconds` and `seconds` plus a period after it began. It can only
+work in the main thread of a process whose `SIGALRM` is free (a handler that is not the default
+one, pytest-timeout's for instance, is left alone): elsewhere, `Watchdog.armed` is false and
+steps are unbounded in time. Code that never returns to the interpreter (a blocking call in C)
+is out of its reach.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
+import time
 import traceback
 from pathlib import Path
 from types import FrameType
@@ -21,6 +28,8 @@ from types import FrameType
 __all__ = ["Overran", "Watchdog"]
 
 _STACK_FRAMES = 12  # the innermost frames kept of where a step hung
+_PERIOD_MIN = 0.05  # seconds: the timer ticks no faster than this
+_MAIN_THREAD = threading.main_thread().ident  # the one thread a signal handler runs in
 
 
 class Overran(BaseException):
@@ -35,11 +44,14 @@ class Overran(BaseException):
 class Watchdog:
     """Raises `Overran` in a step that runs longer than `seconds` (0: never)."""
 
-    _current: Watchdog | None = None  # the watchdog whose timer is armed
+    _current: Watchdog | None = None  # the watchdog whose step is running
+    _period = 0.0  # the interval of the timer ours ticks at (0: not ticking)
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
+        self.period = min(seconds, max(seconds / 4, _PERIOD_MIN))
         self.armed = seconds > 0 and self._claim()
+        self.began = 0.0  # when the step running began (monotonic seconds)
         #: what the timer raised in the step running (an async machine's task may keep it)
         self.overran: Overran | None = None
 
@@ -56,27 +68,49 @@ class Watchdog:
                 if handler not in (signal.SIG_DFL, None):
                     return False  # someone else's: leave it
                 signal.signal(signal.SIGALRM, cls._fire)
-            return signal.getitimer(signal.ITIMER_REAL)[0] == 0  # a timer running: theirs
+            remaining, interval = signal.getitimer(signal.ITIMER_REAL)
+            if remaining == 0:  # none runs (a forked worker inherits no timer)
+                Watchdog._period = 0.0
+                return True
+            return cls._period > 0 and interval == cls._period  # ours ticking, else theirs
         except (ValueError, OSError, AttributeError):  # no SIGALRM on this platform
             return False
 
     def start(self) -> None:
         """Starts the bound on a step."""
         self.overran = None
-        if self.armed and threading.current_thread() is threading.main_thread():
+        if self.armed and threading.get_ident() == _MAIN_THREAD:
+            self.began = time.monotonic()
             Watchdog._current = self
-            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+            if not 0 < Watchdog._period <= self.period:
+                Watchdog._period = self.period
+                signal.setitimer(signal.ITIMER_REAL, self.period, self.period)
 
     def stop(self) -> None:
-        """Ends the bound on a step."""
+        """Ends the bound on a step (the timer ticks on, for the next step)."""
         if Watchdog._current is self:
-            signal.setitimer(signal.ITIMER_REAL, 0)
             Watchdog._current = None
+
+    def release(self) -> None:
+        """Ends the bound and stops the timer: the run is over."""
+        self.stop()
+        if self.armed and Watchdog._current is None and Watchdog._period > 0:
+            Watchdog._halt()
+
+    @staticmethod
+    def _halt() -> None:
+        Watchdog._period = 0.0
+        with contextlib.suppress(ValueError, OSError):  # not the main thread: it ticks once
+            signal.setitimer(signal.ITIMER_REAL, 0)
 
     @staticmethod
     def _fire(signum: int, frame: FrameType | None) -> None:
         current = Watchdog._current
-        if current is None:  # a timer that is not ours, or one that ended: nothing to stop
+        if current is None:  # no step running: ours stops ticking (another's is let be)
+            if Watchdog._period > 0:
+                Watchdog._halt()
+            return
+        if time.monotonic() - current.began < current.seconds:
             return
         Watchdog._current = None
         frames = traceback.extract_stack(frame)[-_STACK_FRAMES:] if frame else []

@@ -196,3 +196,48 @@ def test_an_exception_comes_back_from_a_worker_as_it_was_or_in_words() -> None:
     assert caught.value.seed == 3
     with pytest.raises(RuntimeError, match="_Odd: seed 5: a rule's own bug"):
         isolation.call(odd)
+
+
+def test_the_watchdog_arms_its_timer_once_a_run_and_leaves_none_behind(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """It used to arm and disarm SIGALRM at every step: two system calls a step, a tenth of a
+    simulated step's time. Now a step only notes when it began; the timer ticks."""
+    import signal
+
+    from running import ROOT
+
+    from harness.sim import watchdog
+    from harness.sim.simulator import Simulator
+    from reference_machine import load_definition
+
+    calls: list[tuple[float, float]] = []
+    real = signal.setitimer
+
+    def counting(which: int, seconds: float, interval: float = 0.0) -> tuple[float, float]:
+        calls.append((seconds, interval))
+        return real(which, seconds, interval)
+
+    monkeypatch.setattr(watchdog.signal, "setitimer", counting)
+    definition = load_definition(ROOT / "scenarios" / "refund_escalation.yaml")
+    result = Simulator(definition, SimOptions(step_timeout_s=4.0)).run(0)
+    assert result.steps > 10
+    assert [call[0] for call in calls] == [1.0, 0], calls  # armed, then stopped at the end
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_a_watchdog_tick_with_no_step_running_stops_the_timer() -> None:
+    """A run an engine leaves unfinished (the exhaustive search cuts its paths) never ends its
+    watchdog: the next tick finds no step running and stops the timer."""
+    import signal
+    import time
+
+    from harness.sim.watchdog import Watchdog
+
+    dog = Watchdog(0.2)
+    assert dog.armed
+    dog.start()
+    dog.stop()
+    assert signal.getitimer(signal.ITIMER_REAL)[1] == pytest.approx(0.05)
+    time.sleep(0.12)  # a tick: no step runs
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert Watchdog(0.2).armed  # free again
