@@ -60,13 +60,33 @@ def _plain(value: Any) -> Any:
         fields = getattr(value, "_fields", None)
         if fields is None:
             return [_plain(item) for item in value]
-        return {key: _data(item, key) if key in _DATA_FIELDS else _plain(item)
-                for key, item in zip(fields, value, strict=True)}
+        return _fields_plain(value, fields)
     if kind is dict or kind is MappingProxyType or isinstance(value, Mapping):
         return {str(key): _plain(item) for key, item in value.items()}
     if kind is list:
         return [_plain(item) for item in value]
     return value
+
+
+def _fields_plain(record: tuple[Any, ...], fields: tuple[str, ...]) -> dict[str, Any]:
+    """Gives the JSON object of a NamedTuple: what `_plain` gives each field, with the common
+    fields (text, numbers, empty tuples) done inline (a call per field was two thirds of a
+    commit's encoding)."""
+    plain: dict[str, Any] = {}
+    for key, item in zip(fields, record, strict=True):
+        kind = type(item)
+        if kind is str or kind in _SCALARS:
+            plain[key] = item
+        elif key in _DATA_FIELDS:  # before the tuples: users' data holds none
+            plain[key] = _data(item, key)
+        elif kind is tuple and not item:
+            plain[key] = []
+        else:
+            plain[key] = _plain(item)
+    return plain
+
+
+_EXECUTION_FIELDS = Execution._fields
 
 
 def _data(value: Any, where: str) -> Any:
@@ -104,7 +124,8 @@ def encode_execution(execution: Execution) -> str:
 
 
 def _execution_plain(execution: Execution) -> dict[str, Any]:
-    plain: dict[str, Any] = _plain(execution)  # a region's own empty additions stay: harmless
+    # a region's own empty additions stay: harmless
+    plain = _fields_plain(execution, _EXECUTION_FIELDS)
     for key in _ADDED_EXECUTION:
         if not plain[key]:
             del plain[key]

@@ -57,6 +57,15 @@ _TIMER_SOURCES = frozenset({"timer", "system"})
 #: once; 1,000 let a later commit's command sort before an earlier one's), and still above
 #: every position stores written with 1,000 hold, so their order is kept.
 _POSITIONS = 1 << 32
+
+#: What a commit checks, in one read: the execution's version, the log's next sequence, when
+#: its last transition was, and whether the event was consumed already.
+_WRITE_STATE = (
+    "SELECT version, "
+    "(SELECT COALESCE(MAX(sequence), 0) + 1 FROM log WHERE execution_id = ?1), "
+    "(SELECT at FROM transitions WHERE execution_id = ?1 ORDER BY sequence DESC LIMIT 1), "
+    "EXISTS (SELECT 1 FROM consumed WHERE execution_id = ?1 AND event_id = ?2) "
+    "FROM executions WHERE id = ?1")
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
 _SCHEMA = """
@@ -221,66 +230,66 @@ class SQLiteStore:
         try:
             with self._transaction():
                 for commit in commits:
-                    # a savepoint per execution: a refused commit rolls back only its own part
-                    self._db.execute("SAVEPOINT one")
+                    # `_write` refuses before its first write or not at all: a refused
+                    # commit leaves nothing to roll back, so no savepoint is needed for it
                     try:
                         results.append(self._write(commit))
                     except StoreError as exc:
-                        self._db.execute("ROLLBACK TO one")
                         results.append(exc)
                     except (TypeError, ValueError, OverflowError) as exc:  # not storable
-                        self._db.execute("ROLLBACK TO one")
                         results.append(StoreError(f"{self.path}: event {commit.event.id!r} "
                                                   f"cannot be stored: {exc}"))
-                    self._db.execute("RELEASE one")
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: group commit of {len(commits)} events failed: "
                              f"{exc}") from exc
         return results
 
     def _write(self, commit: Commit) -> int:
+        """Writes one commit in the open transaction. Every refusal (an unknown execution, a
+        duplicate event, a version conflict, a record JSON cannot hold) is raised before the
+        first write: one read checks, every text is encoded, then the rows are written."""
         db = self._db
-        execution_id = commit.execution_id
-        row = db.execute("SELECT version FROM executions WHERE id = ?",
-                         (execution_id,)).fetchone()
+        execution_id, event = commit.execution_id, commit.event
+        row = db.execute(_WRITE_STATE, (execution_id, event.id)).fetchone()
         if row is None:
             raise UnknownExecutionError(execution_id)
-        version = row[0]
-        try:
-            db.execute("INSERT INTO consumed (execution_id, event_id) VALUES (?, ?)",
-                       (execution_id, commit.event.id))
-        except sqlite3.IntegrityError as exc:
-            raise DuplicateEventError(execution_id, commit.event.id) from exc
+        version, sequence, entered_at, consumed = row
+        if consumed:
+            raise DuplicateEventError(execution_id, event.id)
         # every commit checks the version, rejections too: the log's order is the order in
         # which decisions were made on the state they saw, so replay decides them alike
         if version != commit.expected_version:
             raise ConflictError(execution_id, commit.expected_version, version)
-        sequence = db.execute("SELECT COALESCE(MAX(sequence), 0) + 1 FROM log WHERE "
-                              "execution_id = ?", (execution_id,)).fetchone()[0]
+        event_text = encode_event(event)
+        execution = commit.execution
+        if execution is not None:
+            record_text = encode_execution(execution)
+            outbox = [(execution_id, OutboxEntry(execution_id, command).command_id,
+                       sequence * _POSITIONS + position, encode_command(command))
+                      for position, command in enumerate(outbound(commit.commands))]
+            record = transition_record(commit, entered_at)
+            transition_text = (encode_transition(record.transition) if record is not None
+                               else "")
+        db.execute("INSERT INTO consumed (execution_id, event_id) VALUES (?, ?)",
+                   (execution_id, event.id))
         db.execute("INSERT INTO log VALUES (?, ?, ?, ?, ?)",
-                   (execution_id, sequence, encode_event(commit.event), commit.decision,
-                    commit.at))
-        if commit.event.answers and commit.decision != "rejected":
+                   (execution_id, sequence, event_text, commit.decision, commit.at))
+        if event.answers and commit.decision != "rejected":
             # an answer settles its command unless it was rejected (forged, malformed): then
             # the command stays pending, for recovery to finish
             db.execute("UPDATE outbox SET delivered = 1 WHERE execution_id = ? AND "
-                       "command_id = ?", (execution_id, commit.event.answers))
-        if commit.event.type == TIMER_FIRED and commit.event.source in _TIMER_SOURCES:
+                       "command_id = ?", (execution_id, event.answers))
+        if event.type == TIMER_FIRED and event.source in _TIMER_SOURCES:
             # a fired timer is gone, whatever decide made of it, a rejection too (its firing's
             # id is consumed: firing it again could only be refused as a duplicate, at every
             # tick); a forged firing (from a human or an agent) removes nothing
             db.execute("DELETE FROM timers WHERE execution_id = ? AND timer_id = ?",
-                       (execution_id, commit.event.answers))
-        if commit.execution is None:
+                       (execution_id, event.answers))
+        if execution is None:
             return int(version)
         new_version = version + 1
-        updated = db.execute(
-            "UPDATE executions SET version = ?, final = ?, record = ? WHERE id = ? AND "
-            "version = ?",
-            (new_version, commit.execution.status == Status.FINAL,
-             encode_execution(commit.execution), execution_id, version))
-        if updated.rowcount != 1:  # unreachable while BEGIN IMMEDIATE holds the write lock
-            raise ConflictError(execution_id, commit.expected_version, version)
+        db.execute("UPDATE executions SET version = ?, final = ?, record = ? WHERE id = ?",
+                   (new_version, execution.status == Status.FINAL, record_text, execution_id))
         for command in commit.commands:
             if isinstance(command, ScheduleTimer):
                 db.execute("INSERT OR REPLACE INTO timers VALUES (?, ?, ?, ?)",
@@ -289,22 +298,14 @@ class SQLiteStore:
             elif isinstance(command, CancelTimer):
                 db.execute("DELETE FROM timers WHERE execution_id = ? AND timer_id = ?",
                            (execution_id, command.timer_id))
-        for position, command in enumerate(outbound(commit.commands)):
-            entry = OutboxEntry(execution_id, command)
-            db.execute("INSERT OR IGNORE INTO outbox (execution_id, command_id, position, "
-                       "command) VALUES (?, ?, ?, ?)",
-                       (execution_id, entry.command_id, sequence * _POSITIONS + position,
-                        encode_command(command)))
-        record = None
-        if commit.transition is not None:
-            last = db.execute("SELECT at FROM transitions WHERE execution_id = ? ORDER BY "
-                              "sequence DESC LIMIT 1", (execution_id,)).fetchone()
-            record = transition_record(commit, None if last is None else last[0])
+        if outbox:
+            db.executemany("INSERT OR IGNORE INTO outbox (execution_id, command_id, position, "
+                           "command) VALUES (?, ?, ?, ?)", outbox)
         if record is not None:
             db.execute("INSERT INTO transitions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        (execution_id, record.sequence, record.definition_version,
-                        encode_transition(record.transition), record.attempt, record.at,
-                        record.duration_ms, record.tool, record.outcome))
+                        transition_text, record.attempt, record.at, record.duration_ms,
+                        record.tool, record.outcome))
         return int(new_version)
 
     def record_result(self, execution_id: str, command_id: str, result: Event) -> Event:

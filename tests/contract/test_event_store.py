@@ -1025,6 +1025,26 @@ UNUSABLE = {
 class SQLiteContract(EventStoreContract):
     """The contract plus what only a store in a file can promise."""
 
+    def test_commit_many_leaves_nothing_of_a_record_it_cannot_store(self, store: EventStore):
+        """A commit whose record JSON cannot hold (a tuple in the context) is refused in its
+        place and leaves nothing behind: its event id is not consumed, so the same event,
+        decided again on a record that can be stored, is written."""
+        ok, odd = Driver(store, "a"), Driver(store, "b")
+        odd.start()
+        before = snapshot(store, "b")
+        commit, decision = odd.prepare(odd.result(LOOKUP))
+        assert commit.execution is not None
+        unstorable = dataclasses.replace(commit, execution=commit.execution._replace(
+            context={**commit.execution.context, "pair": (1, 2)}))
+        results = store.commit_many([ok.prepare(start_event("a"))[0], unstorable])
+        assert results[0] == 1
+        assert isinstance(results[1], StoreError) and "cannot be stored" in str(results[1])
+        assert snapshot(store, "b") == {**before, "pending": store.pending(),
+                                        "timers": store.due_timers(FOREVER),
+                                        "unfinished": store.execution_ids(unfinished=True)}
+        assert store.commit_many([commit]) == [2]  # its event id was never consumed
+        assert store.load("b").execution == decision.execution  # type: ignore[union-attr]
+
     synchronous = "NORMAL"
 
     def make_store(self, tmp_path: Path) -> SQLiteStore:
