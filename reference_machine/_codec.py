@@ -36,9 +36,14 @@ _COMMANDS: dict[str, type[Any]] = {
 }
 
 
+#: `json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`, made once:
+#: `json.dumps` with options makes an encoder at every call.
+_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+
+
 def dumps(value: Any) -> str:
     """Gives canonical JSON text (sorted keys, no spaces) for a JSON-able value."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _ENCODE(value)
 
 
 #: Record fields that hold users' data: stored only if JSON holds them exactly.
