@@ -211,6 +211,27 @@ class Execution(NamedTuple):
     history: Mapping[str, str] = EMPTY
 
 
+_EXECUTION_INDEX = {name: index for index, name in enumerate(Execution._fields)}
+
+
+def _execution_replace(self: Execution, /, **changes: Any) -> Execution:
+    """`Execution._replace`: the record with `changes`, as `namedtuple`'s gives it (a
+    `ValueError` for a name that is no field), in about half its time (it pops every one of
+    the 27 fields from the changes, in Python; an execution is replaced on most events)."""
+    values = list(self)
+    index = _EXECUTION_INDEX
+    for name, value in changes.items():
+        position = index.get(name)
+        if position is None:
+            unexpected = [n for n in changes if n not in index]
+            raise ValueError(f"Got unexpected field names: {unexpected!r}")
+        values[position] = value
+    return tuple.__new__(Execution, values)
+
+
+Execution._replace = _execution_replace  # type: ignore[method-assign]
+
+
 class RunEffect(NamedTuple):
     """Call `tool` with `input` under idempotency `key` (the same across retries)."""
 

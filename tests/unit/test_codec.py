@@ -493,3 +493,22 @@ def test_property_every_record_of_a_walk_round_trips(data: st.DataObject, steps:
                 assert decode_transition(encode_transition(decision.transition)) == (
                     decision.transition)
             ex = decision.execution
+
+
+def test_an_execution_is_replaced_as_a_namedtuple_would_be() -> None:
+    """`Execution._replace` is ours (namedtuple's pops every field, in Python): it must give
+    what namedtuple's gives, field for field, and refuse a name that is no field alike."""
+    from collections import namedtuple
+
+    from reference_machine import Execution
+
+    plain = namedtuple("plain", Execution._fields)  # the stock one, to compare
+    execution = Execution("x1", "refund", "1", state="planning", attempt=2)
+    changes = {"attempt": 3, "state": "verifying", "timers": (), "last_event_id": "e9"}
+    replaced = execution._replace(**changes)
+    assert type(replaced) is Execution
+    assert tuple(replaced) == tuple(plain(*execution)._replace(**changes))
+    assert execution.attempt == 2  # the original is untouched
+    assert execution._replace() == execution
+    with pytest.raises(ValueError, match=r"unexpected field names: \['colour'\]"):
+        execution._replace(state="done", colour="red")
