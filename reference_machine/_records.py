@@ -229,7 +229,7 @@ def _execution_replace(self: Execution, /, **changes: Any) -> Execution:
     return tuple.__new__(Execution, values)
 
 
-Execution._replace = _execution_replace  # type: ignore[method-assign]
+Execution._replace = _execution_replace  # type: ignore[method-assign,assignment]
 
 
 class RunEffect(NamedTuple):
