@@ -149,6 +149,14 @@ def decide(
                         f"execution {execution.id!r} has not started; deliver {STARTED!r} first")
     if execution.regions:
         return _in_regions(definition, execution, event, now, entropy)
+    moves = definition.plain_moves.get(execution.state)
+    if moves is not None:  # an open user event: no declaration to check (see plain_moves)
+        move = moves.get(kind)
+        if move is not None and status != _COMPENSATING:
+            transitions, target, transition = move
+            if target and not execution.timers:
+                return _plain_move(execution, event, target, execution.context, transition)
+            return _take(definition, execution, event, now, transitions)
     handler = _HANDLERS.get(kind)
     if handler is not None:
         return handler(definition, execution, event, now, entropy)
@@ -257,8 +265,8 @@ def _bumped(visits: Mapping[str, int], target: str) -> tuple[Mapping[str, int], 
 
 
 
-def _plain_move(ex: Execution, event: Event, target: str, context: Mapping[str, Any]
-                ) -> Accepted:
+def _plain_move(ex: Execution, event: Event, target: str, context: Mapping[str, Any],
+                transition: Transition | None = None) -> Accepted:
     """`_move` where it has nothing to do but move: no timers to cancel, no budget, and a plain
     target (no step, approval or timeout). Gives what `_move` would, field for field."""
     (ex_id, ex_definition, ex_version, ex_state, _, _, _, sequence, started_at, transitions,
@@ -274,8 +282,9 @@ def _plain_move(ex: Execution, event: Event, target: str, context: Mapping[str, 
         started_at, transitions + 1, visits, 0, None, (), None, ex_approved, ex_completed, (),
         "", cost, failures, exceeded, ex_answered, event.id, False, (), ex_history,
     ))
-    return _new(Accepted, (execution, (), _new(Transition, (ex_state, event.type, target, "",
-                                                            (), ()))))
+    if transition is None:
+        transition = _new(Transition, (ex_state, event.type, target, "", (), ()))
+    return _new(Accepted, (execution, (), transition))
 
 
 

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 from reference_machine._expr import ExpressionSyntaxError, compile_expression
 from reference_machine._findings import Finding, Severity, did_you_mean
 from reference_machine._functions import registered_functions
-from reference_machine._records import BUILTIN_EVENTS, TRANSITION_EVENTS
+from reference_machine._records import BUILTIN_EVENTS, TRANSITION_EVENTS, Transition
 from reference_machine._schema import compile_fast_check, generation_problem
 from reference_machine._secrets import is_reference
 from reference_machine._spec import (
@@ -196,11 +196,50 @@ class WorkflowDefinition:
     scopes: Mapping[str, WorkflowDefinition] = field(default_factory=dict)
     #: the scope these executions run in ("" at the top)
     scope: str = ""
+    #: derived: by state, then by event, what `decide` knows at once of a user event (see
+    #: `_plain_moves`)
+    plain_moves: Mapping[str, Mapping[str, OpenMove]] = field(init=False, default_factory=dict,
+                                                         compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "plain_moves", _plain_moves(self))
 
     @property
     def final_states(self) -> tuple[str, ...]:
         """Gives the names of the final states, in definition order."""
         return tuple(name for name, state in self.states.items() if state.final)
+
+
+#: What `decide` knows at once of a user event in a state: the transitions `_take` chooses
+#: from and, where that can only be a plain move, its target and its record ("" and None).
+OpenMove = tuple[tuple[CompiledTransition, ...], str, "Transition | None"]
+
+
+def _plain_moves(definition: WorkflowDefinition) -> Mapping[str, Mapping[str, OpenMove]]:
+    """Gives, by state and event, the user events `decide` may take without looking at the
+    event's declaration: open to every source, with no payload schema or correlation, and
+    with a transition in that state. Where the first transition has no guard, no actions and
+    a plain target (no step, approval or timeout) in a definition with no entry or exit
+    actions, history or per-transition budget, the move is plain: `decide` takes it at once
+    when the execution has no timers (what `_take` would find, without looking)."""
+    plain_ok = not (definition.scoped or definition.budgets.any_limit)
+    events, states = definition.events, definition.states
+    moves: dict[str, dict[str, OpenMove]] = {}
+    for name, state in states.items():
+        for event, transitions in state.on.items():
+            spec = events.get(event)
+            if (spec is None or spec.sources is not None or spec.check_payload is not None
+                    or spec.correlate or not transitions):
+                continue
+            first = transitions[0]
+            target = first.target_leaf
+            if (plain_ok and first.guard is None and not first.actions and not first.internal
+                    and states[target].plain):
+                moves.setdefault(name, {})[event] = (transitions, target,
+                                                     Transition(name, event, target))
+            else:
+                moves.setdefault(name, {})[event] = (transitions, "", None)
+    return moves  # plain dicts, read on every event: never changed once made
 
 
 def compile_definition(

@@ -1662,3 +1662,66 @@ def test_an_action_storing_the_context_stores_a_copy_not_itself(action: dict[str
     kept = after.context["all"]
     assert (kept[0] if isinstance(kept, list) else kept) == {"a": 1}
     json.dumps(after.context)  # no circular reference
+
+
+def _open_events_definition(path: Path | None = None) -> Any:
+    """A definition whose user events take every path `decide` has for them: open ones that
+    only move, guarded and acting ones, one limited to a source, one with a payload schema,
+    and a timed wait (a move out of a state with timers is not plain)."""
+    from reference_machine import load_definition
+
+    return load_definition({
+        "name": "open_events", "context": {"n": 0},
+        "events": {"go": {}, "bump": {}, "back": {}, "admin": {"sources": ["human"]},
+                   "sized": {"payload": {"type": "object", "required": ["size"],
+                                         "properties": {"size": {"type": "integer"}}}}},
+        "states": {
+            "a": {"initial": True, "on": {"go": "b", "bump": {"target": "b", "actions": [
+                {"assign": {"n": "context.n + 1"}}]}, "admin": "c"}},
+            "b": {"on": {"go": {"target": "c", "guard": "context.n >= 1"}, "back": "a",
+                         "sized": "c"}},
+            "c": {"after": {"delay": "5s", "target": "a"}, "on": {"go": "a", "back": "b",
+                                                                 "admin": "done"}},
+            "done": {"type": "final", "outcome": "success"},
+        },
+    })
+
+
+@pytest.mark.parametrize("name", ["open_events", "cycle8", "ring8", "refund_escalation",
+                                  "parallel_triage"])
+def test_the_open_event_table_decides_as_the_declarations_do(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`decide` takes an open user event from `definition.plain_moves` without reading its
+    declaration (and a plain move at once): the histories of seeded runs are the same, byte
+    for byte, with that table as without it."""
+    from harness import SimOptions, Simulator
+    from harness.bench import suite
+    from harness.sim.history import dump_line
+    from reference_machine import _definition, load_definition
+
+    root = Path(__file__).resolve().parents[2]
+
+    def definition() -> Any:
+        if name == "open_events":
+            return _open_events_definition()
+        if name == "cycle8":
+            return suite.cycle8().definition
+        if name == "ring8":
+            return suite.ring(8).definition
+        return load_definition(root / "scenarios" / f"{name}.yaml")
+
+    def histories(made: Any) -> list[str]:
+        simulator = Simulator(made, SimOptions(executions=2))
+        return ["\n".join(dump_line(r) for r in simulator.run(seed).history)
+                for seed in range(12)]
+
+    table = definition()
+    if name in ("open_events", "cycle8", "ring8"):  # the bundled scenarios limit every
+        assert table.plain_moves, "the table is empty"  # event's sources: nothing is open
+    fast = histories(table)
+    monkeypatch.setattr(_definition, "_plain_moves", lambda made: {})
+    declared = definition()
+    assert not declared.plain_moves
+    assert histories(declared) == fast
+    moved = sum(history.count('"decision":"accepted"') for history in fast)
+    assert moved > 12, "the runs committed almost nothing"
