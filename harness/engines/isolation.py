@@ -12,6 +12,7 @@ Only where the platform can fork; elsewhere the work runs in this process (`avai
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copyreg
 import multiprocessing
@@ -144,8 +145,15 @@ def call(work: Callable[[], R]) -> R:
     return result
 
 
+#: Batches a `map_ordered` worker holds at once: the next one waits in its pipe while it runs
+#: one, so it never waits for the parent (which merges results and hands out work between
+#: batches). Only for small batches (seeds): one that does not fit in the pipe's buffer would
+#: block the parent while the child blocks sending its result to it.
+_DEPTH = 2
+
+
 class _Worker:
-    """A child that runs batches it is sent, one at a time, until it is sent `None`."""
+    """A child that runs batches it is sent, in order, until it is sent `None`."""
 
     def __init__(self, work: Callable[[Sequence[Any]], list[Any]]) -> None:
         _flush()
@@ -156,15 +164,17 @@ class _Worker:
         self.process.start()
         tasks_out.close()
         results_in.close()  # only the child holds it: its death is an end of file here
-        self.index = -1
-        self.batch: Sequence[Any] = ()
+        #: the batches given and not answered yet, oldest (the one running) first
+        self.given: collections.deque[tuple[int, Sequence[Any]]] = collections.deque()
 
     def give(self, index: int, batch: Sequence[Any]) -> None:
-        self.index, self.batch = index, batch
-        self.tasks.send(batch)
+        self.given.append((index, batch))
+        with contextlib.suppress(OSError):  # it died holding a batch: `take` tells, and the
+            self.tasks.send(batch)  # batches it never began are given again
 
     def take(self) -> list[Any]:
-        """Gives the result of the batch given last; raises `Died` when the child ended."""
+        """Gives the result of the oldest batch given (which `given` still holds); raises
+        `Died` when the child ended."""
         try:
             got = self.results.recv()
         except (EOFError, OSError):
@@ -175,14 +185,81 @@ class _Worker:
         return got
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.tasks.send(None)
-        self.process.join(timeout=5)
+        """Ends the child: it is told to stop after the batches it holds, or, when the results
+        of those are not wanted any more (the work stopped early), killed at once."""
+        if not self.given:
+            with contextlib.suppress(OSError):
+                self.tasks.send(None)
+            self.process.join(timeout=5)
         if self.process.is_alive():
             self.process.kill()
             self.process.join()
         self.tasks.close()
         self.results.close()
+
+
+class _Crew:
+    """At most `processes` workers, each holding up to `depth` batches; a batch whose worker
+    died is run again one item at a time (see `_rerun`), and the batches that worker held and
+    never began are given back, to be given again."""
+
+    def __init__(self, work: Callable[[Sequence[Any]], list[Any]], processes: int,
+                 alone: Callable[[Any, Died], Any],
+                 unexplained: Callable[[list[Any], Died], list[Any]], depth: int = 1
+                 ) -> None:
+        self.work, self.processes, self.depth = work, processes, depth
+        self.alone, self.unexplained = alone, unexplained
+        self.workers: list[_Worker] = []
+
+    def give(self, index: int, batch: Sequence[Any]) -> bool:
+        """Gives a batch to a worker with room (a free one, else a new one, else one whose
+        pipe has room); tells whether one took it."""
+        worker = next((w for w in self.workers if not w.given), None)
+        if worker is None and len(self.workers) < self.processes:
+            worker = _Worker(self.work)
+            self.workers.append(worker)
+        if worker is None:
+            worker = min(self.workers, key=lambda w: len(w.given))
+            if len(worker.given) >= self.depth:
+                return False
+        worker.give(index, batch)
+        return True
+
+    def busy(self) -> bool:
+        return any(worker.given for worker in self.workers)
+
+    def collect(self) -> tuple[dict[int, list[Any]], list[tuple[int, Sequence[Any]]]]:
+        """Waits for some results; gives them by batch index, and the batches to give again."""
+        done: dict[int, list[Any]] = {}
+        again: list[tuple[int, Sequence[Any]]] = []
+        holding: dict[Any, _Worker] = {worker.results: worker for worker in self.workers
+                                       if worker.given}
+        for ready in wait(list(holding)):
+            worker = holding[ready]
+            try:
+                got = worker.take()
+            except Died as died:
+                index, batch = worker.given.popleft()
+                again += worker.given  # never begun: another worker runs them
+                worker.given.clear()
+                self._drop(worker)
+                done[index] = _rerun(self.work, batch, died, self.alone, self.unexplained)
+            except BaseException:
+                self.close()
+                raise
+            else:
+                index, _ = worker.given.popleft()
+                done[index] = got
+        return done, again
+
+    def _drop(self, worker: _Worker) -> None:
+        worker.close()
+        self.workers.remove(worker)
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.close()
+        self.workers = []
 
 
 def _started() -> None:
@@ -222,50 +299,36 @@ def map_ordered(work: Callable[[Sequence[T]], list[R]], batches: Iterable[Sequen
     again one item at a time, each in a fresh child, to find the item at fault (`alone(item,
     died)` gives that item's result), and a fresh worker takes the next batches. When no item
     dies alone (the death came of what the worker's runs left behind), `unexplained(results,
-    died)` gives the batch's results: the death must not vanish."""
+    died)` gives the batch's results: the death must not vanish. Each worker holds its next
+    batch while it runs one (batches must be small: seeds), and is given it before results
+    are yielded, so the workers run while the caller takes them."""
     pending = iter(enumerate(batches))
-    idle: list[_Worker] = []
-    busy: dict[object, _Worker] = {}
-    made = 0
+    again: collections.deque[tuple[int, Sequence[T]]] = collections.deque()
+    crew = _Crew(work, processes, alone, unexplained, _DEPTH)
     done: dict[int, list[R]] = {}
     following = 0
-    exhausted = False
-    try:
+
+    def feed() -> None:
         while True:
-            while not exhausted and (idle or made < processes):
-                try:
-                    index, batch = next(pending)
-                except StopIteration:
-                    exhausted = True
-                    break
-                if idle:
-                    worker = idle.pop()
-                else:
-                    worker = _Worker(work)
-                    made += 1
-                worker.give(index, batch)
-                busy[worker.results] = worker
-            if not busy:
-                break
-            for ready in wait(list(busy)):  # type: ignore[arg-type]
-                worker = busy.pop(ready)
-                try:
-                    done[worker.index] = worker.take()
-                except Died as died:
-                    worker.close()
-                    made -= 1  # a fresh one takes its place when there is work
-                    done[worker.index] = _rerun(work, worker.batch, died, alone, unexplained)
-                except BaseException:
-                    worker.close()
-                    raise
-                else:
-                    idle.append(worker)
+            item = again.popleft() if again else next(pending, None)
+            if item is None:
+                return
+            if not crew.give(*item):
+                again.appendleft(item)
+                return
+
+    try:
+        feed()
+        while crew.busy():
+            got, back = crew.collect()
+            done.update(got)
+            again.extendleft(reversed(back))
+            feed()
             while following in done:
                 yield done.pop(following)
                 following += 1
     finally:
-        for worker in [*idle, *busy.values()]:
-            worker.close()
+        crew.close()
 
 
 class Pool:
@@ -278,41 +341,25 @@ class Pool:
     def __init__(self, work: Callable[[Sequence[T]], list[R]], processes: int,
                  alone: Callable[[T, Died], R],
                  unexplained: Callable[[list[R], Died], list[R]]) -> None:
-        self.work, self.processes = work, processes
-        self.alone, self.unexplained = alone, unexplained
-        self.idle: list[_Worker] = []
+        self.crew = _Crew(work, processes, alone, unexplained)
 
     def run(self, batches: Sequence[Sequence[Any]]) -> list[list[Any]]:
         done: dict[int, list[Any]] = {}
-        pending = list(enumerate(batches))
-        busy: dict[object, _Worker] = {}
+        pending = collections.deque(enumerate(batches))
         try:
-            while pending or busy:
-                while pending and (self.idle or len(busy) < self.processes):
-                    index, batch = pending.pop(0)
-                    worker = self.idle.pop() if self.idle else _Worker(self.work)
-                    worker.give(index, batch)
-                    busy[worker.results] = worker
-                for ready in wait(list(busy)):  # type: ignore[arg-type]
-                    worker = busy.pop(ready)
-                    try:
-                        done[worker.index] = worker.take()
-                    except Died as died:
-                        worker.close()
-                        done[worker.index] = _rerun(self.work, worker.batch, died, self.alone,
-                                                    self.unexplained)
-                    else:
-                        self.idle.append(worker)
+            while pending or self.crew.busy():
+                while pending and self.crew.give(*pending[0]):
+                    pending.popleft()
+                got, back = self.crew.collect()
+                done.update(got)
+                pending.extendleft(reversed(back))
         except BaseException:
-            for worker in busy.values():
-                worker.close()
+            self.crew.close()
             raise
         return [done[index] for index in range(len(batches))]
 
     def close(self) -> None:
-        for worker in self.idle:
-            worker.close()
-        self.idle = []
+        self.crew.close()
 
 
 def _rerun(work: Callable[[Sequence[T]], list[R]], batch: Sequence[T], died: Died,

@@ -5,7 +5,7 @@ untouched; a loop is stopped by the watchdog, with where it was."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -241,3 +241,47 @@ def test_a_watchdog_tick_with_no_step_running_stops_the_timer() -> None:
     time.sleep(0.12)  # a tick: no step runs
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
     assert Watchdog(0.2).armed  # free again
+
+
+def _square_or_die(items: Sequence[int]) -> list[int]:
+    """A batch's work: the squares, but item 13 ends the process as a machine can."""
+    import os
+
+    if 13 in items:
+        os._exit(3)
+    return [item * item for item in items]
+
+
+@pytest.mark.parametrize("processes", [1, 2, 3])
+def test_map_ordered_keeps_every_result_in_order_when_a_worker_dies_holding_more(
+        processes: int) -> None:
+    """A worker holds two batches at once (the next waits in its pipe): one that dies running
+    the first must not take the second with it. Every batch's result comes once, in order."""
+    from harness.engines import isolation
+
+    batches = [list(range(start, start + 4)) for start in range(0, 40, 4)]
+    died: list[int] = []
+
+    def alone(item: int, death: isolation.Died) -> int:
+        died.append(item)
+        return -1
+
+    got = list(isolation.map_ordered(_square_or_die, batches, processes, alone,
+                                     lambda results, death: results))
+    expected = [[-1 if item == 13 else item * item for item in batch] for batch in batches]
+    assert got == expected
+    assert died == [13]
+
+
+def test_a_pool_round_gives_every_result_in_order_when_a_worker_dies() -> None:
+    from harness.engines import isolation
+
+    pool = isolation.Pool(_square_or_die, 2, lambda item, death: -1,
+                          lambda results, death: results)
+    try:
+        batches = [list(range(start, start + 2)) for start in range(0, 24, 2)]
+        for _ in range(2):  # the workers are kept for the next round
+            assert pool.run(batches) == [[-1 if i == 13 else i * i for i in batch]
+                                         for batch in batches]
+    finally:
+        pool.close()
