@@ -93,3 +93,49 @@ def test_decide_alone_same_count(benchmark: Any) -> None:
     done = benchmark(decide_loop(REFUND, calls, steps))
     benchmark.extra_info["steps"] = done
     assert done == steps
+
+
+@pytest.fixture(scope="module")
+def logs() -> list[tuple[suite.EventLog, ...]]:
+    return suite.event_logs(REFUND, SEEDS)
+
+
+@pytest.mark.benchmark(group="simulator: per logged event")
+def test_runtime_redelivers_the_logged_events(benchmark: Any,
+                                              logs: list[tuple[suite.EventLog, ...]]) -> None:
+    """The floor of issue 21's first aim: the runtime over a memory store delivering the
+    events the simulated runs' stores logged, with nothing around it."""
+    events = benchmark(suite.redeliver(REFUND, logs))
+    benchmark.extra_info["events"] = events
+    assert events == suite.logged_events(logs)
+
+
+@pytest.mark.benchmark(group="simulator: per logged event")
+def test_simulated_runs_per_logged_event(benchmark: Any,
+                                         logs: list[tuple[suite.EventLog, ...]]) -> None:
+    """The same runs simulated, every fault on; divide by `extra_info["events"]`."""
+    simulator = Simulator(REFUND, SimOptions())
+    benchmark(simulate_seeds, simulator)
+    benchmark.extra_info["events"] = suite.logged_events(logs)
+
+
+def test_the_floor_rebuilds_what_the_simulated_runs_stored(
+        logs: list[tuple[suite.EventLog, ...]]) -> None:
+    """Delivering each execution's logged events again, in order and at their times, ends
+    where the simulated run's store ended: the floor does the runs' machine work, not less."""
+    from reference_machine import MemoryStore, Runtime
+
+    factory, made = recording_factory()
+    simulator = Simulator(REFUND, SimOptions(), machine=factory)
+    checked = 0
+    for seed, run in zip(SEEDS, logs, strict=True):
+        simulator.run(seed)
+        stored = made[-1].store
+        runtime = Runtime(MemoryStore(), [REFUND], {}, defer_effects=True)
+        for execution_id, log in run:
+            runtime.store.create(new_execution(REFUND, execution_id))
+            for event, now in log:
+                runtime._deliver(execution_id, event, now)
+            assert runtime.store.load(execution_id) == stored.load(execution_id)
+            checked += len(log)
+    assert checked == suite.logged_events(logs) > 20 * len(SEEDS)

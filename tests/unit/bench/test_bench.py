@@ -56,6 +56,33 @@ def test_every_aim_is_judged_from_its_figures() -> None:
     ]
 
 
+def test_issue_21s_aims_are_judged_from_their_groups() -> None:
+    """The simulated step per logged event, group commit, processes (a speed-up: one over the
+    time ratio) and the exhaustive search per state, each from its own group."""
+    grouped = "durable: SQLite NORMAL, group commit of 100 (ping-pong)"
+    per_event = "simulator: x, per logged event, 3 executions a run"
+    processes = "scaling: processes, 300 fuzz runs of x"
+    exhaustive = "exhaustive: x, depth 5, 1 fault"
+    doc = suite.document([
+        figure("simulator: x, 3 executions a run", "simulate, no faults (floor)", 90.0),
+        figure("simulator: x, 3 executions a run", "simulate, every fault", 100.0),
+        figure(grouped, "bare sqlite3 loop (floor)", 40.0),
+        figure(grouped, "reference runtime", 80.0),
+        figure(per_event, "runtime deliver, the same events (floor)", 20.0),
+        figure(per_event, "simulate, every fault", 50.0),
+        figure(processes, "1 process (floor)", 100.0),
+        figure(processes, "2 processes", 50.0),
+        figure(exhaustive, "simulated step (floor)", 100.0),
+        figure(exhaustive, "exhaustive search, per distinct state", 1500.0),
+    ], seconds=0.5, quick=False)
+    assert [(aim["aim"].split(" (")[0], aim["measured"], aim["met"]) for aim in doc["aims"]] == [
+        ("SQLite runtime over the bare sqlite3 loop", 2.0, False),
+        ("simulated step over the runtime's deliver, per logged event", 2.5, True),
+        ("2 processes over 1", 2.0, True),
+        ("exhaustive search: time per distinct state over a simulated step's", 15.0, False),
+    ]
+
+
 def test_compare_flags_a_ratio_that_grew_past_the_tolerance(tmp_path: Path) -> None:
     then = suite.document([figure(SHAPE, "dict FSM (floor)", 0.2),
                             figure(SHAPE, "reference decide", 2.0),
