@@ -26,7 +26,7 @@ import math
 import os
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any
@@ -279,6 +279,16 @@ class FaultRate:
         elif kind is FaultKind.FORGED_APPROVAL and not self.variants:
             object.__setattr__(self, "variants", FORGED_VARIANTS)
 
+    def with_rate(self, rate: float) -> FaultRate:
+        """Gives this fault at another rate (from 0 to 1): `dataclasses.replace`, less its
+        look at the fields and the checks the rest already passed (a swarm plan draws one
+        per kind for every run)."""
+        made = object.__new__(FaultRate)
+        for name in _FIELDS:
+            object.__setattr__(made, name, getattr(self, name))
+        object.__setattr__(made, "rate", _rate(rate))
+        return made
+
     def __repr__(self) -> str:
         """Gives the kind, the rate and the parameters this kind reads (the others are noise)."""
         parameters = "".join(
@@ -300,6 +310,9 @@ class FaultRate:
                 if value:  # None and () both mean all
                     result[name] = list(value)
         return result
+
+
+_FIELDS = tuple(f.name for f in fields(FaultRate))
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,7 +370,7 @@ class FaultPlan:
         drawn = []
         for entry in kept:
             low, high = entry.rate / 4, entry.rate
-            drawn.append(replace(entry, rate=min(max(rng.uniform(low, high), low), high)))
+            drawn.append(entry.with_rate(min(max(rng.uniform(low, high), low), high)))
         return FaultPlan(tuple(drawn), swarm=False)
 
     def check(self, definition: WorkflowDefinition) -> None:

@@ -280,6 +280,7 @@ class Simulator:
         # how often the sender sends an event to one execution, where the definition bounds it
         self._sends_max = {name: spec.sends_max for name, spec in definition.spec.events.items()
                            if spec.sends_max is not None}
+        self._logged: dict[str, Any] | None = None  # what `logged_options` copies
         # built once: Faker's realistic pools cost milliseconds; a run draws from them
         self._payloads = {name: generator(f"events.{name}.payload", schema_of(spec.payload),
                                            index)
@@ -287,6 +288,14 @@ class Simulator:
                           if spec.payload is not None}
         self._outputs = {name: generator(f"tools.{name}.output", spec.output, index)
                          for index, (name, spec) in enumerate(definition.tools.items())}
+
+    def logged_options(self, seed: int) -> dict[str, Any]:
+        """Gives the options a run logs as it starts: with its seed, without the plan (the
+        run's is logged apart: the one drawn for it). Made once, copied for each run."""
+        if self._logged is None:
+            self._logged = self.options.to_dict()
+            self._logged.pop("plan")
+        return {**self._logged, "seed": seed}
 
     def run(self, seed: int | None = None, *, choices: Choices | None = None
             ) -> SimulationResult:
@@ -533,10 +542,8 @@ class _Run:
     def start(self) -> bool:
         """Logs the run and builds the machine; tells whether that went well (else the run's
         failure is set)."""
-        options = self.options.to_dict()
-        options.pop("plan")  # the run's plan is logged apart: the one drawn for this run
         self.emit(RunStarted(0, 0, self.seed, self.definition.name, self.definition.version,
-                             _name_of(self.sim.machine), {**options, "seed": self.seed},
+                             _name_of(self.sim.machine), self.sim.logged_options(self.seed),
                              self.plan))
         try:
             self.activity = "building the machine"

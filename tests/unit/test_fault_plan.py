@@ -506,3 +506,22 @@ class TestForRun:
         plan = default_plan(swarm=True)
         subsets = {plan.for_run(random.Random(seed)).kinds for seed in range(20)}
         assert len(subsets) > 1
+
+
+def test_a_swarm_plans_rates_are_drawn_as_dataclasses_replace_would_make_them() -> None:
+    """`FaultRate.with_rate` skips `dataclasses.replace` (a swarm plan draws a rate per kind
+    for every run): it must make the same fault, and refuse a rate out of range alike."""
+    import dataclasses
+    import random
+
+    from fault_injection import default_plan
+
+    plan = default_plan(swarm=True)
+    for entry in plan.rates:
+        assert entry.with_rate(entry.rate / 3) == dataclasses.replace(entry, rate=entry.rate / 3)
+        assert repr(entry.with_rate(0.5)) == repr(dataclasses.replace(entry, rate=0.5))
+        with pytest.raises(ValueError, match="rate must be a number from 0 to 1"):
+            entry.with_rate(1.5)
+    drawn = plan.for_run(random.Random(7))
+    assert drawn.rates and not drawn.swarm
+    assert all(0 < entry.rate <= plan.rate(entry.kind) for entry in drawn.rates)
