@@ -32,6 +32,7 @@ same graph under the adapter and the simulator, over the same saver.
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import sqlite3
 import statistics
 import tempfile
@@ -1037,27 +1038,38 @@ def step_group(definition: WorkflowDefinition, quick: bool) -> Group:
 
 def exhaustive_group(definition: WorkflowDefinition, machine: MachineFactory, quick: bool
                      ) -> Group:
-    """Gives the exhaustive search's time per distinct state beside a simulated step's, on the
-    same simulator, plan and machine: a step from a state already reached is what a search
-    that could keep and copy its states would pay for each new one, so the ratio is how many
-    steps' work the search spends per state it finds (it rebuilds each path from the start,
-    runs the paths that end in a state seen before, fingerprints and checks every one)."""
+    """Gives the exhaustive search's time per distinct state beside a bare breadth-first
+    search of the same graph, on the same simulator, plan and machine. A bare BFS that could
+    keep its states expands every edge once: one simulated step from a state already reached
+    per edge, so its time per distinct state is a simulated step's times the graph's edges
+    per state (the edges are the runs the search makes: one per way a step from a frontier
+    state can go). The search pays, on top, the rebuilding of each path from the start, the
+    fingerprints and the checks of every run."""
     from harness.engines.exhaustive import ExploreOptions, explore
 
     depth = 4 if quick else 5
     options = ExploreOptions(depth=depth)
+    graph = explore(definition, options, machine=machine)
     sim = SimOptions(steps_max=depth, liveness_steps=0,
                      plan=replace(plan_for(definition), swarm=False))
     simulator = Simulator(definition, sim, machine)
     seeds = range(10 if quick else 40)
 
+    def bare_bfs(stack: contextlib.ExitStack) -> Callable[[], float]:
+        steps = simulate_seeds(simulator, seeds)
+        return lambda: steps() * graph.states / graph.runs  # the states those steps expand
+
     def search(stack: contextlib.ExitStack) -> Callable[[], int]:
         return lambda: explore(definition, options, machine=machine).states
 
+    def extra() -> dict[str, dict[str, Any]]:
+        return {"exhaustive search, per distinct state": {
+            "states": graph.states, "edges": graph.runs,
+            "edges_per_state": round(graph.runs / max(graph.states, 1), 2)}}
+
     return Group(f"exhaustive: {definition.name}, depth {depth}, 1 fault", (
-        Contender("simulated step (floor)", lambda stack: simulate_seeds(simulator, seeds), 0,
-                  "step"),
-        Contender("exhaustive search, per distinct state", search, 0, "state")))
+        Contender("bare BFS, a simulated step per edge (floor)", bare_bfs, 0, "state"),
+        Contender("exhaustive search, per distinct state", search, 0, "state")), extra=extra)
 
 
 def engines_group(definition: WorkflowDefinition, machine: MachineFactory, quick: bool
@@ -1104,6 +1116,45 @@ def process_group(definition: WorkflowDefinition, machine: MachineFactory, quick
         Contender("2 processes",
                   lambda stack: native_fuzz(definition, runs, 2, machine=machine), 0,
                   "step")))
+
+
+#: Rounds of the bare loop a ceiling call runs in all (about a 300-run campaign's time)
+CEILING_WORK = 2_000_000
+
+
+def _busy(rounds: int) -> int:
+    """Plain interpreter work (dict stores, integer arithmetic): what any Python process does
+    and nothing shared between processes."""
+    table: dict[int, int] = {}
+    for number in range(rounds):
+        table[number & 1023] = number
+    return rounds
+
+
+def split_work(processes: int, rounds: int = CEILING_WORK) -> Callable[[], int]:
+    """Gives a call that runs `rounds` of the bare loop split evenly over `processes` forked
+    children, and waits for them all; the call gives the rounds run."""
+    context = multiprocessing.get_context("fork")
+
+    def run() -> int:
+        children = [context.Process(target=_busy, args=(rounds // processes,))
+                    for _ in range(processes)]
+        for child in children:
+            child.start()
+        for child in children:
+            child.join()
+        return rounds
+
+    return run
+
+
+def ceiling_group() -> Group:
+    """Gives the same plain work on one process beside it split over two: what this machine
+    itself gives two processes (on shared or busy cores, less than 2), which no campaign
+    can beat."""
+    return Group("scaling: processes, bare CPU work split the same way (this machine's ceiling)",
+                 (Contender("1 process (floor)", lambda stack: split_work(1), 0, "round"),
+                  Contender("2 processes", lambda stack: split_work(2), 0, "round")))
 
 
 def campaign_peak(definition: WorkflowDefinition, runs: int,
@@ -1211,7 +1262,7 @@ def suite(targets: Sequence[Target] = (), *, quick: bool = False, only: Sequence
                                      shape_group(ring(2000), "scaling: states",
                                                  durable=False)]),
         ("scaling: processes", lambda: [process_group(first.definition, first.machine,
-                                                      quick)]),
+                                                      quick), ceiling_group()]),
         ("memory", lambda: [memory_group(first.definition, first.machine, quick)]),
         ("hunt", lambda: [_hunt_group(first.definition, first.machine, quick)]),
         ("langgraph", lambda: _langgraph_groups(quick)),
@@ -1310,10 +1361,10 @@ def aims(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         per_event["x_floor"] if per_event else None, 3, False)
     aim("native fuzz steps/s over the Hypothesis machine's",
         ratio("engines:", "hypothesis machine"), 10, True)
-    two = ratio("scaling: processes", "2 processes")
+    two = ratio("scaling: processes, ", "2 processes")
     aim("2 processes over 1 (speed-up of a fuzz campaign)",
         1 / two if two else None, 1.8, True)
-    aim("exhaustive search: time per distinct state over a simulated step's",
+    aim("exhaustive search: time per distinct state over a bare BFS of the same graph",
         ratio("exhaustive:", "exhaustive search, per distinct state"), 5, False)
     small = _find(results, "checkers: 1k", "all invariants")
     large = next((r for r in results if r["group"].startswith("checkers:")

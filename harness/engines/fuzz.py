@@ -356,7 +356,6 @@ def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any]
         Path(target) if isinstance(target, os.PathLike) else target)
     campaign = _Campaign(definition, machine, options)
     started = time.monotonic()
-    unsteady = _sampled_unsteady(campaign, options)  # before any run could leave state behind
     deadline = None if options.time_budget_s is None else started + options.time_budget_s
     # what every run adds up to, kept as the runs come: a run's outcome is not kept past its
     # batch unless it failed, so memory does not grow with the runs
@@ -377,25 +376,31 @@ def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any]
         batches = _guided_outcomes(campaign, options, deadline, guide)
     else:
         batches = _outcomes(campaign, options, deadline)
-    for batch in batches:
-        for outcome in batch:
-            runs += 1
-            steps += outcome.steps
-            covered = covered.merge(outcome.coverage)
-            faults.update(outcome.faults)
-            metrics = metrics.merge(outcome.metrics)
-            _best(best, outcome)
-            if outcome.violations:
-                failing.append(outcome)
-                if options.stop_at_first:
-                    break
-        if guide is not None:
-            growth.append((runs, len(guide.hits)))
-        if progress is not None:
-            progress(runs, steps, len(failing))
-        if failing and options.stop_at_first:
-            break
+    sample = _determinism_sample(campaign, options)  # before any run could leave state behind
+    try:
+        for batch in batches:
+            for outcome in batch:
+                runs += 1
+                steps += outcome.steps
+                covered = covered.merge(outcome.coverage)
+                faults.update(outcome.faults)
+                metrics = metrics.merge(outcome.metrics)
+                _best(best, outcome)
+                if outcome.violations:
+                    failing.append(outcome)
+                    if options.stop_at_first:
+                        break
+            if guide is not None:
+                growth.append((runs, len(guide.hits)))
+            if progress is not None:
+                progress(runs, steps, len(failing))
+            if failing and options.stop_at_first:
+                break
+    except BaseException:
+        sample.cancel()
+        raise
     batches.close()  # stops the worker processes, if any
+    unsteady = sample.result()
     elapsed = time.monotonic() - started
     failures = _failures(campaign, options, failing, unsteady)
     kept = _keep(corpus, guide, failing) if corpus is not None and guide is not None else 0
@@ -598,10 +603,35 @@ DETERMINISM_SAMPLE = 3
 flips a coin only now and then (two runs agree by luck); each more seed makes that rarer."""
 
 
-def _sampled_unsteady(campaign: _Campaign,
-                      options: FuzzOptions) -> tuple[int, Violation] | None:
-    """Runs the campaign's first seeds twice each; gives the first seed whose two histories
-    differ, and how."""
+class _Sample:
+    """The determinism sample's verdict: the first seed whose two histories differ, and how
+    (see `_determinism_sample`)."""
+
+    def __init__(self, running: isolation.Running | None,
+                 found: tuple[int, Violation] | None = None) -> None:
+        self.running, self.found = running, found
+
+    def result(self) -> tuple[int, Violation] | None:
+        if self.running is not None:
+            running, self.running = self.running, None
+            try:
+                self.found = running.result()
+            except Died:  # the campaign meets the seed that ends its process, and says so
+                self.found = None
+        return self.found
+
+    def cancel(self) -> None:
+        if self.running is not None:
+            self.running.cancel()
+            self.running = None
+
+
+def _determinism_sample(campaign: _Campaign, options: FuzzOptions) -> _Sample:
+    """Runs the campaign's first seeds twice each, from the state the campaign starts in;
+    its `result()` gives the first seed whose two histories differ, and how. Isolated, the
+    sample runs in a child of its own beside the campaign's workers (a fork of this process
+    before any run, so no run of the campaign can leave state behind in it); else here,
+    before the campaign."""
     sample = DETERMINISM_SAMPLE if options.runs is None else min(DETERMINISM_SAMPLE,
                                                                   options.runs)
 
@@ -615,10 +645,9 @@ def _sampled_unsteady(campaign: _Campaign,
                 return seed, unsteady
         return None
 
-    try:
-        return _apart(options, work)
-    except Died:  # the campaign meets the seed that ends its process, and says so
-        return None
+    if _isolated(options):
+        return _Sample(isolation.begin(work))
+    return _Sample(None, work())
 
 
 def _unsteady(campaign: _Campaign, seed: int, trial: Trial | None = None) -> Violation | None:

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from harness.errors import trace_of, words_of
 
-__all__ = ["Died", "Pool", "available", "call", "map_ordered"]
+__all__ = ["Died", "Pool", "Running", "available", "begin", "call", "map_ordered"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -108,7 +108,10 @@ def _child(work: Callable[[], Any], out: Connection) -> None:
     os._exit(0)
 
 
-class _Running:
+class Running:
+    """Work running in a forked child (see `begin`): `result()` waits for it, `cancel()` ends
+    it when its result is not wanted any more."""
+
     def __init__(self, work: Callable[[], Any]) -> None:
         _flush()
         reader, writer = multiprocessing.Pipe(duplex=False)
@@ -137,11 +140,24 @@ class _Running:
             raise got.exc
         return got
 
+    def cancel(self) -> None:
+        """Ends the child if it still runs, and lets go of its pipe (its result is lost)."""
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join()
+        self.reader.close()
+
+
+def begin(work: Callable[[], Any]) -> Running:
+    """Starts `work()` in a forked child and gives the handle whose `result()` waits for it:
+    the caller goes on meanwhile."""
+    return Running(work)
+
 
 def call(work: Callable[[], R]) -> R:
     """Runs `work()` in a forked child and gives what it returned (or raises what it
     raised); raises `Died` when the child ends without a result."""
-    result: R = _Running(work).result()
+    result: R = Running(work).result()
     return result
 
 

@@ -285,3 +285,21 @@ def test_a_pool_round_gives_every_result_in_order_when_a_worker_dies() -> None:
                                          for batch in batches]
     finally:
         pool.close()
+
+
+def test_work_begun_apart_runs_beside_the_caller_and_can_be_cancelled() -> None:
+    """`begin` hands back at once (the caller goes on while the child works); `result` waits
+    for the child's answer, and `cancel` ends a child whose answer is not wanted."""
+    import time
+
+    from harness.engines import isolation
+
+    slow = isolation.begin(lambda: time.sleep(60))
+    done = isolation.begin(lambda: _square_or_die([3]))
+    assert done.result() == [9]
+    slow.cancel()
+    assert not slow.process.is_alive()
+    assert slow.process.exitcode is not None and slow.process.exitcode < 0  # killed, not
+    # ended by itself after its minute
+    with pytest.raises(isolation.Died, match="exited with code 3"):
+        isolation.begin(lambda: _square_or_die([13])).result()
