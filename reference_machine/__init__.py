@@ -26,6 +26,7 @@ from reference_machine._definition import (
 from reference_machine._findings import Finding, Severity
 from reference_machine._functions import register_function, registered_functions
 from reference_machine._load import lint, load_definition, load_spec
+from reference_machine._postgres import PostgresStore
 from reference_machine._records import (
     APPROVAL_DENIED,
     APPROVAL_GRANTED,
@@ -138,6 +139,7 @@ __all__ = [
     "OutboxEntry",
     "PendingApproval",
     "PendingEffect",
+    "PostgresStore",
     "ReferenceMachineError",
     "Registry",
     "RejectReason",

@@ -11,7 +11,7 @@ ambiguous timeout so the definition's policy sends it to a human) or a recorded 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -186,6 +186,8 @@ class Runtime:
         self._defer = defer_effects
         self.vault: Vault = vault if vault is not None else MemoryVault()
         self._cache: dict[str, StoredExecution] = {}
+        #: the store's claims, when its executions are shared by workers (see `_holding`)
+        self._claim: Callable[..., bool] | None = getattr(store, "claim", None)
 
     # -- delivering --------------------------------------------------------------------------
 
@@ -225,12 +227,37 @@ class Runtime:
         return self._deliver(execution_id, event, now)
 
     def _deliver(self, execution_id: str, event: Event, now: int) -> Decision:
+        if self._claim is None:  # one worker: nothing to hold
+            return self._deliver_held(execution_id, event, now)
+        with self._holding(execution_id, wait=True):
+            return self._deliver_held(execution_id, event, now)
+
+    def _deliver_held(self, execution_id: str, event: Event, now: int) -> Decision:
         decision = self._commit_one(execution_id, event, now)
         queue = self._dispatch(execution_id, decision)
         while queue:
             next_id, result = queue.pop(0)
             queue += self._dispatch(next_id, self._commit_one(next_id, result, now))
         return decision
+
+    @contextlib.contextmanager
+    def _holding(self, execution_id: str, *, wait: bool) -> Iterator[bool]:
+        """Holds the execution against the store's other workers while this one commits and
+        dispatches for it, when the store shares executions (`claim`, `release`: the
+        PostgreSQL store); gives whether it is held. `wait`: until the worker that holds it
+        lets go; else at once, False when another holds it (it is that worker's to finish).
+        A store without claims has one worker: always held."""
+        claim = self._claim
+        if claim is None:
+            yield True
+            return
+        if not claim(execution_id, wait=wait):
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            self.store.release(execution_id)  # type: ignore[attr-defined]
 
     def _commit_one(self, execution_id: str, event: Event, now: int) -> Decision:
         """Decides and commits one event, deciding again after a version conflict."""
@@ -310,7 +337,9 @@ class Runtime:
         for execution_id, timer in self.store.due_timers(now):
             event = Event(f"{RESERVED_ID_PREFIX}fired:{timer.id}", TIMER_FIRED, Source.TIMER, {},
                           timer.id)
-            decisions.append(self._deliver(execution_id, event, now))
+            with self._holding(execution_id, wait=False) as held:
+                if held:  # else another worker has the run: its next tick fires this one
+                    decisions.append(self._deliver(execution_id, event, now))
         return decisions
 
     # -- dispatching -------------------------------------------------------------------------
@@ -340,6 +369,10 @@ class Runtime:
         """Lets one call in flight reach its tool, records the result and delivers it (or
         delivers the result another worker recorded); gives None when the call is no longer
         pending (another worker finished it)."""
+        with self._holding(execution_id, wait=True):
+            return self._complete(execution_id, call_id, now)
+
+    def _complete(self, execution_id: str, call_id: str, now: int) -> Decision | None:
         entry = next((e for e in self.store.pending(execution_id) if e.command_id == call_id),
                      None)
         if entry is None or isinstance(entry.command, RequestApproval):
@@ -428,14 +461,17 @@ class Runtime:
         touched = []
         failures: list[Exception] = []
         for execution_id in self.store.execution_ids(unfinished=True):
-            entries = self.store.pending(execution_id)
-            if entries:
-                touched.append(execution_id)
-            try:
-                for entry in entries:
-                    self._resume(entry, now)
-            except Exception as exc:  # one run's trouble must not strand the others
-                failures.append(exc)
+            with self._holding(execution_id, wait=False) as held:
+                if not held:
+                    continue  # another worker is finishing it
+                entries = self.store.pending(execution_id)
+                if entries:
+                    touched.append(execution_id)
+                try:
+                    for entry in entries:
+                        self._resume(entry, now)
+                except Exception as exc:  # one run's trouble must not strand the others
+                    failures.append(exc)
         if failures:
             raise failures[0]
         return touched

@@ -18,10 +18,8 @@ from reference_machine._codec import (
     decode_event,
     decode_execution,
     decode_transition,
-    encode_command,
     encode_event,
     encode_execution,
-    encode_transition,
 )
 from reference_machine._records import (
     TIMER_FIRED,
@@ -46,17 +44,11 @@ from reference_machine._store import (
     TransitionRecord,
     UnknownExecutionError,
     check_commits,
-    outbound,
-    transition_record,
+    encode_commit,
 )
 
 SCHEMA_VERSION = 1
 _TIMER_SOURCES = frozenset({"timer", "system"})
-#: An outbox command's position is its commit's sequence times this, plus its place in the
-#: commit: room for any number of commands one event makes (a map fans out to thousands at
-#: once; 1,000 let a later commit's command sort before an earlier one's), and still above
-#: every position stores written with 1,000 hold, so their order is kept.
-_POSITIONS = 1 << 32
 
 #: What a commit checks, in one read: the execution's version, the log's next sequence, when
 #: its last transition was, and whether the event was consumed already.
@@ -260,20 +252,12 @@ class SQLiteStore:
         # which decisions were made on the state they saw, so replay decides them alike
         if version != commit.expected_version:
             raise ConflictError(execution_id, commit.expected_version, version)
-        event_text = encode_event(event)
+        texts = encode_commit(commit, sequence, entered_at)
         execution = commit.execution
-        if execution is not None:
-            record_text = encode_execution(execution)
-            outbox = [(execution_id, OutboxEntry(execution_id, command).command_id,
-                       sequence * _POSITIONS + position, encode_command(command))
-                      for position, command in enumerate(outbound(commit.commands))]
-            record = transition_record(commit, entered_at)
-            transition_text = (encode_transition(record.transition) if record is not None
-                               else "")
         db.execute("INSERT INTO consumed (execution_id, event_id) VALUES (?, ?)",
                    (execution_id, event.id))
         db.execute("INSERT INTO log VALUES (?, ?, ?, ?, ?)",
-                   (execution_id, sequence, event_text, commit.decision, commit.at))
+                   (execution_id, sequence, texts.event, commit.decision, commit.at))
         if event.answers and commit.decision != "rejected":
             # an answer settles its command unless it was rejected (forged, malformed): then
             # the command stays pending, for recovery to finish
@@ -289,7 +273,8 @@ class SQLiteStore:
             return int(version)
         new_version = version + 1
         db.execute("UPDATE executions SET version = ?, final = ?, record = ? WHERE id = ?",
-                   (new_version, execution.status == Status.FINAL, record_text, execution_id))
+                   (new_version, execution.status == Status.FINAL, texts.execution,
+                    execution_id))
         for command in commit.commands:
             if isinstance(command, ScheduleTimer):
                 db.execute("INSERT OR REPLACE INTO timers VALUES (?, ?, ?, ?)",
@@ -298,14 +283,12 @@ class SQLiteStore:
             elif isinstance(command, CancelTimer):
                 db.execute("DELETE FROM timers WHERE execution_id = ? AND timer_id = ?",
                            (execution_id, command.timer_id))
-        if outbox:
+        if texts.outbox:
             db.executemany("INSERT OR IGNORE INTO outbox (execution_id, command_id, position, "
-                           "command) VALUES (?, ?, ?, ?)", outbox)
-        if record is not None:
+                           "command) VALUES (?, ?, ?, ?)", texts.outbox)
+        if texts.transition is not None:
             db.execute("INSERT INTO transitions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                       (execution_id, record.sequence, record.definition_version,
-                        transition_text, record.attempt, record.at, record.duration_ms,
-                        record.tool, record.outcome))
+                       texts.transition)
         return int(new_version)
 
     def record_result(self, execution_id: str, command_id: str, result: Event) -> Event:

@@ -11,8 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+from reference_machine._codec import (
+    encode_command,
+    encode_event,
+    encode_execution,
+    encode_transition,
+)
 from reference_machine._records import (
     TIMER_FIRED,
     CancelTimer,
@@ -386,6 +392,45 @@ class MemoryStore:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+#: An outbox command's position is its commit's sequence times this, plus its place in the
+#: commit: room for any number of commands one event makes (a map fans out to thousands at
+#: once; 1,000 let a later commit's command sort before an earlier one's), and still above
+#: every position stores written with 1,000 hold, so their order is kept.
+_POSITIONS = 1 << 32
+
+
+class EncodedCommit(NamedTuple):
+    """A commit's texts and rows as a database store writes them, all made before the first
+    write (so a record JSON cannot hold is refused with nothing written): the event's text;
+    for an accepted event, the execution record's text, the outbox rows (execution id,
+    command id, position, command text) and the transition record's row."""
+
+    event: str
+    execution: str = ""
+    outbox: tuple[tuple[str, str, int, str], ...] = ()
+    transition: tuple[Any, ...] | None = None
+
+
+def encode_commit(commit: Commit, sequence: int, entered_at: int | None) -> EncodedCommit:
+    """Gives what a database store writes for `commit`, its log entry being `sequence` and
+    its execution's last transition at `entered_at`; raises `TypeError`, `ValueError` or
+    `OverflowError` for a record JSON cannot hold exactly."""
+    event_text = encode_event(commit.event)
+    execution = commit.execution
+    if execution is None:
+        return EncodedCommit(event_text)
+    execution_id = commit.execution_id
+    outbox = tuple((execution_id, OutboxEntry(execution_id, command).command_id,
+                    sequence * _POSITIONS + position, encode_command(command))
+                   for position, command in enumerate(outbound(commit.commands)))
+    record = transition_record(commit, entered_at)
+    row = None if record is None else (
+        execution_id, record.sequence, record.definition_version,
+        encode_transition(record.transition), record.attempt, record.at, record.duration_ms,
+        record.tool, record.outcome)
+    return EncodedCommit(event_text, encode_execution(execution), outbox, row)
 
 
 def check_commits(commits: Sequence[Commit]) -> None:

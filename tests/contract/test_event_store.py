@@ -15,6 +15,7 @@ import dataclasses
 import re
 import sqlite3
 import tempfile
+import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ from reference_machine import (
     LogEntry,
     MemoryStore,
     OutboxEntry,
+    PostgresStore,
     RequestApproval,
     RunCompensation,
     RunEffect,
@@ -1227,4 +1229,28 @@ class TestSQLiteStoreFull(SQLiteContract):
     """The contract against an SQLite file with synchronous=FULL."""
 
     synchronous = "FULL"
+
+
+class TestPostgresStore(EventStoreContract):
+    """The contract against a real PostgreSQL server, a fresh schema for each store."""
+
+    @pytest.fixture(autouse=True)
+    def _server(self, postgres_dsn: str) -> Iterator[None]:
+        self.dsn, self.schemas = postgres_dsn, []
+        yield
+        drop_schemas(postgres_dsn, self.schemas)
+
+    def make_store(self, tmp_path: Path) -> PostgresStore:
+        schema = f"contract_{uuid.uuid4().hex[:16]}"
+        self.schemas.append(schema)
+        return PostgresStore(self.dsn, schema=schema)
+
+
+def drop_schemas(dsn: str, schemas: list[str]) -> None:
+    """Drops the schemas a test made (a server given by FSMHARNESS_POSTGRES_DSN keeps none)."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as db:
+        for schema in schemas:
+            db.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
