@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import sqlite3
 import statistics
 import tempfile
@@ -582,23 +583,46 @@ _TRANSITION = '{"event":"%s","forced":"","source":"%s","target":"%s"}'
 class BareLoop:
     """The durable floor: the rows of one accepted ping-pong event (a consumed id, a log row,
     the execution update, a timer deleted and one inserted, a transition row) written with
-    plain sqlite3 under the same pragmas as `SQLiteStore`."""
+    plain sqlite3 under the same pragmas as `SQLiteStore` (or, made by `on_postgres`, with
+    plain psycopg into a schema of a PostgreSQL database, as `PostgresStore` writes them)."""
 
-    def __init__(self, path: Path, synchronous: Synchronous, execution_ids: Sequence[str]
-                 ) -> None:
-        self.db = sqlite3.connect(str(path), isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute(f"PRAGMA synchronous={synchronous}")
-        self.db.execute("PRAGMA foreign_keys=ON")
-        self.db.execute("BEGIN IMMEDIATE")
+    def __init__(self, path: Path, synchronous: Synchronous, execution_ids: Sequence[str],
+                 *, db: Any = None) -> None:
+        self.postgres = db is not None
+        if db is None:
+            db = sqlite3.connect(str(path), isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(f"PRAGMA synchronous={synchronous}")
+            db.execute("PRAGMA foreign_keys=ON")
+        self.db = db
+        self.begin = "BEGIN" if self.postgres else "BEGIN IMMEDIATE"
+        self.db.execute(self.begin)
         for statement in _BARE_SCHEMA:
             self.db.execute(statement)
         for execution_id in execution_ids:
-            self.db.execute("INSERT INTO executions VALUES (?, 0, 0, ?)",
-                            (execution_id, self._record(execution_id, 0)))
-            self.db.execute("INSERT INTO timers VALUES (?, ?, 'wait_timeout', ?)",
-                            (execution_id, self._timer(execution_id, 0), DAY_MS))
+            self.execute("INSERT INTO executions VALUES (?, 0, 0, ?)",
+                         (execution_id, self._record(execution_id, 0)))
+            self.execute("INSERT INTO timers VALUES (?, ?, 'wait_timeout', ?)",
+                         (execution_id, self._timer(execution_id, 0), DAY_MS))
         self.db.execute("COMMIT")
+        self.upsert_timer = (
+            "INSERT INTO timers VALUES (%s, %s, 'wait_timeout', %s) ON CONFLICT "
+            "(execution_id, timer_id) DO UPDATE SET fire_at = EXCLUDED.fire_at"
+            if self.postgres else "INSERT OR REPLACE INTO timers VALUES (?, ?, 'wait_timeout', ?)")
+
+    @classmethod
+    def on_postgres(cls, dsn: str, schema: str, execution_ids: Sequence[str]) -> BareLoop:
+        """Gives the loop over a new schema `schema` of the PostgreSQL database `dsn`."""
+        import psycopg
+
+        db = psycopg.connect(dsn, autocommit=True)
+        db.execute(f"CREATE SCHEMA {schema}")
+        db.execute(f"SET search_path TO {schema}")
+        return cls(Path(), "NORMAL", execution_ids, db=db)
+
+    def execute(self, sql: str, args: tuple[Any, ...]) -> Any:
+        """Runs one statement written with `?` placeholders, in the driver's style."""
+        return self.db.execute(sql.replace("?", "%s") if self.postgres else sql, args)
 
     @staticmethod
     def _timer(execution_id: str, events: int) -> str:
@@ -614,23 +638,23 @@ class BareLoop:
     def write(self, execution_id: str, number: int) -> None:
         """Writes the rows of event `number` (from 0) of one execution, in the open
         transaction."""
-        db = self.db
+        execute = self.execute
         kind = "ping" if number % 2 == 0 else "pong"
         event_id = f"{execution_id}/e{number}"
         sequence = number + 2  # the start event is sequence 1
-        db.execute("INSERT INTO consumed VALUES (?, ?)", (execution_id, event_id))
-        db.execute("INSERT INTO log VALUES (?, ?, ?, 'accepted', ?)",
-                   (execution_id, sequence, _EVENT % (event_id, kind), number + 1))
-        db.execute("UPDATE executions SET version = ?, final = 0, record = ? WHERE id = ? "
-                   "AND version = ?", (number + 1, self._record(execution_id, number + 1),
-                                       execution_id, number))
-        db.execute("DELETE FROM timers WHERE execution_id = ? AND timer_id = ?",
-                   (execution_id, self._timer(execution_id, number)))
-        db.execute("INSERT OR REPLACE INTO timers VALUES (?, ?, 'wait_timeout', ?)",
-                   (execution_id, self._timer(execution_id, number + 1), DAY_MS + number + 1))
+        execute("INSERT INTO consumed VALUES (?, ?)", (execution_id, event_id))
+        execute("INSERT INTO log VALUES (?, ?, ?, 'accepted', ?)",
+                (execution_id, sequence, _EVENT % (event_id, kind), number + 1))
+        execute("UPDATE executions SET version = ?, final = 0, record = ? WHERE id = ? "
+                "AND version = ?", (number + 1, self._record(execution_id, number + 1),
+                                    execution_id, number))
+        execute("DELETE FROM timers WHERE execution_id = ? AND timer_id = ?",
+                (execution_id, self._timer(execution_id, number)))
+        self.db.execute(self.upsert_timer, (execution_id, self._timer(execution_id, number + 1),
+                                            DAY_MS + number + 1))
         source, target = ping_pong_state(number), ping_pong_state(number + 1)
-        db.execute("INSERT INTO transitions VALUES (?, ?, '1', ?, 0, ?, 0, '', 'waiting')",
-                   (execution_id, sequence, _TRANSITION % (kind, source, target), number + 1))
+        execute("INSERT INTO transitions VALUES (?, ?, '1', ?, 0, ?, 0, '', 'waiting')",
+                (execution_id, sequence, _TRANSITION % (kind, source, target), number + 1))
 
     def count(self, table: str) -> int:
         return int(self.db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
@@ -650,7 +674,7 @@ def bare_commit_per_event(bare: BareLoop) -> Callable[[], int]:
     def batch() -> int:
         db, first = bare.db, written[0]
         for number in range(first, first + BATCH):
-            db.execute("BEGIN IMMEDIATE")
+            db.execute(bare.begin)
             bare.write("run", number)
             db.execute("COMMIT")
         written[0] = first + BATCH
@@ -665,7 +689,7 @@ def bare_group_commit(bare: BareLoop, ids: Sequence[str]) -> Callable[[], int]:
 
     def batch() -> int:
         db, number = bare.db, rounds[0]
-        db.execute("BEGIN IMMEDIATE")
+        db.execute(bare.begin)
         for execution_id in ids:
             bare.write(execution_id, number)
         db.execute("COMMIT")
@@ -954,6 +978,55 @@ def durable_groups() -> list[Group]:
             Contender("bare sqlite3 loop (floor)", bare, BATCH, "event"),
             Contender("reference runtime", ours, BATCH, "event"))))
     return groups
+
+
+#: Where the PostgreSQL groups run (a libpq connection string); without it they are skipped
+POSTGRES_DSN_VARIABLE = "FSMHARNESS_POSTGRES_DSN"
+
+
+def postgres_groups(dsn: str | None) -> list[Group]:
+    """Gives the runtime over PostgreSQL beside a bare psycopg loop writing the same rows, a
+    commit per event and group commit of 100, each contender in a schema of its own (dropped
+    after); with no `dsn`, the groups with a note saying what they need."""
+    titles = (("durable: PostgreSQL, commit per event (ping-pong)", False),
+              ("durable: PostgreSQL, group commit of 100 (ping-pong)", True))
+    if not dsn:
+        note = (f"skipped: no PostgreSQL server (set {POSTGRES_DSN_VARIABLE} to a connection "
+                "string, and install the postgres extra)")
+        return [Group(title, (), note=note) for title, _ in titles]
+    return [Group(title, (Contender("bare psycopg loop (floor)",
+                                    _postgres_maker(dsn, grouped, bare=True), BATCH, "event"),
+                          Contender("reference runtime", _postgres_maker(dsn, grouped, bare=False),
+                                    BATCH, "event")))
+            for title, grouped in titles]
+
+
+def _postgres_maker(dsn: str, grouped: bool, *, bare: bool) -> Maker:
+    ids = [f"run{index:03d}" for index in range(BATCH)] if grouped else ["run"]
+
+    def make(stack: contextlib.ExitStack) -> Callable[[], Any]:
+        import uuid
+
+        import psycopg
+
+        from reference_machine import PostgresStore
+
+        schema = f"fsmbench_{uuid.uuid4().hex[:12]}"
+
+        def drop() -> None:
+            with psycopg.connect(dsn, autocommit=True) as db:
+                db.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+        stack.callback(drop)
+        if bare:
+            loop = BareLoop.on_postgres(dsn, schema, ids)
+            stack.callback(loop.close)
+            return bare_group_commit(loop, ids) if grouped else bare_commit_per_event(loop)
+        store = PostgresStore(dsn, schema=schema)
+        stack.callback(store.close)
+        return runtime_group_commit(store, ids) if grouped else runtime_commit_per_event(store)
+
+    return make
 
 
 def simulator_group(definition: WorkflowDefinition, machine: MachineFactory, quick: bool
@@ -1246,6 +1319,8 @@ def suite(targets: Sequence[Target] = (), *, quick: bool = False, only: Sequence
         sections.append((f"shape: scenario {definition.name}",
                          _listed(_scenario_shape_group, definition)))
     sections.append(("durable", durable_groups))
+    sections.append(("durable: postgres", lambda: postgres_groups(
+        os.environ.get(POSTGRES_DSN_VARIABLE))))
     for target in targets:
         definition, machine = target.definition, target.machine
         sections += [
@@ -1284,7 +1359,6 @@ def document(measured: Sequence[Measured], *, seconds: float, quick: bool,
     """Gives the JSON document of a bench run: each figure with its ratio to its group's floor
     and, in the shape groups, each peer's time divided by it (how many times faster it is);
     the groups `skipped` (none measured: what they need is not installed) with their notes."""
-    import os
     import platform
 
     floors: dict[str, float] = {}

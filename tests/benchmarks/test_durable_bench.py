@@ -228,3 +228,41 @@ def test_bare_loop_writes_the_rows_the_store_writes(tmp_path: Path) -> None:
     db.close()
     store.close()
     loop.close()
+
+
+# -- PostgreSQL: the same floor against a real server -------------------------------------------
+
+
+def test_the_postgres_groups_measure_the_store_beside_the_bare_loop(postgres_dsn: str) -> None:
+    """On PostgreSQL the bare psycopg loop and the store write the same rows per table for the
+    same events (each in its own schema, dropped after), and the groups' contenders run."""
+    import contextlib
+
+    import psycopg
+
+    from harness.bench.suite import postgres_groups
+
+    groups = postgres_groups(postgres_dsn)
+    assert [len(group.contenders) for group in groups] == [2, 2]
+    counts = []
+    for contender in groups[0].contenders:
+        with contextlib.ExitStack() as stack:
+            contender.make(stack)()  # one call: 100 events
+            with psycopg.connect(postgres_dsn, autocommit=True) as db:
+                schema = db.execute("SELECT schema_name FROM information_schema.schemata "
+                                    "WHERE schema_name LIKE 'fsmbench_%'").fetchone()[0]
+                counts.append([db.execute(f"SELECT COUNT(*) FROM {schema}.{table}").fetchone()[0]
+                               for table in ("log", "consumed", "timers", "transitions")])
+    floor, ours = counts
+    assert ours == [count + 1 if count == EVENTS else count for count in floor]  # + the start
+    with psycopg.connect(postgres_dsn, autocommit=True) as db:  # each schema dropped after
+        assert db.execute("SELECT COUNT(*) FROM information_schema.schemata WHERE "
+                          "schema_name LIKE 'fsmbench_%'").fetchone()[0] == 0
+
+
+def test_without_a_server_the_postgres_groups_say_what_they_need() -> None:
+    from harness.bench.suite import postgres_groups
+
+    groups = postgres_groups(None)
+    assert [group.contenders for group in groups] == [(), ()]
+    assert all("FSMHARNESS_POSTGRES_DSN" in group.note for group in groups)
