@@ -57,6 +57,7 @@ class TestExports:
             "WorkflowSpec",
             "Commit", "ConflictError", "DuplicateEventError", "EventStore", "History",
             "ExecutionExistsError", "LogEntry", "MemoryStore", "OutboxEntry", "SQLiteStore",
+            "PostgresStore",
             "StoredExecution", "StoreError", "TransitionRecord", "UnknownExecutionError",
             "CRASH_POINTS", "EngineError", "Failure", "Registry", "ReplayMismatchError",
             "Runtime", "Success", "Tool", "ToolOutcome", "UnknownDefinitionError",
@@ -152,6 +153,26 @@ class TestReadme:
                           "runtime.store.load('run-1').execution.state == 'awaiting_approval'\n")
         result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
                                 text=True, check=False)
+        assert result.returncode == 0, result.stderr
+
+    def test_postgres_example_runs(self, tmp_path: Path, postgres_dsn: str) -> None:
+        """The README's PostgreSQL example runs after the runtime example, on a real server."""
+        import uuid
+
+        import psycopg
+
+        schema = f"readme_{uuid.uuid4().hex[:12]}"
+        code = (example("from reference_machine import Runtime, SQLiteStore") + "\n"
+                + example("from reference_machine import PostgresStore, Runtime"))
+        code = code.replace('"postgresql://app@db.internal/agents", schema="fsmharness"',
+                            f"{postgres_dsn!r}, schema={schema!r}")
+        script = tmp_path / "postgres_example.py"
+        script.write_text(code.replace('"scenarios/', f'"{ROOT}/scenarios/') + "\nassert "
+                          "store.load('run-2').execution.state == 'awaiting_approval'\n")
+        result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                                text=True, check=False)
+        with psycopg.connect(postgres_dsn, autocommit=True) as db:
+            db.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         assert result.returncode == 0, result.stderr
 
     def test_fault_plan_example_loads(self, tmp_path: Path) -> None:
