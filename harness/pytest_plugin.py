@@ -46,6 +46,7 @@ from harness.engines.exhaustive import ExploreOptions
 from harness.engines.fuzz import DEFAULT_STRATEGY, FuzzOptions, FuzzReport
 from harness.engines.guided import STRATEGIES
 from harness.errors import HarnessError
+from harness.fleet import example_database
 from harness.report.documents import ReportError, document, ensure_writable, write_reports
 from harness.sim.choices import Choices
 from harness.sim.machine import MachineFactory, ReferenceMachine
@@ -125,6 +126,14 @@ def _strategy(name: str) -> Callable[[str], str]:
     return parse
 
 
+def _text(name: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if not str(text).strip():
+            raise pytest.UsageError(f"{name}: expected a value, got an empty one")
+        return str(text).strip()
+    return parse
+
+
 def _folder(name: str) -> Callable[[str], Path]:
     def parse(text: str) -> Path:
         if not str(text).strip():
@@ -155,6 +164,11 @@ _OPTIONS: dict[str, tuple[str, Callable[[str], Any], Any, str]] = {
     "--fsm-strategy": ("fsm_strategy", _strategy("--fsm-strategy"), DEFAULT_STRATEGY,
                        f"How fuzz campaigns draw their runs: swarm, guided or mixed (default "
                        f"{DEFAULT_STRATEGY})."),
+    "--fsm-example-db": ("fsm_example_db", _text("--fsm-example-db"), None,
+                         "An example database the fleet shares: redis://host:port/db, a "
+                         "folder, or module:attribute naming a Hypothesis ExampleDatabase. "
+                         "Hypothesis tests save and replay their failing examples there, and "
+                         "fuzz campaigns their failing seeds (replayed first next time)."),
     "--fsm-corpus": ("fsm_corpus", _folder("--fsm-corpus"), None,
                      "Keep the guided strategies' corpus in this folder between sessions (its "
                      "entries name their definition and machine; failing schedules run first "
@@ -178,6 +192,7 @@ class FsmSettings:
     min_coverage: float | None = None
     strategy: str = DEFAULT_STRATEGY
     corpus: Path | None = None
+    example_db: str | None = None
 
     def seed_for(self, test_id: str) -> int:
         """Gives the first seed of a test's campaign: the base seed moved by the test's id,
@@ -190,6 +205,24 @@ class _Session:
     settings: FsmSettings
     sections: list[dict[str, Any]] = field(default_factory=list)
     files: Any = None
+    example_db: Any = None  # the fleet's example database, when one is given
+    hypothesis_profile: str | None = None  # the profile loaded before the fleet's
+
+
+def _shared_database(spec: str) -> Any:
+    """Opens the fleet's example database and makes it Hypothesis's for the session (a
+    profile on top of the one loaded, so the user's other settings stay); a database that
+    cannot be opened stops the session with one line."""
+    from hypothesis import settings as hypothesis_settings
+
+    try:
+        database = example_database(spec)
+    except HarnessError as exc:
+        raise pytest.UsageError(f"fsm_example_db: {exc}") from None
+    hypothesis_settings.register_profile("fsmharness-fleet", parent=hypothesis_settings.default,
+                                         database=database)
+    hypothesis_settings.load_profile("fsmharness-fleet")
+    return database
 
 
 _SESSION = pytest.StashKey[_Session]()
@@ -229,11 +262,27 @@ def pytest_configure(config: pytest.Config) -> None:
         resolve_machine(settings.machine)
     except HarnessError as exc:
         raise pytest.UsageError(f"fsm_machine: {exc}") from None
-    config.stash[_SESSION] = _Session(settings)
+    session = _Session(settings)
+    if settings.example_db is not None:
+        from hypothesis import settings as hypothesis_settings
+
+        session.hypothesis_profile = getattr(hypothesis_settings, "_current_profile", None)
+        session.example_db = _shared_database(settings.example_db)
+    config.stash[_SESSION] = session
     if settings.report is not None and getattr(config, "workerinput", None) is None:
         _check_writable(settings.report)
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistMerge(config), "fsmharness-xdist")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Gives Hypothesis back the profile it had before the fleet's database (a session run
+    inside another, as pytester's are, leaves the outer one as it was)."""
+    session = config.stash.get(_SESSION, None)
+    if session is not None and session.hypothesis_profile is not None:
+        from hypothesis import settings as hypothesis_settings
+
+        hypothesis_settings.load_profile(session.hypothesis_profile)
 
 
 def _check_writable(folder: Path) -> None:
@@ -298,7 +347,7 @@ def _run_fuzz(config: pytest.Config, target: Target, test_id: str, *,
         invariants=invariants, sim=sim,
         coverage_min=min_coverage if min_coverage is not None else settings.min_coverage,
         strategy=settings.strategy,
-        corpus_dir=settings.corpus)
+        corpus_dir=settings.corpus, example_db=config.stash[_SESSION].example_db)
     report, section = fuzz_target(target, options)
     _record(config, section, test_id)
     if not report.held:

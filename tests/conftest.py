@@ -13,3 +13,12 @@ def postgres_dsn():  # type: ignore[no-untyped-def]
 
     with server() as dsn:
         yield dsn
+
+
+@pytest.fixture(scope="session")
+def redis_url():  # type: ignore[no-untyped-def]
+    """A real Redis server for the session (see tests/support/redis_server.py)."""
+    from redis_server import server
+
+    with server() as url:
+        yield url

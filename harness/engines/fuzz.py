@@ -11,6 +11,7 @@ schedule and saved as a replay file.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import time
 from collections import Counter
@@ -34,6 +35,7 @@ from harness.engines.isolation import Died
 from harness.engines.replay import write_replay
 from harness.engines.shrink import Counterexample, NotReproduced, shrink
 from harness.errors import HarnessError
+from harness.fleet import FailingSeeds
 from harness.sim.choices import AimedChoices, RecordingChoices
 from harness.sim.history import Delivered, FaultInjected
 from harness.sim.identity import definition_digest, machine_path
@@ -71,7 +73,12 @@ class FuzzOptions:
     `corpus_dir` keeps the guided strategies' corpus between campaigns (failing schedules
     first). `targets` names the registered `@target` scores to climb and report (None: all).
     `line_coverage` names code (folders, packages) whose arcs, measured by coverage.py, the
-    guided strategies add to their feedback (`harness.checks.lines`: it costs)."""
+    guided strategies add to their feedback (`harness.checks.lines`: it costs).
+
+    `example_db` (a Hypothesis `ExampleDatabase`, see `harness.fleet`) keeps the seeds that
+    failed, per definition and machine: a swarm campaign runs the saved ones first (before its
+    own range; they count among its runs), saves its failing seeds, and drops the saved seeds
+    that held."""
 
     runs: int | None = 200
     seed: int = 0
@@ -91,6 +98,7 @@ class FuzzOptions:
     corpus_dir: str | os.PathLike[str] | None = None
     targets: tuple[str, ...] | None = None
     line_coverage: tuple[str, ...] = ()
+    example_db: Any = None  # a hypothesis ExampleDatabase the fleet shares (harness.fleet)
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -365,7 +373,9 @@ def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any]
     faults: Counter[str] = Counter()
     metrics = Metrics()
     best: dict[str, dict[str, Any]] = {}
-    guide = corpus = None
+    guide = corpus = fleet = None
+    saved: list[int] = []
+    ran: set[int] = set()
     growth: list[tuple[int, int]] = []
     if options.strategy != "swarm":
         guide = Guide(options.seed, options.strategy)
@@ -375,12 +385,19 @@ def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any]
             guide.queued = corpus.load()
         batches = _guided_outcomes(campaign, options, deadline, guide)
     else:
-        batches = _outcomes(campaign, options, deadline)
+        fleet = (FailingSeeds(options.example_db, definition_digest(definition),
+                              machine_path(machine))
+                 if options.example_db is not None else None)
+        saved = fleet.load() if fleet is not None else []
+        replayed = [seed for seed in saved if seed < options.seed or (
+            options.runs is not None and seed >= options.seed + options.runs)]
+        batches = _outcomes(campaign, options, deadline, replayed)
     sample = _determinism_sample(campaign, options)  # before any run could leave state behind
     try:
         for batch in batches:
             for outcome in batch:
                 runs += 1
+                ran.add(outcome.seed)
                 steps += outcome.steps
                 covered = covered.merge(outcome.coverage)
                 faults.update(outcome.faults)
@@ -400,6 +417,9 @@ def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any]
         sample.cancel()
         raise
     batches.close()  # stops the worker processes, if any
+    if fleet is not None:
+        broke = {outcome.seed for outcome in failing}
+        fleet.update(sorted(broke), [seed for seed in saved if seed in ran and seed not in broke])
     unsteady = sample.result()
     elapsed = time.monotonic() - started
     failures = _failures(campaign, options, failing, unsteady)
@@ -456,10 +476,13 @@ def _isolated(options: FuzzOptions) -> bool:
     return options.isolate and isolation.available()
 
 
-def _outcomes(campaign: _Campaign, options: FuzzOptions, deadline: float | None
-              ) -> Generator[list[_Outcome], None, None]:
-    """Gives the outcomes batch by batch, in seed order (from child processes, if isolated)."""
-    batches = _seeds(options, deadline, _BATCH)
+def _outcomes(campaign: _Campaign, options: FuzzOptions, deadline: float | None,
+              first: Sequence[int] = ()) -> Generator[list[_Outcome], None, None]:
+    """Gives the outcomes batch by batch, in seed order (from child processes, if isolated),
+    the `first` seeds (a fleet's saved failures) before the campaign's own."""
+    batches = itertools.chain(
+        (list(first[start:start + _BATCH]) for start in range(0, len(first), _BATCH)),
+        _seeds(options, deadline, _BATCH))
     if not _isolated(options):
         for seeds in batches:
             yield [campaign.run(seed) for seed in seeds]
