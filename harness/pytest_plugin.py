@@ -43,7 +43,7 @@ from harness.engines.campaign import (
     select_faults,
 )
 from harness.engines.exhaustive import ExploreOptions
-from harness.engines.fuzz import DEFAULT_STRATEGY, FuzzOptions, FuzzReport
+from harness.engines.fuzz import DEFAULT_STRATEGY, EXECUTORS, FuzzOptions, FuzzReport
 from harness.engines.guided import STRATEGIES
 from harness.errors import HarnessError
 from harness.fleet import example_database
@@ -116,11 +116,11 @@ def _faults(name: str) -> Callable[[str], tuple[FaultKind, ...] | None]:
     return parse
 
 
-def _strategy(name: str) -> Callable[[str], str]:
+def _choice(name: str, choices: Sequence[str]) -> Callable[[str], str]:
     def parse(text: str) -> str:
         value = str(text).strip()
-        if value not in STRATEGIES:
-            raise pytest.UsageError(f"{name}: expected one of {', '.join(STRATEGIES)}, got "
+        if value not in choices:
+            raise pytest.UsageError(f"{name}: expected one of {', '.join(choices)}, got "
                                     f"{text!r}")
         return value
     return parse
@@ -161,9 +161,15 @@ _OPTIONS: dict[str, tuple[str, Callable[[str], Any], Any, str]] = {
     "--fsm-min-coverage": ("fsm_min_coverage", _percent("--fsm-min-coverage"), None,
                            "Fail a fuzz campaign that takes fewer than this percent of the "
                            "declared transitions (one that takes none always fails)."),
-    "--fsm-strategy": ("fsm_strategy", _strategy("--fsm-strategy"), DEFAULT_STRATEGY,
+    "--fsm-strategy": ("fsm_strategy", _choice("--fsm-strategy", STRATEGIES), DEFAULT_STRATEGY,
                        f"How fuzz campaigns draw their runs: swarm, guided or mixed (default "
                        f"{DEFAULT_STRATEGY})."),
+    "--fsm-executor": ("fsm_executor", _choice("--fsm-executor", EXECUTORS), "local",
+                       "Where fuzz campaigns run their seeds: local (worker processes) or dask "
+                       "(tasks on a Dask cluster; the results are the same)."),
+    "--fsm-scheduler": ("fsm_scheduler", _text("--fsm-scheduler"), None,
+                        "The Dask scheduler's address for --fsm-executor dask (without it, a "
+                        "local cluster)."),
     "--fsm-example-db": ("fsm_example_db", _text("--fsm-example-db"), None,
                          "An example database the fleet shares: redis://host:port/db, a "
                          "folder, or module:attribute naming a Hypothesis ExampleDatabase. "
@@ -193,6 +199,8 @@ class FsmSettings:
     strategy: str = DEFAULT_STRATEGY
     corpus: Path | None = None
     example_db: str | None = None
+    executor: str = "local"
+    scheduler: str | None = None
 
     def seed_for(self, test_id: str) -> int:
         """Gives the first seed of a test's campaign: the base seed moved by the test's id,
@@ -262,6 +270,11 @@ def pytest_configure(config: pytest.Config) -> None:
         resolve_machine(settings.machine)
     except HarnessError as exc:
         raise pytest.UsageError(f"fsm_machine: {exc}") from None
+    try:  # so do settings that do not go together
+        FuzzOptions(strategy=settings.strategy, executor=settings.executor,
+                    scheduler=settings.scheduler)
+    except HarnessError as exc:
+        raise pytest.UsageError(f"fsmharness: {exc}") from None
     session = _Session(settings)
     if settings.example_db is not None:
         from hypothesis import settings as hypothesis_settings
@@ -347,7 +360,8 @@ def _run_fuzz(config: pytest.Config, target: Target, test_id: str, *,
         invariants=invariants, sim=sim,
         coverage_min=min_coverage if min_coverage is not None else settings.min_coverage,
         strategy=settings.strategy,
-        corpus_dir=settings.corpus, example_db=config.stash[_SESSION].example_db)
+        corpus_dir=settings.corpus, example_db=config.stash[_SESSION].example_db,
+        executor=settings.executor, scheduler=settings.scheduler)
     report, section = fuzz_target(target, options)
     _record(config, section, test_id)
     if not report.held:

@@ -1191,6 +1191,45 @@ def process_group(definition: WorkflowDefinition, machine: MachineFactory, quick
                   "step")))
 
 
+def cluster_group(definition: WorkflowDefinition, machine: MachineFactory, quick: bool
+                  ) -> Group:
+    """Gives one campaign on one local process beside the same as tasks on a local Dask
+    cluster of two workers: made for each campaign (its start-up counted, as `--executor
+    dask` alone pays it) and kept between campaigns (a scheduler given by address)."""
+    runs = 40 if quick else 300
+    title = f"scaling: cluster, {runs} fuzz runs of {definition.name}"
+    if not _importable("distributed"):
+        return Group(title, (), note="skipped: Dask's distributed is not installed (pip "
+                                     "install 'fsmharness[dask]')")
+
+    def campaign(scheduler: str | None) -> Callable[[], int]:
+        options = FuzzOptions(runs=runs, replay_dir=None, processes=2, executor="dask",
+                              scheduler=scheduler, sim=SimOptions(executions=1))
+
+        def call() -> int:
+            report = fuzz(definition, options, machine=machine)
+            if report.failures:
+                raise HarnessError(f"{definition.name}: the benchmark campaign failed")
+            return report.steps
+
+        return call
+
+    def kept(stack: contextlib.ExitStack) -> Callable[[], int]:
+        from distributed import LocalCluster
+
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                               dashboard_address=None, silence_logs=40)
+        stack.callback(cluster.close)
+        return campaign(cluster.scheduler_address)
+
+    return Group(title, (
+        Contender("1 process (floor)",
+                  lambda stack: native_fuzz(definition, runs, 1, machine=machine), 0, "step"),
+        Contender("Dask, a local cluster of 2 made per campaign",
+                  lambda stack: campaign(None), 0, "step"),
+        Contender("Dask, a local cluster of 2 kept", kept, 0, "step")))
+
+
 #: Rounds of the bare loop a ceiling call runs in all (about a 300-run campaign's time)
 CEILING_WORK = 2_000_000
 
@@ -1338,6 +1377,7 @@ def suite(targets: Sequence[Target] = (), *, quick: bool = False, only: Sequence
                                                  durable=False)]),
         ("scaling: processes", lambda: [process_group(first.definition, first.machine,
                                                       quick), ceiling_group()]),
+        ("scaling: cluster", lambda: [cluster_group(first.definition, first.machine, quick)]),
         ("memory", lambda: [memory_group(first.definition, first.machine, quick)]),
         ("hunt", lambda: [_hunt_group(first.definition, first.machine, quick)]),
         ("langgraph", lambda: _langgraph_groups(quick)),

@@ -44,7 +44,7 @@ from harness.engines.campaign import (
     plan_of,
 )
 from harness.engines.exhaustive import ExploreOptions
-from harness.engines.fuzz import DEFAULT_STRATEGY, FuzzOptions
+from harness.engines.fuzz import DEFAULT_STRATEGY, EXECUTORS, FuzzOptions
 from harness.engines.guided import STRATEGIES
 from harness.errors import HarnessError
 from harness.files import write_output
@@ -178,6 +178,12 @@ click.option("--step-timeout", type=Finite(min=0, max=1_000_000), default=10.0, 
 @click.option("--line-coverage", "line_coverage", multiple=True, metavar="SOURCE",
               help="Steer the guided strategies by the arcs of this code too (a folder or a "
                    "package; repeatable), measured with coverage.py: several times slower.")
+@click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
+              help="Where the runs go: local worker processes, or tasks on a Dask cluster "
+                   "(the report is the same).")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="The Dask scheduler's address (tcp://host:8786) for --executor dask; "
+                   "without it, a local cluster of --processes workers.")
 @click.option("--all-failures", is_flag=True,
               help="Go on after the first failing run and report every rule broken.")
 @click.option("--min-coverage", type=Finite(min=0, max=100), default=None,
@@ -189,8 +195,9 @@ def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
                  no_report: bool, as_json: bool, quiet: bool, modules: Sequence[str],
                  runs: int, seed: int, budget: float | None, processes: int, steps: int,
                  no_swarm: bool, strategy: str, corpus_dir: str | None,
-                 line_coverage: Sequence[str], all_failures: bool, step_timeout: float,
-                 min_coverage: float | None, input_format: str | None) -> None:
+                 line_coverage: Sequence[str], executor: str, scheduler: str | None,
+                 all_failures: bool, step_timeout: float, min_coverage: float | None,
+                 input_format: str | None) -> None:
     """Fuzz workflow definitions: many seeded simulations with faults injected, every
     invariant checked, failures shrunk to a minimal trace and saved as replay files.
 
@@ -205,7 +212,7 @@ def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
         processes = usable
     # the options no target changes, checked before any folder is made
     FuzzOptions(runs=runs, strategy=strategy, corpus_dir=corpus_dir,
-                line_coverage=tuple(line_coverage))
+                line_coverage=tuple(line_coverage), executor=executor, scheduler=scheduler)
 
     def each(target: Target, plan: FaultPlan, replays: Path | None, progress: Progress
              ) -> dict[str, Any]:
@@ -216,7 +223,8 @@ def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
                               processes=processes, stop_at_first=not all_failures,
                               replay_dir=replays, sim=sim, coverage_min=min_coverage,
                               strategy=strategy, corpus_dir=corpus_dir,
-                              line_coverage=tuple(line_coverage))
+                              line_coverage=tuple(line_coverage), executor=executor,
+                              scheduler=scheduler)
         task = progress.add_task(escape(target.name), total=runs, detail="")
 
         def advance(done: int, steps_done: int, failures: int) -> None:

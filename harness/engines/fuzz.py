@@ -11,11 +11,12 @@ schedule and saved as a replay file.
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -48,6 +49,7 @@ __all__ = ["DEFAULT_STRATEGY", "FuzzFailure", "FuzzOptions", "FuzzReport", "fuzz
 T = TypeVar("T")
 
 _BATCH = 8  # seeds run between two progress reports (a worker process takes this many)
+EXECUTORS = ("local", "dask")
 DEFAULT_STRATEGY = "swarm"
 """The strategy a campaign takes unless told, chosen by measurement (`python -m
 harness.bench.hunt`, the table in the README): `mixed` finds the suite's hardest planted bug
@@ -75,6 +77,10 @@ class FuzzOptions:
     `line_coverage` names code (folders, packages) whose arcs, measured by coverage.py, the
     guided strategies add to their feedback (`harness.checks.lines`: it costs).
 
+    `executor` `dask` runs the batches of seeds as tasks on a Dask cluster (`scheduler`: its
+    address; None: a local cluster of `processes` workers), see `harness.engines.cluster`;
+    the report is the same as a local campaign's.
+
     `example_db` (a Hypothesis `ExampleDatabase`, see `harness.fleet`) keeps the seeds that
     failed, per definition and machine: a swarm campaign runs the saved ones first (before its
     own range; they count among its runs), saves its failing seeds, and drops the saved seeds
@@ -99,6 +105,8 @@ class FuzzOptions:
     targets: tuple[str, ...] | None = None
     line_coverage: tuple[str, ...] = ()
     example_db: Any = None  # a hypothesis ExampleDatabase the fleet shares (harness.fleet)
+    executor: str = "local"  # where the runs go: local processes, or a Dask cluster
+    scheduler: str | None = None  # the Dask scheduler's address (None: a local cluster)
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -113,6 +121,15 @@ class FuzzOptions:
                                "blind to it)")
         if self.line_coverage:
             check_sources(self.line_coverage)
+        if self.executor not in EXECUTORS:
+            raise HarnessError(f"options.executor: expected one of {', '.join(EXECUTORS)}, got "
+                               f"{self.executor!r}")
+        if self.scheduler is not None and self.executor != "dask":
+            raise HarnessError("options.scheduler: a scheduler's address goes with executor "
+                               "dask")
+        if self.executor == "dask" and self.strategy != "swarm":
+            raise HarnessError("options.executor: the dask executor runs swarm campaigns (a "
+                               "guided one decides each round from the last: run it locally)")
         if self.runs is None and self.time_budget_s is None:
             raise HarnessError("options.runs: give a number of runs, a time budget, or both")
         for name, low in (("runs", 1), ("seed", 0), ("processes", 1), ("shrink_runs_max", 1)):
@@ -179,6 +196,7 @@ class FuzzReport:
     growth: tuple[tuple[int, int], ...] = ()  # (runs, behaviours seen) after each round
     targets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     guided: Mapping[str, Any] = field(default_factory=dict)  # the corpus and its mutations
+    executor: Mapping[str, Any] = field(default_factory=dict)  # a cluster's workers, lost ones
 
     @property
     def held(self) -> bool:
@@ -215,6 +233,7 @@ class FuzzReport:
             "growth": [list(point) for point in self.growth],
             "targets": {name: dict(best) for name, best in sorted(self.targets.items())},
             "guided": dict(self.guided),
+            **({"executor": dict(self.executor)} if self.executor else {}),
             "failures": [{
                 "seed": f.seed, "rule": f.rule, "mutant": f.mutant,
                 "violations": [v.to_dict() for v in f.violations],
@@ -252,6 +271,7 @@ class _Campaign:
         self.invariants: tuple[Invariant, ...] = invariants(options.invariants)
         self.targets = targets(options.targets)
         self.lines = LineCoverage(options.line_coverage) if options.line_coverage else None
+        self.executor: dict[str, Any] = {}  # the cluster it ran on, noted as it ends
 
     def run(self, seed: int) -> _Outcome:
         return self._judged(seed, self.simulator.run(seed))
@@ -430,7 +450,8 @@ def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any]
                       tuple(failures), covered, dict(faults),
                       tuple(rule.name for rule in campaign.invariants), points, metrics,
                       vacuity(definition, covered, options.coverage_min), options.strategy,
-                      tuple(growth), best, _guided_summary(guide, kept, options))
+                      tuple(growth), best, _guided_summary(guide, kept, options),
+                      campaign.executor)
 
 
 def _best(best: dict[str, dict[str, Any]], outcome: _Outcome) -> None:
@@ -478,15 +499,14 @@ def _isolated(options: FuzzOptions) -> bool:
 
 def _outcomes(campaign: _Campaign, options: FuzzOptions, deadline: float | None,
               first: Sequence[int] = ()) -> Generator[list[_Outcome], None, None]:
-    """Gives the outcomes batch by batch, in seed order (from child processes, if isolated),
-    the `first` seeds (a fleet's saved failures) before the campaign's own."""
-    batches = itertools.chain(
-        (list(first[start:start + _BATCH]) for start in range(0, len(first), _BATCH)),
-        _seeds(options, deadline, _BATCH))
-    if not _isolated(options):
-        for seeds in batches:
-            yield [campaign.run(seed) for seed in seeds]
-        return
+    """Gives the outcomes batch by batch, in seed order (from child processes, if isolated;
+    from a Dask cluster's workers with that executor), the `first` seeds (a fleet's saved
+    failures) before the campaign's own."""
+    def batches(size: int) -> Iterator[list[int]]:
+        return itertools.chain(
+            (list(first[start:start + size]) for start in range(0, len(first), size)),
+            _seeds(options, deadline, size))
+
     def batch(seeds: Sequence[int]) -> list[_Outcome]:
         outcomes = []
         for seed in seeds:
@@ -495,7 +515,48 @@ def _outcomes(campaign: _Campaign, options: FuzzOptions, deadline: float | None,
                 break  # the campaign stops here: the seeds after it would cost for nothing
         return outcomes
 
-    yield from isolation.map_ordered(batch, batches, options.processes, _died, _unexplained)
+    def alone(seeds: Sequence[int]) -> list[_Outcome]:
+        """A batch run here, each seed in a forked child (where the platform can fork)."""
+        if not isolation.available():
+            return batch(seeds)
+        return next(isolation.map_ordered(batch, [seeds], 1, _died, _unexplained))
+
+    if options.executor == "dask":
+        yield from _on_dask(campaign, options, batches, alone)
+        return
+    if not _isolated(options):
+        for seeds in batches(_BATCH):
+            yield batch(seeds)
+        return
+    yield from isolation.map_ordered(batch, batches(_BATCH), options.processes, _died,
+                                     _unexplained)
+
+
+def _on_dask(campaign: _Campaign, options: FuzzOptions,
+             batches: Callable[[int], Iterator[list[int]]],
+             alone: Callable[[Sequence[int]], list[_Outcome]]
+             ) -> Generator[list[_Outcome], None, None]:
+    """Gives the outcomes of the batches run as tasks on a Dask cluster, in order; notes the
+    cluster's workers and those lost on the campaign (for its report)."""
+    from harness.engines.cluster import DaskExecutor, batch_size
+
+    executor = DaskExecutor(options.scheduler, options.processes)
+    workers = 0
+    try:
+        workers = executor.workers
+        recipe = (campaign.definition, campaign.machine,
+                  replace(options, example_db=None, executor="local", scheduler=None))
+        # the same definition, machine and options: the same campaign, which a worker that
+        # built it for an earlier campaign reuses
+        key = hashlib.sha256(repr((definition_digest(campaign.definition),
+                                   machine_path(campaign.machine) or id(campaign.machine),
+                                   recipe[2])).encode()).hexdigest()[:24]
+        yield from executor.map_ordered(key, recipe,
+                                        batches(batch_size(options.runs, workers)), alone)
+    finally:
+        campaign.executor = {"kind": "dask", "scheduler": options.scheduler or "local cluster",
+                             "workers": workers, "workers_lost": executor.lost()}
+        executor.close()
 
 
 def _guided_outcomes(campaign: _Campaign, options: FuzzOptions, deadline: float | None,

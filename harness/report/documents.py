@@ -429,6 +429,8 @@ def target_section(name: str, engine: str, definition: WorkflowDefinition, machi
                         "growth": [list(point) for point in summary.get("growth", [])],
                         "targets": dict(summary.get("targets", {})),
                         "guided": dict(summary.get("guided", {}))})
+        if summary.get("executor"):  # the cluster it ran on, and the workers it lost
+            section["executor"] = dict(summary["executor"])
     return redact(section, secrets)
 
 

@@ -1,0 +1,137 @@
+"""Fuzz campaigns on a Dask cluster (harness.engines.cluster) against real local clusters: the
+same report as a local campaign, a worker killed mid-campaign losing nothing, and a scheduler
+that cannot be reached as one clear line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from planted import WORKFLOW, ApprovalFromAgent
+from slow_machine import SlowMachine
+
+from harness import FuzzOptions, fuzz
+from harness.errors import HarnessError
+
+distributed = pytest.importorskip("distributed")
+SUPPORT = Path(__file__).resolve().parents[1] / "support"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cluster's worker processes import the test machines by name, as a user's workers
+    import theirs: from the path they are started with."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(SUPPORT), str(ROOT), os.environ.get("PYTHONPATH", "")]))
+
+
+def _same(report: Any) -> dict[str, Any]:
+    """The report's summary less what depends on where and how fast it ran."""
+    summary = report.summary()
+    for key in ("elapsed_s", "steps_per_second", "executor"):
+        summary.pop(key, None)
+    return summary
+
+
+def test_a_campaign_on_a_cluster_reports_what_a_local_one_does(importable: None) -> None:
+    """The same failures, first failing seed, shrunk trace, coverage and counts, whatever ran
+    the batches; the report names the cluster and its workers."""
+    options = FuzzOptions(runs=600, replay_dir=None, processes=2)
+    local = fuzz(WORKFLOW, options, machine=ApprovalFromAgent)
+    assert local.failures, "the planted bug was not found: nothing to compare"
+    on_dask = fuzz(WORKFLOW, FuzzOptions(runs=600, replay_dir=None, processes=2,
+                                         executor="dask"), machine=ApprovalFromAgent)
+    assert _same(on_dask) == _same(local)
+    assert on_dask.summary()["executor"] == {"kind": "dask", "scheduler": "local cluster",
+                                             "workers": 2, "workers_lost": 0}
+
+
+def test_a_worker_killed_mid_campaign_loses_nothing(importable: None) -> None:
+    """One of two workers is killed while the campaign runs: its tasks run again on the other
+    (and on the worker its nanny starts again); the report is the local one's and says a
+    worker was lost."""
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, silence_logs=40)
+    client = distributed.Client(cluster, set_as_default=False)
+    killed: list[int] = []
+
+    def kill_one() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # once the campaign's tasks are running
+            if any(client.processing().values()):
+                break
+            time.sleep(0.05)
+        time.sleep(0.3)
+        pids = client.run(os.getpid)
+        victim = pids[sorted(pids)[0]]
+        os.kill(victim, 9)
+        killed.append(victim)
+
+    try:
+        killer = threading.Thread(target=kill_one)
+        killer.start()
+        options = FuzzOptions(runs=240, replay_dir=None, executor="dask",
+                              scheduler=cluster.scheduler_address)
+        on_dask = fuzz(WORKFLOW, options, machine=SlowMachine)
+        killer.join()
+    finally:
+        client.close()
+        cluster.close()
+    assert killed, "no worker was killed: the test tested nothing"
+    local = fuzz(WORKFLOW, FuzzOptions(runs=240, replay_dir=None, processes=2),
+                 machine=SlowMachine)
+    assert on_dask.runs == 240
+    assert _same(on_dask) == _same(local)
+    assert on_dask.executor["workers_lost"] >= 1
+
+
+def test_a_scheduler_that_cannot_be_reached_is_one_clear_line() -> None:
+    with pytest.raises(HarnessError, match="cannot reach the Dask scheduler at "
+                                           "tcp://127.0.0.1:1"):
+        fuzz(WORKFLOW, FuzzOptions(runs=5, replay_dir=None, executor="dask",
+                                   scheduler="tcp://127.0.0.1:1"))
+    result = subprocess.run([sys.executable, "-m", "harness.cli", "fuzz",
+                             str(ROOT / "scenarios" / "refund_escalation.yaml"), "--runs", "5",
+                             "--executor", "dask", "--scheduler", "tcp://127.0.0.1:1",
+                             "--no-report"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0
+    assert "cannot reach the Dask scheduler at tcp://127.0.0.1:1" in result.stderr
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"executor": "ray"}, "options.executor: expected one of local, dask"),
+    ({"scheduler": "tcp://h:1"}, "a scheduler's address goes with executor dask"),
+    ({"executor": "dask", "strategy": "guided"}, "the dask executor runs swarm campaigns"),
+])
+def test_executor_options_that_do_not_fit_are_refused(options: dict[str, Any],
+                                                      message: str) -> None:
+    with pytest.raises(HarnessError, match=message):
+        FuzzOptions(**options)
+
+
+def test_the_plugin_runs_campaigns_on_a_cluster(pytester: pytest.Pytester,
+                                                importable: None) -> None:
+    """`fsm_executor = dask` in the ini: the collected definition's campaign runs on a local
+    Dask cluster and holds as it does locally; a guided strategy with it stops the session."""
+    from user_project import WORKFLOW as WORKFLOW_TEXT
+
+    pytester.makefile(".yaml", workflow_pay=WORKFLOW_TEXT)
+    pytester.makeini("[pytest]\nfsm_runs = 40\nfsm_executor = dask\n")
+    result = pytester.runpytest_subprocess("-k", "fuzz", "--fsm-report", "out")
+    result.assert_outcomes(passed=1, deselected=2)
+    import json
+
+    (section,) = json.loads((pytester.path / "out" / "pytest.json").read_text())["targets"]
+    assert section["runs"] == 40
+    assert (section["executor"]["kind"], section["executor"]["workers_lost"]) == ("dask", 0)
+    refused = pytester.runpytest_subprocess("--fsm-strategy", "guided")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*the dask executor runs swarm campaigns*"])
