@@ -5,6 +5,7 @@ that cannot be reached as one clear line."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -93,8 +94,8 @@ def test_a_worker_killed_mid_campaign_loses_nothing(importable: None) -> None:
 
 
 def test_a_scheduler_that_cannot_be_reached_is_one_clear_line() -> None:
-    with pytest.raises(HarnessError, match="cannot reach the Dask scheduler at "
-                                           "tcp://127.0.0.1:1"):
+    with pytest.raises(HarnessError, match=re.escape("cannot reach the Dask scheduler at "
+                                                     "tcp://127.0.0.1:1")):
         fuzz(WORKFLOW, FuzzOptions(runs=5, replay_dir=None, executor="dask",
                                    scheduler="tcp://127.0.0.1:1"))
     result = subprocess.run([sys.executable, "-m", "harness.cli", "fuzz",
