@@ -45,9 +45,11 @@ def batch_size(runs: int | None, workers: int) -> int:
     return max(1, min(BATCH_MAX, runs // max(1, workers * TASKS_PER_WORKER)))
 
 
-def _run_batch(key: str, packed: bytes, seeds: Sequence[int]) -> list[Any]:
-    """A task: the outcomes of `seeds`, from the campaign its recipe builds (built once per
-    worker; the recipe travels packed, and is unpacked only by a worker that builds it)."""
+def _run_batch(key: str, packed: bytes, items: Sequence[Any], trials: bool = False
+               ) -> list[Any]:
+    """A task: the outcomes of a batch, seeds (or, `trials`, a guided round's trials), from
+    the campaign its recipe builds (built once per worker; the recipe travels packed, and is
+    unpacked only by a worker that builds it)."""
     built = _CAMPAIGNS.get(key)
     if built is None:
         import cloudpickle
@@ -61,8 +63,8 @@ def _run_batch(key: str, packed: bytes, seeds: Sequence[int]) -> list[Any]:
                                    options.stop_at_first)
     campaign, stop = built
     outcomes = []
-    for seed in seeds:
-        outcomes.append(campaign.run(seed))
+    for item in items:
+        outcomes.append(campaign.trial(item) if trials else campaign.run(item))
         if stop and outcomes[-1].violations:
             break  # the campaign stops here, as a local batch does
     return outcomes
@@ -95,6 +97,8 @@ class DaskExecutor:
                                f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
                                ) from None
         self.started = self._workers()
+        self.shipped: dict[str, Any] = {}  # each campaign's packed recipe, on every worker
+        self.submitted = 0
 
     def _workers(self) -> set[str]:
         return set(self.client.scheduler_info(n_workers=-1)["workers"])
@@ -110,15 +114,20 @@ class DaskExecutor:
             return 0
         return len(self.started - self._workers())
 
-    def map_ordered(self, key: str, recipe: Any, batches: Iterable[Sequence[int]],
-                    again: Callable[[Sequence[int]], list[Any]]) -> Iterator[list[Any]]:
-        """Runs each batch as a task and yields the results in the batches' order, keeping
-        about two tasks a worker in flight; a batch Dask gave up on (`KilledWorker`) is given
-        to `again` (run here, seed by seed, in forked children)."""
+    def map_ordered(self, key: str, recipe: Any, batches: Iterable[Sequence[Any]],
+                    again: Callable[[Sequence[Any]], list[Any]], *, trials: bool = False
+                    ) -> Iterator[list[Any]]:
+        """Runs each batch (of seeds; `trials`: of a guided round's trials) as a task and
+        yields the results in the batches' order, keeping about two tasks a worker in
+        flight; a batch Dask gave up on (`KilledWorker`) is given to `again` (run here, item
+        by item, in forked children)."""
         import cloudpickle
         from distributed import KilledWorker, as_completed
 
-        shipped = self.client.scatter(cloudpickle.dumps(recipe), broadcast=True, hash=False)
+        shipped = self.shipped.get(key)
+        if shipped is None:  # once a campaign: a guided one maps a round at a time
+            shipped = self.shipped[key] = self.client.scatter(
+                cloudpickle.dumps(recipe), broadcast=True, hash=False)
         pending = iter(enumerate(batches))
         flying: dict[Any, tuple[int, Sequence[int]]] = {}
         done: dict[int, list[Any]] = {}
@@ -132,8 +141,10 @@ class DaskExecutor:
                 if item is None:
                     return
                 index, seeds = item
-                future = self.client.submit(_run_batch, key, shipped, list(seeds), pure=False,
-                                            key=f"fsmharness-{key}-{index}")
+                self.submitted += 1
+                future = self.client.submit(_run_batch, key, shipped, list(seeds), trials,
+                                            pure=False,
+                                            key=f"fsmharness-{key}-{self.submitted}")
                 flying[future] = (index, seeds)
                 finishing.add(future)
 

@@ -127,9 +127,6 @@ class FuzzOptions:
         if self.scheduler is not None and self.executor != "dask":
             raise HarnessError("options.scheduler: a scheduler's address goes with executor "
                                "dask")
-        if self.executor == "dask" and self.strategy != "swarm":
-            raise HarnessError("options.executor: the dask executor runs swarm campaigns (a "
-                               "guided one decides each round from the last: run it locally)")
         if self.runs is None and self.time_budget_s is None:
             raise HarnessError("options.runs: give a number of runs, a time budget, or both")
         for name, low in (("runs", 1), ("seed", 0), ("processes", 1), ("shrink_runs_max", 1)):
@@ -532,31 +529,50 @@ def _outcomes(campaign: _Campaign, options: FuzzOptions, deadline: float | None,
                                      _unexplained)
 
 
+class _Cluster:
+    """A campaign's Dask executor (harness.engines.cluster): its recipe, the key its workers
+    keep the built campaign under; on `close`, the cluster's workers and those lost are
+    noted on the campaign (for its report)."""
+
+    def __init__(self, campaign: _Campaign, options: FuzzOptions) -> None:
+        from harness.engines.cluster import DaskExecutor
+
+        self.campaign, self.scheduler = campaign, options.scheduler
+        self.executor = DaskExecutor(options.scheduler, options.processes)
+        self.workers = self.executor.workers
+        self.recipe = (campaign.definition, campaign.machine,
+                       replace(options, example_db=None, executor="local", scheduler=None))
+        # the same definition, machine and options: the same campaign, which a worker that
+        # built it for an earlier campaign reuses
+        self.key = hashlib.sha256(repr((definition_digest(campaign.definition),
+                                        machine_path(campaign.machine) or id(campaign.machine),
+                                        self.recipe[2])).encode()).hexdigest()[:24]
+
+    def map_ordered(self, batches: Iterable[Sequence[Any]],
+                    alone: Callable[[Sequence[Any]], list[_Outcome]], *, trials: bool = False
+                    ) -> Iterator[list[_Outcome]]:
+        return self.executor.map_ordered(self.key, self.recipe, batches, alone, trials=trials)
+
+    def close(self) -> None:
+        self.campaign.executor = {"kind": "dask", "scheduler": self.scheduler or "local cluster",
+                                  "workers": self.workers,
+                                  "workers_lost": self.executor.lost()}
+        self.executor.close()
+
+
 def _on_dask(campaign: _Campaign, options: FuzzOptions,
              batches: Callable[[int], Iterator[list[int]]],
              alone: Callable[[Sequence[int]], list[_Outcome]]
              ) -> Generator[list[_Outcome], None, None]:
-    """Gives the outcomes of the batches run as tasks on a Dask cluster, in order; notes the
-    cluster's workers and those lost on the campaign (for its report)."""
-    from harness.engines.cluster import DaskExecutor, batch_size
+    """Gives the outcomes of the batches run as tasks on a Dask cluster, in order."""
+    from harness.engines.cluster import batch_size
 
-    executor = DaskExecutor(options.scheduler, options.processes)
-    workers = 0
+    cluster = _Cluster(campaign, options)
     try:
-        workers = executor.workers
-        recipe = (campaign.definition, campaign.machine,
-                  replace(options, example_db=None, executor="local", scheduler=None))
-        # the same definition, machine and options: the same campaign, which a worker that
-        # built it for an earlier campaign reuses
-        key = hashlib.sha256(repr((definition_digest(campaign.definition),
-                                   machine_path(campaign.machine) or id(campaign.machine),
-                                   recipe[2])).encode()).hexdigest()[:24]
-        yield from executor.map_ordered(key, recipe,
-                                        batches(batch_size(options.runs, workers)), alone)
+        yield from cluster.map_ordered(batches(batch_size(options.runs, cluster.workers)),
+                                       alone)
     finally:
-        campaign.executor = {"kind": "dask", "scheduler": options.scheduler or "local cluster",
-                             "workers": workers, "workers_lost": executor.lost()}
-        executor.close()
+        cluster.close()
 
 
 def _guided_outcomes(campaign: _Campaign, options: FuzzOptions, deadline: float | None,
@@ -565,8 +581,18 @@ def _guided_outcomes(campaign: _Campaign, options: FuzzOptions, deadline: float 
     are drawn from the corpus the rounds before it left (run in worker children, if
     isolated), so the campaign is the same for any number of processes."""
     left = options.runs
-    pool = (isolation.Pool(functools.partial(_trials, campaign, options), options.processes,
-                           _died_trial, _unexplained) if _isolated(options) else None)
+    work = functools.partial(_trials, campaign, options)
+    on_dask = options.executor == "dask"
+    pool = (isolation.Pool(work, options.processes, _died_trial, _unexplained)
+            if _isolated(options) and not on_dask else None)
+    cluster = _Cluster(campaign, options) if on_dask else None
+
+    def alone(batch: Sequence[Trial]) -> list[_Outcome]:
+        """A batch run here, each trial in a forked child (where the platform can fork)."""
+        if not isolation.available():
+            return work(batch)
+        return next(isolation.map_ordered(work, [batch], 1, _died_trial, _unexplained))
+
     try:
         while left is None or left > 0:
             if deadline is not None and time.monotonic() >= deadline:
@@ -574,7 +600,9 @@ def _guided_outcomes(campaign: _Campaign, options: FuzzOptions, deadline: float 
             trials = guide.round(ROUND if left is None else min(ROUND, left))
             batches = [trials[start:start + _BATCH] for start in range(0, len(trials), _BATCH)]
             results = (pool.run(batches) if pool is not None
-                       else [_trials(campaign, options, batch) for batch in batches])
+                       else list(cluster.map_ordered(batches, alone, trials=True))
+                       if cluster is not None
+                       else [work(batch) for batch in batches])
             for outcomes in results:
                 for outcome in outcomes:
                     if outcome.learnt is not None and outcome.trial is not None:
@@ -585,6 +613,8 @@ def _guided_outcomes(campaign: _Campaign, options: FuzzOptions, deadline: float 
     finally:
         if pool is not None:
             pool.close()
+        if cluster is not None:
+            cluster.close()
 
 
 def _trials(campaign: _Campaign, options: FuzzOptions, trials: Sequence[Trial]

@@ -54,6 +54,19 @@ def test_a_campaign_on_a_cluster_reports_what_a_local_one_does(importable: None)
                                              "workers": 2, "workers_lost": 0}
 
 
+def test_a_guided_campaign_on_a_cluster_reports_what_a_local_one_does(importable: None
+                                                                       ) -> None:
+    """Each round's trials (drawn from the corpus the rounds before left) run as tasks; the
+    rounds are the same whatever ran them, so the report is the local one's."""
+    options = FuzzOptions(runs=96, replay_dir=None, processes=2, strategy="guided")
+    local = fuzz(WORKFLOW, options, machine=ApprovalFromAgent)
+    on_dask = fuzz(WORKFLOW, FuzzOptions(runs=96, replay_dir=None, processes=2,
+                                         strategy="guided", executor="dask"),
+                   machine=ApprovalFromAgent)
+    assert local.guided["behaviours"] > 0  # the guidance had something to go on
+    assert _same(on_dask) == _same(local)
+
+
 def test_a_worker_killed_mid_campaign_loses_nothing(importable: None) -> None:
     """One of two workers is killed while the campaign runs: its tasks run again on the other
     (and on the worker its nanny starts again); the report is the local one's and says a
@@ -110,7 +123,6 @@ def test_a_scheduler_that_cannot_be_reached_is_one_clear_line() -> None:
 @pytest.mark.parametrize(("options", "message"), [
     ({"executor": "ray"}, "options.executor: expected one of local, dask"),
     ({"scheduler": "tcp://h:1"}, "a scheduler's address goes with executor dask"),
-    ({"executor": "dask", "strategy": "guided"}, "the dask executor runs swarm campaigns"),
 ])
 def test_executor_options_that_do_not_fit_are_refused(options: dict[str, Any],
                                                       message: str) -> None:
@@ -121,7 +133,7 @@ def test_executor_options_that_do_not_fit_are_refused(options: dict[str, Any],
 def test_the_plugin_runs_campaigns_on_a_cluster(pytester: pytest.Pytester,
                                                 importable: None) -> None:
     """`fsm_executor = dask` in the ini: the collected definition's campaign runs on a local
-    Dask cluster and holds as it does locally; a guided strategy with it stops the session."""
+    Dask cluster and holds as it does locally; a scheduler without it stops the session."""
     from user_project import WORKFLOW as WORKFLOW_TEXT
 
     pytester.makefile(".yaml", workflow_pay=WORKFLOW_TEXT)
@@ -133,6 +145,7 @@ def test_the_plugin_runs_campaigns_on_a_cluster(pytester: pytest.Pytester,
     (section,) = json.loads((pytester.path / "out" / "pytest.json").read_text())["targets"]
     assert section["runs"] == 40
     assert (section["executor"]["kind"], section["executor"]["workers_lost"]) == ("dask", 0)
-    refused = pytester.runpytest_subprocess("--fsm-strategy", "guided")
+    refused = pytester.runpytest_subprocess("--fsm-executor", "local", "--fsm-scheduler",
+                                            "tcp://h:1")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
-    refused.stderr.fnmatch_lines(["*the dask executor runs swarm campaigns*"])
+    refused.stderr.fnmatch_lines(["*a scheduler's address goes with executor dask*"])
