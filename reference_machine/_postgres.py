@@ -45,6 +45,7 @@ from reference_machine._store import (
     Commit,
     ConflictError,
     DuplicateEventError,
+    EncodedCommit,
     ExecutionExistsError,
     History,
     LogEntry,
@@ -248,7 +249,6 @@ class PostgresStore:
         if version != commit.expected_version:  # every commit checks it, as in SQLite's
             raise ConflictError(execution_id, commit.expected_version, version)
         texts = encode_commit(commit, sequence, entered_at)
-        execution = commit.execution
         _whole(commit.at, "the commit's time")
         timers = [(execution_id, command.timer_id, str(command.purpose),
                    _whole(command.fire_at, "a timer's fire time"))
@@ -256,6 +256,14 @@ class PostgresStore:
         if texts.transition is not None:
             for value in texts.transition[4:7]:  # attempt, at, duration
                 _whole(value, "a transition record's number")
+        with db.pipeline():  # the writes need no answer: one round trip for them all
+            return self._write_rows(commit, texts, timers, version, sequence)
+
+    def _write_rows(self, commit: Commit, texts: EncodedCommit,
+                    timers: list[tuple[Any, ...]], version: int, sequence: int) -> int:
+        """Writes a checked commit's rows (see `_write`)."""
+        db, execution_id, event = self._db, commit.execution_id, commit.event
+        execution = commit.execution
         db.execute("INSERT INTO consumed (execution_id, event_id) VALUES (%s, %s)",
                    (execution_id, event.id))
         db.execute("INSERT INTO log VALUES (%s, %s, %s, %s, %s)",

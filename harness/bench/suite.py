@@ -637,7 +637,14 @@ class BareLoop:
 
     def write(self, execution_id: str, number: int) -> None:
         """Writes the rows of event `number` (from 0) of one execution, in the open
-        transaction."""
+        transaction (on PostgreSQL in one pipeline: the writes need no answer)."""
+        if self.postgres:
+            with self.db.pipeline():
+                self._write(execution_id, number)
+        else:
+            self._write(execution_id, number)
+
+    def _write(self, execution_id: str, number: int) -> None:
         execute = self.execute
         kind = "ping" if number % 2 == 0 else "pong"
         event_id = f"{execution_id}/e{number}"
