@@ -43,10 +43,10 @@ from harness.engines.campaign import (
     select_faults,
 )
 from harness.engines.exhaustive import ExploreOptions
+from harness.engines.fleet import example_database
 from harness.engines.fuzz import DEFAULT_STRATEGY, EXECUTORS, FuzzOptions, FuzzReport
 from harness.engines.guided import STRATEGIES
 from harness.errors import HarnessError
-from harness.fleet import example_database
 from harness.report.documents import ReportError, document, ensure_writable, write_reports
 from harness.sim.choices import Choices
 from harness.sim.machine import MachineFactory, ReferenceMachine

@@ -83,8 +83,8 @@ class DaskExecutor:
         self.cluster: Any = None
         self.client: Any = None
         try:
-            if address:
-                self.client = Client(address, timeout=10, set_as_default=False)
+            if address:  # within Dask's connect timeout (distributed.comm.timeouts.connect)
+                self.client = Client(address, set_as_default=False)
             else:
                 self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1,
                                             processes=True, dashboard_address=None,

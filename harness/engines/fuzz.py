@@ -31,12 +31,12 @@ from harness.checks.lines import LineCoverage, check_sources
 from harness.checks.metrics import Metrics, metrics_of
 from harness.checks.targets import score, targets
 from harness.engines import isolation
+from harness.engines.fleet import FailingSeeds
 from harness.engines.guided import ROUND, STRATEGIES, Corpus, Guide, Learnt, Trial, struck_keys
 from harness.engines.isolation import Died
 from harness.engines.replay import write_replay
 from harness.engines.shrink import Counterexample, NotReproduced, shrink
 from harness.errors import HarnessError
-from harness.fleet import FailingSeeds
 from harness.sim.choices import AimedChoices, RecordingChoices
 from harness.sim.history import Delivered, FaultInjected
 from harness.sim.identity import definition_digest, machine_path
@@ -81,7 +81,7 @@ class FuzzOptions:
     address; None: a local cluster of `processes` workers), see `harness.engines.cluster`;
     the report is the same as a local campaign's.
 
-    `example_db` (a Hypothesis `ExampleDatabase`, see `harness.fleet`) keeps the seeds that
+    `example_db` (a Hypothesis `ExampleDatabase`, see `harness.engines.fleet`) keeps the seeds that
     failed, per definition and machine: a swarm campaign runs the saved ones first (before its
     own range; they count among its runs), saves its failing seeds, and drops the saved seeds
     that held."""
@@ -104,7 +104,7 @@ class FuzzOptions:
     corpus_dir: str | os.PathLike[str] | None = None
     targets: tuple[str, ...] | None = None
     line_coverage: tuple[str, ...] = ()
-    example_db: Any = None  # a hypothesis ExampleDatabase the fleet shares (harness.fleet)
+    example_db: Any = None  # a hypothesis ExampleDatabase the fleet shares (harness.engines.fleet)
     executor: str = "local"  # where the runs go: local processes, or a Dask cluster
     scheduler: str | None = None  # the Dask scheduler's address (None: a local cluster)
 

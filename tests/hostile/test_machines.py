@@ -177,8 +177,13 @@ def test_a_worker_takes_the_watchdog_whatever_its_parent_holds() -> None:
 
 
 class _Odd(Exception):
+    """An exception that cannot cross a pipe: its `__init__` takes other arguments than it
+    keeps, and it holds a function defined in a function (so neither plain pickling nor the
+    traceback pickling Dask's tblib installs on import can carry it)."""
+
     def __init__(self, seed: int, why: str) -> None:
         super().__init__(f"seed {seed}: {why}")
+        self.retry = lambda: None
 
 
 def test_an_exception_comes_back_from_a_worker_as_it_was_or_in_words() -> None:

@@ -1,4 +1,4 @@
-"""One example database for a fleet (harness.fleet): the specs it opens and refuses, failing
+"""One example database for a fleet (harness.engines.fleet): the specs it opens and refuses, failing
 seeds saved and replayed first by another campaign, against a real Redis server, and the
 plugin's `fsm_example_db` in real pytest sessions."""
 
@@ -14,8 +14,8 @@ from user_project import NAIVE_MACHINE
 from user_project import WORKFLOW as WORKFLOW_TEXT
 
 from harness import FuzzOptions, fuzz
+from harness.engines.fleet import FailingSeeds, example_database
 from harness.errors import HarnessError
-from harness.fleet import FailingSeeds, example_database
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestAssertRewriteWarning")
 

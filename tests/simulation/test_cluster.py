@@ -106,7 +106,14 @@ def test_a_worker_killed_mid_campaign_loses_nothing(importable: None) -> None:
     assert on_dask.executor["workers_lost"] >= 1
 
 
-def test_a_scheduler_that_cannot_be_reached_is_one_clear_line() -> None:
+def test_a_scheduler_that_cannot_be_reached_is_one_clear_line(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Within Dask's connect timeout (2 s here; Dask's default is 30 s), in Python and at
+    the command line."""
+    import dask
+
+    monkeypatch.setenv("DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT", "2s")
+    monkeypatch.setitem(dask.config.config["distributed"]["comm"]["timeouts"], "connect", "2s")
     with pytest.raises(HarnessError, match=re.escape("cannot reach the Dask scheduler at "
                                                      "tcp://127.0.0.1:1")):
         fuzz(WORKFLOW, FuzzOptions(runs=5, replay_dir=None, executor="dask",
