@@ -22,7 +22,7 @@ per-event ratio. The groups:
 
 The aim is the runtime within 2x of the bare loop for each policy; nothing here asserts it (no
 wall-clock thresholds): read the ratios off the table.
-Run: `python -m pytest tests/benchmarks --benchmark-only --benchmark-group-by=group`.
+Run: `python -m pytest -n 0 tests/benchmarks --benchmark-only --benchmark-group-by=group`.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ claims, and nothing here asserts a time):
 - exhaustive search of the planted workflow to depth 5 with one fault:
   `extra_info["states"]` holds the distinct states it found.
 
-Run: `python -m pytest tests/benchmarks/test_engines_bench.py --benchmark-only
+Run: `python -m pytest -n 0 tests/benchmarks/test_engines_bench.py --benchmark-only
 --benchmark-group-by=group --benchmark-columns=min,median,rounds`.
 """
 

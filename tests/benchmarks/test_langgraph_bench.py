@@ -8,7 +8,7 @@ driven without the simulator, and fault-free seeded simulator runs. Every call d
 seeded runs (four, three threads each), so the ratio of two means in a group is the ratio of
 their costs per node run; `extra_info["node_runs"]` holds the count. Nothing here asserts a
 time: each test checks that its contender ran the nodes the runs make.
-Run: `python -m pytest tests/benchmarks/test_langgraph_bench.py --benchmark-only
+Run: `python -m pytest -n 0 tests/benchmarks/test_langgraph_bench.py --benchmark-only
 --benchmark-group-by=group --benchmark-columns=min,median,rounds`.
 """
 

@@ -7,7 +7,7 @@ dict FSM (the floor), the reference `decide`, the runtime over a `MemoryStore` a
 Every call walks one round of the shape (`extra_info["transitions"]` of them), so the ratio of
 two means in a group is the ratio of their costs per transition. Nothing here asserts a time:
 `fsmharness bench` prints the ratios and checks them against the aims.
-Run: `python -m pytest tests/benchmarks/test_shapes_bench.py --benchmark-only
+Run: `python -m pytest -n 0 tests/benchmarks/test_shapes_bench.py --benchmark-only
 --benchmark-group-by=group --benchmark-columns=min,median,rounds`.
 """
 

@@ -11,7 +11,7 @@ calls as those runs took steps, on the events the runs logged. So the ratio of t
 the cost of a simulated step in bare `decide` calls. The aim is 50,000 steps a second per core
 (never below 20,000); nothing asserts it (no wall-clock thresholds): the note and the README
 read the numbers off the table.
-Run: `python -m pytest tests/benchmarks/test_simulator_bench.py --benchmark-only`.
+Run: `python -m pytest -n 0 tests/benchmarks/test_simulator_bench.py --benchmark-only`.
 """
 
 from __future__ import annotations
