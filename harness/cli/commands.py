@@ -300,6 +300,17 @@ def _run_engine(command: str, names: Sequence[str], machine: str | None,
     _finish(out, command, sections, folder, as_json)
 
 
+def _on_cluster(section: dict[str, Any]) -> str:
+    """Says where a campaign ran, when on a cluster, and the workers it lost there."""
+    executor = section.get("executor")
+    if not executor:
+        return ""
+    lost = executor.get("workers_lost", 0)
+    return (f"; on Dask ({escape(str(executor.get('scheduler', '')))}, "
+            f"{executor.get('workers', 0)} workers"
+            + (f", {lost} lost: their batches ran again elsewhere" if lost else "") + ")")
+
+
 def _print_section(out: Console, section: dict[str, Any], quiet: bool) -> None:
     name = escape(section["name"])
     coverage = ", ".join(f"{dimension} {part['reached']}/{part['of']}"
@@ -311,7 +322,7 @@ def _print_section(out: Console, section: dict[str, Any], quiet: bool) -> None:
         faults = sum(section["faults"].values())
         what = (f"{section['runs']:,} runs, {section['steps']:,} steps "
                 f"({section['steps_per_second']:,.0f} steps/s), {faults:,} faults injected"
-                + (f"; coverage {coverage}" if coverage else ""))
+                + (f"; coverage {coverage}" if coverage else "") + _on_cluster(section))
     if section["held"]:
         partial = section["engine"] == "explore" and not section["options"].get("complete")
         if not quiet or partial:  # a bound not covered is no proof: always say so

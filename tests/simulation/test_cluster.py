@@ -156,3 +156,13 @@ def test_the_plugin_runs_campaigns_on_a_cluster(pytester: pytest.Pytester,
                                             "tcp://h:1")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     refused.stderr.fnmatch_lines(["*a scheduler's address goes with executor dask*"])
+
+
+def test_the_command_line_says_where_the_campaign_ran(importable: None) -> None:
+    result = subprocess.run([sys.executable, "-m", "harness.cli", "fuzz",
+                             str(ROOT / "scenarios" / "refund_escalation.yaml"), "--runs", "20",
+                             "--executor", "dask", "-n", "2", "--no-report"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "20 runs" in result.stdout
+    assert "on Dask (local cluster, 2 workers)" in " ".join(result.stdout.split())
