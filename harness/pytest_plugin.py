@@ -175,6 +175,9 @@ _OPTIONS: dict[str, tuple[str, Callable[[str], Any], Any, str]] = {
                          "folder, or module:attribute naming a Hypothesis ExampleDatabase. "
                          "Hypothesis tests save and replay their failing examples there, and "
                          "fuzz campaigns their failing seeds (replayed first next time)."),
+    "--fsm-replay-dir": ("fsm_replay_dir", _folder("--fsm-replay-dir"), None,
+                         "Write replay files here (default: the report folder's replays/): a "
+                         "folder the fleet shares keeps every worker's in one place."),
     "--fsm-corpus": ("fsm_corpus", _folder("--fsm-corpus"), None,
                      "Keep the guided strategies' corpus in this folder between sessions (its "
                      "entries name their definition and machine; failing schedules run first "
@@ -199,6 +202,7 @@ class FsmSettings:
     strategy: str = DEFAULT_STRATEGY
     corpus: Path | None = None
     example_db: str | None = None
+    replay_dir: Path | None = None
     executor: str = "local"
     scheduler: str | None = None
 
@@ -332,6 +336,8 @@ class CampaignFailed(Exception):
 
 def _replay_dir(config: pytest.Config) -> Path:
     settings = _settings(config)
+    if settings.replay_dir is not None:
+        return settings.replay_dir
     base = settings.report if settings.report is not None else Path(config.rootpath, "reports")
     with contextlib.suppress(ValueError):  # as the user would type it, from where they are
         base = base.resolve().relative_to(Path.cwd().resolve())

@@ -81,14 +81,19 @@ def _failing_seed(result: pytest.RunResult) -> int:
 
 def test_the_plugin_shares_failures_through_the_fleets_database(pytester: pytest.Pytester,
                                                                 redis_url: str) -> None:
-    """A session with `fsm_example_db` saves the fuzz campaign's failing seed; another
-    session, on other seeds (another CI worker), replays it first and fails on it."""
+    """A session with `fsm_example_db` saves the fuzz campaign's failing seed (and its replay
+    file goes to `fsm_replay_dir`); another session, on other seeds (another CI worker),
+    replays it first and fails on it."""
     pytester.makefile(".yaml", workflow_pay=WORKFLOW_TEXT)
     pytester.makepyfile(naive_machine=NAIVE_MACHINE)
     pytester.makeini(f"[pytest]\nfsm_runs = 20\nfsm_machine = naive_machine:KeyPerAttempt\n"
-                     f"pythonpath = .\nfsm_example_db = {redis_url}\n")
+                     f"pythonpath = .\nfsm_example_db = {redis_url}\n"
+                     f"fsm_replay_dir = shared/replays\n")
     first = pytester.runpytest("-k", "fuzz", "--fsm-seed", "1")
     first.assert_outcomes(failed=1, deselected=2)
+    # the replay file goes to the folder the fleet shares, named as the failure says
+    (replay,) = (pytester.path / "shared" / "replays").glob("*.json")
+    first.stdout.fnmatch_lines([f"replay: fsmharness replay shared/replays/{replay.name}"])
     second = pytester.runpytest("-k", "fuzz", "--fsm-seed", "90000")
     second.assert_outcomes(failed=1, deselected=2)
     assert _failing_seed(second) == _failing_seed(first)
