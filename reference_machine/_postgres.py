@@ -8,9 +8,10 @@ transition record. A group commit locks its executions in id order, so two worke
 overlapping groups cannot deadlock.
 
 Workers share executions through `claim`: a session-level advisory lock per execution that a
-worker takes before it finishes another's work (`Runtime.recover`, `Runtime.tick`) and lets go
-after; a worker that cannot take it skips that execution (another has it). The lock ends with
-the worker's connection, so a worker that dies frees what it held.
+runtime holds while it commits and dispatches for it (`deliver`, `deliver_many` and `complete`
+wait for it) and while it finishes another's work (`recover` and `tick` skip an execution
+another worker holds). The lock ends with the worker's connection, so a worker that dies frees
+what it held.
 
 Needs the `postgres` extra (`pip install 'fsmharness[postgres]'`: psycopg 3). Driver errors are
 wrapped as `StoreError`s.
@@ -63,13 +64,15 @@ _TIMER_SOURCES = frozenset({"timer", "system"})
 _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _BIGINT = 1 << 63
 
-#: The commit's one read, as the SQLite store's, with the execution's row locked
+#: A commit's first read: the execution's version, its row locked until the commit ends (a
+#: second commit of the same execution waits here for the first to end)
+_LOCK = "SELECT version FROM executions WHERE id = %(id)s FOR UPDATE"
+#: Then the rest of what it checks, read after the lock (under READ COMMITTED a statement
+#: sees what committed before it began: the waiting commit sees the first one's rows)
 _WRITE_STATE = (
-    "SELECT version, "
-    "(SELECT COALESCE(MAX(sequence), 0) + 1 FROM log WHERE execution_id = %(id)s), "
+    "SELECT (SELECT COALESCE(MAX(sequence), 0) + 1 FROM log WHERE execution_id = %(id)s), "
     "(SELECT at FROM transitions WHERE execution_id = %(id)s ORDER BY sequence DESC LIMIT 1), "
-    "EXISTS (SELECT 1 FROM consumed WHERE execution_id = %(id)s AND event_id = %(event)s) "
-    "FROM executions WHERE id = %(id)s FOR UPDATE")
+    "EXISTS (SELECT 1 FROM consumed WHERE execution_id = %(id)s AND event_id = %(event)s)")
 
 _SCHEMA = (
     "CREATE TABLE schema_version (version INTEGER NOT NULL)",
@@ -149,8 +152,8 @@ class PostgresStore:
             # one process makes the tables; the others wait here and then find them
             db.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
                        (f"fsmharness schema {self.schema}",))
-            db.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
-            db.execute(f"SET LOCAL search_path TO {self.schema}")
+            db.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')  # quoted: `user` too
+            db.execute(f'SET LOCAL search_path TO "{self.schema}"')
             tables = {row[0] for row in db.execute(
                 "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
                 (self.schema,))}
@@ -166,7 +169,7 @@ class PostgresStore:
                 found = "no version" if row is None else f"version {row[0]}"
                 raise StoreError(f"{self.where}: schema {found}; this fsmharness reads "
                                  f"version {SCHEMA_VERSION}")
-        db.execute(f"SET search_path TO {self.schema}")
+        db.execute(f'SET search_path TO "{self.schema}"')
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -240,10 +243,12 @@ class PostgresStore:
         is raised before the first write."""
         db = self._db
         execution_id, event = commit.execution_id, commit.event
-        row = db.execute(_WRITE_STATE, {"id": execution_id, "event": event.id}).fetchone()
-        if row is None:
+        keys = {"id": execution_id, "event": event.id}
+        locked = db.execute(_LOCK, keys).fetchone()
+        if locked is None:
             raise UnknownExecutionError(execution_id)
-        version, sequence, entered_at, consumed = row
+        (version,) = locked
+        sequence, entered_at, consumed = db.execute(_WRITE_STATE, keys).fetchone()
         if consumed:
             raise DuplicateEventError(execution_id, event.id)
         if version != commit.expected_version:  # every commit checks it, as in SQLite's
@@ -360,7 +365,7 @@ class PostgresStore:
 
     def due_timers(self, now: int) -> list[tuple[str, Timer]]:
         rows = self._query("SELECT execution_id, timer_id, purpose, fire_at FROM timers WHERE "
-                           "fire_at <= %s ORDER BY fire_at, timer_id",
+                           "fire_at <= %s ORDER BY fire_at, timer_id COLLATE \"C\"",
                            (min(max(now, -_BIGINT), _BIGINT - 1),))
         return [(row[0], Timer(row[1], TimerPurpose(row[2]), row[3])) for row in rows]
 

@@ -284,7 +284,17 @@ class Runtime:
     def deliver_many(self, deliveries: Sequence[tuple[str, Event]], now: int) -> list[Decision]:
         """Delivers one event to each of many executions with one store transaction (group
         commit: one fsync for the batch), then dispatches. A delivery that meets a version
-        conflict is delivered again on its own; a duplicate is ignored."""
+        conflict is delivered again on its own; a duplicate is ignored. With a store whose
+        executions workers share, every one of them is held meanwhile (taken in id order)."""
+        if self._claim is None:
+            return self._deliver_many(deliveries, now)
+        with contextlib.ExitStack() as held:
+            for execution_id in sorted({execution_id for execution_id, _ in deliveries}):
+                held.enter_context(self._holding(execution_id, wait=True))
+            return self._deliver_many(deliveries, now)
+
+    def _deliver_many(self, deliveries: Sequence[tuple[str, Event]], now: int
+                      ) -> list[Decision]:
         staged = []
         for execution_id, event in deliveries:
             stored = self._load(execution_id)

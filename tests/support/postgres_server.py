@@ -81,10 +81,10 @@ def server() -> Iterator[str]:
                        check=True, capture_output=True)
     except subprocess.CalledProcessError as exc:
         log = folder / "log"
-        shutil.rmtree(folder, ignore_errors=True)
         details = (exc.stderr or b"").decode(errors="replace")
         if log.exists():
             details += log.read_text(errors="replace")
+        shutil.rmtree(folder, ignore_errors=True)
         pytest.fail(f"could not start a PostgreSQL server: {details}")
     try:
         yield f"host=127.0.0.1 port={port} user=postgres dbname=postgres"
