@@ -174,7 +174,7 @@ _OPTIONS: dict[str, tuple[str, Callable[[str], Any], Any, str]] = {
                          "An example database the fleet shares: redis://host:port/db, a "
                          "folder, or module:attribute naming a Hypothesis ExampleDatabase. "
                          "Hypothesis tests save and replay their failing examples there, and "
-                         "fuzz campaigns their failing seeds (replayed first next time)."),
+                         "swarm fuzz campaigns their failing seeds (replayed first next time)."),
     "--fsm-replay-dir": ("fsm_replay_dir", _folder("--fsm-replay-dir"), None,
                          "Write replay files here (default: the report folder's replays/): a "
                          "folder the fleet shares keeps every worker's in one place."),

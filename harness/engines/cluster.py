@@ -49,12 +49,15 @@ def _run_batch(key: str, packed: bytes, items: Sequence[Any], trials: bool = Fal
                ) -> list[Any]:
     """A task: the outcomes of a batch, seeds (or, `trials`, a guided round's trials), from
     the campaign its recipe builds (built once per worker; the recipe travels packed, and is
-    unpacked only by a worker that builds it)."""
+    unpacked only by a worker that builds it). It runs in the worker's task thread: the step
+    watchdog, which needs a main thread, does not run there (a machine that hangs hangs its
+    task), and a machine that ends its process ends the worker (Dask runs the task again
+    elsewhere, then gives up, and the batch runs here)."""
+    from harness.engines.fuzz import _Campaign
+
     built = _CAMPAIGNS.get(key)
     if built is None:
         import cloudpickle
-
-        from harness.engines.fuzz import _Campaign
 
         definition, machine, options = cloudpickle.loads(packed)
         while len(_CAMPAIGNS) >= CAMPAIGNS_KEPT:  # a long-lived worker does not grow
@@ -62,12 +65,16 @@ def _run_batch(key: str, packed: bytes, items: Sequence[Any], trials: bool = Fal
         built = _CAMPAIGNS[key] = (_Campaign(definition, machine, options),
                                    options.stop_at_first)
     campaign, stop = built
-    outcomes = []
-    for item in items:
-        outcomes.append(campaign.trial(item) if trials else campaign.run(item))
-        if stop and outcomes[-1].violations:
-            break  # the campaign stops here, as a local batch does
-    return outcomes
+
+    def work(batch: Sequence[Any]) -> list[Any]:
+        outcomes = []
+        for item in batch:
+            outcomes.append(campaign.trial(item) if trials else campaign.run(item))
+            if stop and outcomes[-1].violations:
+                break  # the campaign stops here, as a local batch does
+        return outcomes
+
+    return work(items)
 
 
 class DaskExecutor:
@@ -90,7 +97,7 @@ class DaskExecutor:
                                             processes=True, dashboard_address=None,
                                             silence_logs=40)
                 self.client = Client(self.cluster, set_as_default=False)
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, ValueError) as exc:  # ValueError: not an address
             self.close()
             where = address or "a local cluster"
             raise HarnessError(f"cannot reach the Dask scheduler at {where}: "
@@ -122,12 +129,13 @@ class DaskExecutor:
         flight; a batch Dask gave up on (`KilledWorker`) is given to `again` (run here, item
         by item, in forked children)."""
         import cloudpickle
-        from distributed import KilledWorker, as_completed
+        from distributed import CancelledError, KilledWorker, as_completed
 
         shipped = self.shipped.get(key)
-        if shipped is None:  # once a campaign: a guided one maps a round at a time
-            shipped = self.shipped[key] = self.client.scatter(
-                cloudpickle.dumps(recipe), broadcast=True, hash=False)
+        if shipped is None:  # packed once a campaign: a guided one maps a round at a time
+            # (sent with each task, not scattered: a worker a machine kills takes scattered
+            # data with it, and the tasks after would have none)
+            shipped = self.shipped[key] = cloudpickle.dumps(recipe)
         pending = iter(enumerate(batches))
         flying: dict[Any, tuple[int, Sequence[int]]] = {}
         done: dict[int, list[Any]] = {}
@@ -154,7 +162,7 @@ class DaskExecutor:
                 index, seeds = flying.pop(future)
                 try:
                     done[index] = future.result()
-                except KilledWorker:
+                except (KilledWorker, CancelledError):  # it kept killing its workers
                     done[index] = again(seeds)
                 feed()
                 while following in done:

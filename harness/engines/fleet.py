@@ -38,7 +38,7 @@ def example_database(spec: str) -> Any:
         module_name, _, attribute = text.partition(":")
         try:
             found = getattr(importlib.import_module(module_name), attribute)
-        except (ImportError, AttributeError) as exc:
+        except (ImportError, AttributeError, ValueError) as exc:  # ValueError: ":db"
             raise HarnessError(f"example database {text!r}: cannot import it ({exc}); "
                                "expected module:attribute naming an ExampleDatabase") from None
         if not isinstance(found, ExampleDatabase):
@@ -76,17 +76,27 @@ class FailingSeeds:
         self.key = _PREFIX + f"{digest}:{machine}".encode()
 
     def load(self) -> list[int]:
-        """Gives the saved seeds, in order (values that are not seeds are left alone)."""
+        """Gives the saved seeds, in order (values that are not seeds are left alone); raises
+        `HarnessError` when the database does not answer."""
         seeds = set()
-        for value in self.database.fetch(self.key):
-            text = value.decode(errors="replace")
-            if text.isdigit():
-                seeds.add(int(text))
+        try:
+            for value in self.database.fetch(self.key):
+                text = value.decode(errors="replace")
+                if text.isdigit():
+                    seeds.add(int(text))
+        except Exception as exc:  # the database's own errors (Redis down, a folder gone)
+            raise HarnessError(f"example database: cannot read the saved seeds: "
+                               f"{type(exc).__name__}: {exc}") from None
         return sorted(seeds)
 
     def update(self, failing: Iterable[int], held: Iterable[int]) -> None:
-        """Saves the seeds that failed; drops the saved ones that ran and held."""
-        for seed in failing:
-            self.database.save(self.key, str(seed).encode())
-        for seed in held:
-            self.database.delete(self.key, str(seed).encode())
+        """Saves the seeds that failed; drops the saved ones that ran and held; raises
+        `HarnessError` when the database does not answer."""
+        try:
+            for seed in failing:
+                self.database.save(self.key, str(seed).encode())
+            for seed in held:
+                self.database.delete(self.key, str(seed).encode())
+        except Exception as exc:
+            raise HarnessError(f"example database: cannot save the failing seeds: "
+                               f"{type(exc).__name__}: {exc}") from None

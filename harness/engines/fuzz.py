@@ -83,8 +83,8 @@ class FuzzOptions:
 
     `example_db` (a Hypothesis `ExampleDatabase`, see `harness.engines.fleet`) keeps the seeds that
     failed, per definition and machine: a swarm campaign runs the saved ones first (before its
-    own range; they count among its runs), saves its failing seeds, and drops the saved seeds
-    that held."""
+    own range, where they are not run again; they count among its runs), saves its failing
+    seeds, and drops the saved seeds that held."""
 
     runs: int | None = 200
     seed: int = 0
@@ -406,9 +406,7 @@ def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any]
                               machine_path(machine))
                  if options.example_db is not None else None)
         saved = fleet.load() if fleet is not None else []
-        replayed = [seed for seed in saved if seed < options.seed or (
-            options.runs is not None and seed >= options.seed + options.runs)]
-        batches = _outcomes(campaign, options, deadline, replayed)
+        batches = _outcomes(campaign, options, deadline, saved)
     sample = _determinism_sample(campaign, options)  # before any run could leave state behind
     try:
         for batch in batches:
@@ -500,9 +498,11 @@ def _outcomes(campaign: _Campaign, options: FuzzOptions, deadline: float | None,
     from a Dask cluster's workers with that executor), the `first` seeds (a fleet's saved
     failures) before the campaign's own."""
     def batches(size: int) -> Iterator[list[int]]:
+        again = set(first)  # run first: not again in their place in the range
         return itertools.chain(
             (list(first[start:start + size]) for start in range(0, len(first), size)),
-            _seeds(options, deadline, size))
+            (kept for seeds in _seeds(options, deadline, size)
+             if (kept := [seed for seed in seeds if seed not in again])))
 
     def batch(seeds: Sequence[int]) -> list[_Outcome]:
         outcomes = []

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -166,3 +167,25 @@ def test_the_command_line_says_where_the_campaign_ran(importable: None) -> None:
     assert result.returncode == 0, result.stderr
     assert "20 runs" in result.stdout
     assert "on Dask (local cluster, 2 workers)" in " ".join(result.stdout.split())
+
+
+@pytest.mark.parametrize("name", ["exits"])
+def test_a_machine_that_ends_its_process_gets_its_local_verdict_on_a_cluster(
+        importable: None, name: str) -> None:
+    """A machine that ends its process kills the worker running it; Dask runs the task again
+    elsewhere, gives up, and the batch runs here seed by seed in forked children: the seed
+    fails `machine_ok` as it does locally."""
+    import hostile_machines
+
+    from harness import SimOptions
+
+    machine = getattr(hostile_machines, name)
+    options = FuzzOptions(runs=4, replay_dir=None, shrink=False,
+                          sim=SimOptions(step_timeout_s=1.0))
+    local = fuzz(machine.definition, options, machine=machine)
+    on_dask = fuzz(machine.definition, replace(options, executor="dask", processes=2),
+                   machine=machine)
+    assert local.failures and on_dask.failures
+    assert ([v.rule for f in on_dask.failures for v in f.violations]
+            == [v.rule for f in local.failures for v in f.violations])
+    assert on_dask.failures[0].seed == local.failures[0].seed
