@@ -25,10 +25,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from reference_machine._codec import (
-    decode_command,
     decode_event,
     decode_execution,
-    decode_transition,
     encode_event,
     encode_execution,
 )
@@ -57,6 +55,9 @@ from reference_machine._store import (
     UnknownExecutionError,
     check_commits,
     encode_commit,
+    log_entry,
+    outbox_entry,
+    transition_entry,
 )
 
 SCHEMA_VERSION = 1
@@ -330,25 +331,19 @@ class PostgresStore:
         where, args = ("AND execution_id = %s", (execution_id,)) if execution_id else ("", ())
         rows = self._query("SELECT execution_id, command, result FROM outbox WHERE NOT "
                            f"delivered {where} ORDER BY execution_id COLLATE \"C\", position", args)
-        return [self._entry(row) for row in rows]
+        return [outbox_entry(row) for row in rows]
 
     def outbox(self, execution_id: str) -> list[OutboxEntry]:
         self._require(execution_id)
         rows = self._query("SELECT execution_id, command, result FROM outbox WHERE "
                            "execution_id = %s ORDER BY position", (execution_id,))
-        return [self._entry(row) for row in rows]
-
-    @staticmethod
-    def _entry(row: tuple[str, str, str | None]) -> OutboxEntry:
-        command = decode_command(row[1])
-        result = None if row[2] is None else decode_event(row[2])
-        return OutboxEntry(row[0], command, result)  # type: ignore[arg-type]
+        return [outbox_entry(row) for row in rows]
 
     def log(self, execution_id: str) -> list[LogEntry]:
         self._require(execution_id)
         rows = self._query("SELECT sequence, event, decision, at FROM log WHERE "
                            "execution_id = %s ORDER BY sequence", (execution_id,))
-        return [LogEntry(row[0], decode_event(row[1]), row[2], row[3]) for row in rows]
+        return [log_entry(row) for row in rows]
 
     def history(self, execution_id: str) -> History:
         try:
@@ -378,8 +373,7 @@ class PostgresStore:
         rows = self._query("SELECT execution_id, definition_version, sequence, record, "
                            "attempt, at, duration_ms, tool, outcome FROM transitions WHERE "
                            "execution_id = %s ORDER BY sequence", (execution_id,))
-        return [TransitionRecord(row[0], row[1], row[2], decode_transition(row[3]), *row[4:])
-                for row in rows]
+        return [transition_entry(row) for row in rows]
 
     def close(self) -> None:
         self._db.close()

@@ -14,10 +14,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from reference_machine._codec import (
-    decode_command,
     decode_event,
     decode_execution,
-    decode_transition,
     encode_event,
     encode_execution,
 )
@@ -45,6 +43,9 @@ from reference_machine._store import (
     UnknownExecutionError,
     check_commits,
     encode_commit,
+    log_entry,
+    outbox_entry,
+    transition_entry,
 )
 
 SCHEMA_VERSION = 1
@@ -319,25 +320,19 @@ class SQLiteStore:
         where, args = ("AND execution_id = ?", (execution_id,)) if execution_id else ("", ())
         rows = self._query(f"SELECT execution_id, command, result FROM outbox WHERE delivered = "
                            f"0 {where} ORDER BY execution_id, position", args)
-        return [self._entry(row) for row in rows]
+        return [outbox_entry(row) for row in rows]
 
     def outbox(self, execution_id: str) -> list[OutboxEntry]:
         self._require(execution_id)
         rows = self._query("SELECT execution_id, command, result FROM outbox WHERE "
                            "execution_id = ? ORDER BY position", (execution_id,))
-        return [self._entry(row) for row in rows]
-
-    @staticmethod
-    def _entry(row: tuple[str, str, str | None]) -> OutboxEntry:
-        command = decode_command(row[1])
-        result = None if row[2] is None else decode_event(row[2])
-        return OutboxEntry(row[0], command, result)  # type: ignore[arg-type]
+        return [outbox_entry(row) for row in rows]
 
     def log(self, execution_id: str) -> list[LogEntry]:
         self._require(execution_id)
         rows = self._query("SELECT sequence, event, decision, at FROM log WHERE "
                            "execution_id = ? ORDER BY sequence", (execution_id,))
-        return [LogEntry(row[0], decode_event(row[1]), row[2], row[3]) for row in rows]
+        return [log_entry(row) for row in rows]
 
     def history(self, execution_id: str) -> History:
         try:
@@ -365,8 +360,7 @@ class SQLiteStore:
         rows = self._query("SELECT execution_id, definition_version, sequence, record, "
                            "attempt, at, duration_ms, tool, outcome FROM transitions WHERE "
                            "execution_id = ? ORDER BY sequence", (execution_id,))
-        return [TransitionRecord(row[0], row[1], row[2], decode_transition(row[3]), *row[4:])
-                for row in rows]
+        return [transition_entry(row) for row in rows]
 
     def close(self) -> None:
         self._db.close()

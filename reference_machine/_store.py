@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from reference_machine._codec import (
+    decode_command,
+    decode_event,
+    decode_transition,
     encode_command,
     encode_event,
     encode_execution,
@@ -431,6 +434,24 @@ def encode_commit(commit: Commit, sequence: int, entered_at: int | None) -> Enco
         encode_transition(record.transition), record.attempt, record.at, record.duration_ms,
         record.tool, record.outcome)
     return EncodedCommit(event_text, encode_execution(execution), outbox, row)
+
+
+def outbox_entry(row: Sequence[Any]) -> OutboxEntry:
+    """Gives the outbox entry a database store's row holds: (execution id, command, result)."""
+    command = decode_command(row[1])
+    result = None if row[2] is None else decode_event(row[2])
+    return OutboxEntry(row[0], command, result)  # type: ignore[arg-type]
+
+
+def log_entry(row: Sequence[Any]) -> LogEntry:
+    """Gives the log entry a database store's row holds: (sequence, event, decision, at)."""
+    return LogEntry(row[0], decode_event(row[1]), row[2], row[3])
+
+
+def transition_entry(row: Sequence[Any]) -> TransitionRecord:
+    """Gives the transition record a database store's row holds (its columns in the
+    record's order, the transition as JSON)."""
+    return TransitionRecord(row[0], row[1], row[2], decode_transition(row[3]), *row[4:])
 
 
 def check_commits(commits: Sequence[Commit]) -> None:
