@@ -1222,8 +1222,11 @@ def cluster_group(definition: WorkflowDefinition, machine: MachineFactory, quick
         return call
 
     def kept(stack: contextlib.ExitStack) -> Callable[[], int]:
+        import dask
         from distributed import LocalCluster
 
+        # workers that may fork, as `--executor dask` makes them: each batch runs in a child
+        stack.enter_context(dask.config.set({"distributed.worker.daemon": False}))
         cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                dashboard_address=None, silence_logs=40)
         stack.callback(cluster.close)

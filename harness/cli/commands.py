@@ -306,9 +306,13 @@ def _on_cluster(section: dict[str, Any]) -> str:
     if not executor:
         return ""
     lost = executor.get("workers_lost", 0)
+    unguarded = executor.get("unguarded_batches", 0)
     return (f"; on Dask ({escape(str(executor.get('scheduler', '')))}, "
             f"{executor.get('workers', 0)} workers"
-            + (f", {lost} lost: their batches ran again elsewhere" if lost else "") + ")")
+            + (f", {lost} lost: their batches ran again elsewhere" if lost else "")
+            + (f", {unguarded} batches without the step watchdog: the workers are daemon "
+               f"processes, which may not fork (start them with "
+               f"DASK_DISTRIBUTED__WORKER__DAEMON=False)" if unguarded else "") + ")")
 
 
 def _print_section(out: Console, section: dict[str, Any], quiet: bool) -> None:

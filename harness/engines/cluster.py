@@ -3,12 +3,15 @@
 A campaign is embarrassingly parallel: each batch of seeds is a task, and the results are taken
 in batch order, so the report is the same whatever the workers (the same failures, first failing
 seed, coverage and counts). The campaign's recipe (definition, machine factory, options) is sent
-to each worker once (`scatter`, broadcast) and the worker builds the campaign once and keeps it.
+packed with each task; a worker builds the campaign once and keeps it.
 
-A worker that dies is Dask's to handle: its tasks run again elsewhere. A batch that keeps
-killing the workers that run it (Dask gives up on it with `KilledWorker`) is run again here, in
-forked children one seed at a time as a local campaign does, so the machine that ends its
-process is that seed's verdict. The workers lost during the campaign are counted for its report.
+On the worker, a batch runs in a forked child, as on local processes: the step watchdog runs
+there (it needs a main thread, which a task's thread is not), and a machine that ends its
+process ends the child, not the worker; the batch is then run again here, in forked children
+one seed at a time as a local campaign does, so that the seed is named. A worker that dies
+(killed from outside) is Dask's to handle: its tasks run again elsewhere, and a batch Dask gives
+up on (`KilledWorker`) is run again here the same way. The workers lost during the campaign are
+counted for its report.
 
 Dask was chosen over Ray by measurement on the 2-core development machine (README, "Beyond one
 machine"): a local cluster starts in about 0.8 s against Ray's 4.4 s, which dominates a CI
@@ -45,14 +48,32 @@ def batch_size(runs: int | None, workers: int) -> int:
     return max(1, min(BATCH_MAX, runs // max(1, workers * TASKS_PER_WORKER)))
 
 
+class _Died:
+    """A task's answer when the forked child running its batch ended without a result (the
+    machine ended its process): the batch runs again here, seed by seed, to name the seed."""
+
+
+class _Unguarded:
+    """A task's answer from a worker that may not fork: its outcomes, run in the task's thread
+    without the step watchdog (counted for the report, which says so)."""
+
+    def __init__(self, outcomes: list[Any]) -> None:
+        self.outcomes = outcomes
+
+
 def _run_batch(key: str, packed: bytes, items: Sequence[Any], trials: bool = False
-               ) -> list[Any]:
+               ) -> list[Any] | _Died | _Unguarded:
     """A task: the outcomes of a batch, seeds (or, `trials`, a guided round's trials), from
     the campaign its recipe builds (built once per worker; the recipe travels packed, and is
-    unpacked only by a worker that builds it). It runs in the worker's task thread: the step
-    watchdog, which needs a main thread, does not run there (a machine that hangs hangs its
-    task), and a machine that ends its process ends the worker (Dask runs the task again
-    elsewhere, then gives up, and the batch runs here)."""
+    unpacked only by a worker that builds it). The batch runs in a forked child of the worker,
+    as a local campaign's does: the step watchdog needs a main thread, which a Dask task's
+    thread is not (in the child it is), and a machine that ends its process ends the child, not
+    the worker. A daemon worker may not fork (Dask's default for workers it starts itself;
+    `distributed.worker.daemon: False` lifts it): there the batch runs in the task's thread,
+    without the watchdog."""
+    import multiprocessing
+
+    from harness.engines import isolation
     from harness.engines.fuzz import _Campaign
 
     built = _CAMPAIGNS.get(key)
@@ -66,15 +87,20 @@ def _run_batch(key: str, packed: bytes, items: Sequence[Any], trials: bool = Fal
                                    options.stop_at_first)
     campaign, stop = built
 
-    def work(batch: Sequence[Any]) -> list[Any]:
+    def work() -> list[Any]:
         outcomes = []
-        for item in batch:
+        for item in items:
             outcomes.append(campaign.trial(item) if trials else campaign.run(item))
             if stop and outcomes[-1].violations:
                 break  # the campaign stops here, as a local batch does
         return outcomes
 
-    return work(items)
+    if not isolation.available() or multiprocessing.current_process().daemon:
+        return _Unguarded(work())
+    try:
+        return isolation.call(work)
+    except isolation.Died:
+        return _Died()
 
 
 class DaskExecutor:
@@ -89,10 +115,17 @@ class DaskExecutor:
                                f"'fsmharness[dask]'): {exc}") from None
         self.cluster: Any = None
         self.client: Any = None
+        self.settings = contextlib.ExitStack()  # Dask's, for the cluster made here
         try:
             if address:  # within Dask's connect timeout (distributed.comm.timeouts.connect)
                 self.client = Client(address, set_as_default=False)
             else:
+                import dask
+
+                # workers that may fork (each batch runs in a child of its worker), those a
+                # nanny starts again too: the setting holds while the cluster lives
+                self.settings.enter_context(dask.config.set(
+                    {"distributed.worker.daemon": False}))
                 self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1,
                                             processes=True, dashboard_address=None,
                                             silence_logs=40)
@@ -106,6 +139,7 @@ class DaskExecutor:
         self.started = self._workers()
         self.shipped: dict[str, Any] = {}  # each campaign's packed recipe, on every worker
         self.submitted = 0
+        self.unguarded = 0  # batches run without the step watchdog (on daemon workers)
 
     def _workers(self) -> set[str]:
         return set(self.client.scheduler_info(n_workers=-1)["workers"])
@@ -161,9 +195,13 @@ class DaskExecutor:
             for future in finishing:
                 index, seeds = flying.pop(future)
                 try:
-                    done[index] = future.result()
+                    got = future.result()
                 except (KilledWorker, CancelledError):  # it kept killing its workers
-                    done[index] = again(seeds)
+                    got = _Died()
+                if isinstance(got, _Unguarded):
+                    self.unguarded += 1
+                    got = got.outcomes
+                done[index] = again(seeds) if isinstance(got, _Died) else got
                 feed()
                 while following in done:
                     yield done.pop(following)
@@ -181,3 +219,4 @@ class DaskExecutor:
             with contextlib.suppress(Exception):
                 self.cluster.close()
             self.cluster = None
+        self.settings.close()

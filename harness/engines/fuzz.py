@@ -403,7 +403,7 @@ def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any]
         batches = _guided_outcomes(campaign, options, deadline, guide)
     else:
         fleet = (FailingSeeds(options.example_db, definition_digest(definition),
-                              machine_path(machine))
+                              _fleet_shape(machine, options))
                  if options.example_db is not None else None)
         saved = fleet.load() if fleet is not None else []
         batches = _outcomes(campaign, options, deadline, saved)
@@ -529,6 +529,18 @@ def _outcomes(campaign: _Campaign, options: FuzzOptions, deadline: float | None,
                                      _unexplained)
 
 
+def _fleet_shape(machine: MachineFactory, options: FuzzOptions) -> str:
+    """Names what a seed's run depends on besides the definition, for the fleet's database:
+    the machine (by its module path; one that has none by its qualified name, marked so) and
+    the options that shape a run (the fault plan and simulation options, swarm, the invariants
+    checked). A seed saved under other options is another run: it is neither replayed here nor
+    dropped when it holds here."""
+    name = machine_path(machine) or "unnamed " + str(getattr(
+        machine, "__qualname__", type(machine).__qualname__))
+    shape = repr((options.swarm, options.invariants, replace(options.sim, seed=0)))
+    return f"{name}:{hashlib.sha256(shape.encode()).hexdigest()[:16]}"
+
+
 class _Cluster:
     """A campaign's Dask executor (harness.engines.cluster): its recipe, the key its workers
     keep the built campaign under; on `close`, the cluster's workers and those lost are
@@ -556,7 +568,8 @@ class _Cluster:
     def close(self) -> None:
         self.campaign.executor = {"kind": "dask", "scheduler": self.scheduler or "local cluster",
                                   "workers": self.workers,
-                                  "workers_lost": self.executor.lost()}
+                                  "workers_lost": self.executor.lost(),
+                                  "unguarded_batches": self.executor.unguarded}
         self.executor.close()
 
 

@@ -18,6 +18,7 @@ is out of its reach.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 import time
@@ -30,6 +31,17 @@ __all__ = ["Overran", "Watchdog"]
 _STACK_FRAMES = 12  # the innermost frames kept of where a step hung
 _PERIOD_MIN = 0.05  # seconds: the timer ticks no faster than this
 _MAIN_THREAD = threading.main_thread().ident  # the one thread a signal handler runs in
+
+
+def _forked() -> None:
+    """In a forked child, the thread that forked is the main one (a Dask worker forks from a
+    task thread), and no timer of the parent's runs."""
+    global _MAIN_THREAD
+    _MAIN_THREAD = threading.get_ident()
+    Watchdog._current = None
+    Watchdog._period = 0.0
+
+
 
 
 class Overran(BaseException):
@@ -118,3 +130,7 @@ class Watchdog:
                  if frames else "an unknown place")
         current.overran = Overran(current.seconds, "".join(traceback.format_list(frames)), where)
         raise current.overran
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)

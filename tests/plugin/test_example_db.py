@@ -13,7 +13,7 @@ from planted import WORKFLOW, ApprovalFromAgent
 from user_project import NAIVE_MACHINE
 from user_project import WORKFLOW as WORKFLOW_TEXT
 
-from harness import FuzzOptions, fuzz
+from harness import FuzzOptions, SimOptions, fuzz
 from harness.engines.fleet import FailingSeeds, example_database
 from harness.errors import HarnessError
 
@@ -127,3 +127,22 @@ def test_a_session_with_the_fleets_database_gives_hypothesis_its_profile_back(
     """)
     pytester.runpytest().assert_outcomes(passed=1)
     assert settings.default.database == before
+
+
+def test_a_seed_saved_under_other_options_is_neither_replayed_nor_dropped() -> None:
+    """A seed's run depends on the options that shape it (here the executions a run starts):
+    a campaign under other options neither runs the saved seed nor drops it when its own runs
+    hold; a campaign under the first options still replays it first."""
+    database = InMemoryExampleDatabase()
+    first = fuzz(WORKFLOW, FuzzOptions(runs=2000, replay_dir=None, shrink=False,
+                                       example_db=database), machine=ApprovalFromAgent)
+    assert first.failures, "the planted bug was not found: nothing to share"
+    found = first.failures[0].seed
+    other = fuzz(WORKFLOW, FuzzOptions(runs=3, seed=50_000, replay_dir=None, shrink=False,
+                                       example_db=database, sim=SimOptions(executions=1)),
+                 machine=ApprovalFromAgent)
+    assert other.runs == 3 and found not in range(50_000, 50_003)
+    again = fuzz(WORKFLOW, FuzzOptions(runs=3, seed=50_000, replay_dir=None, shrink=False,
+                                       example_db=database), machine=ApprovalFromAgent)
+    assert [failure.seed for failure in again.failures] == [found]
+    assert again.runs == 1

@@ -52,6 +52,7 @@ def test_a_campaign_on_a_cluster_reports_what_a_local_one_does(importable: None)
                                          executor="dask"), machine=ApprovalFromAgent)
     assert _same(on_dask) == _same(local)
     assert on_dask.summary()["executor"] == {"kind": "dask", "scheduler": "local cluster",
+                                             "unguarded_batches": 0,
                                              "workers": 2, "workers_lost": 0}
 
 
@@ -72,6 +73,9 @@ def test_a_worker_killed_mid_campaign_loses_nothing(importable: None) -> None:
     """One of two workers is killed while the campaign runs: its tasks run again on the other
     (and on the worker its nanny starts again); the report is the local one's and says a
     worker was lost."""
+    import dask
+
+    daemonless = dask.config.set({"distributed.worker.daemon": False})  # as the README says,
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                        dashboard_address=None, silence_logs=40)
     client = distributed.Client(cluster, set_as_default=False)
@@ -99,12 +103,35 @@ def test_a_worker_killed_mid_campaign_loses_nothing(importable: None) -> None:
     finally:
         client.close()
         cluster.close()
+        daemonless.__exit__(None, None, None)  # held while the nanny may start a worker again
     assert killed, "no worker was killed: the test tested nothing"
     local = fuzz(WORKFLOW, FuzzOptions(runs=240, replay_dir=None, processes=2),
                  machine=SlowMachine)
     assert on_dask.runs == 240
     assert _same(on_dask) == _same(local)
     assert on_dask.executor["workers_lost"] >= 1
+    assert on_dask.executor["unguarded_batches"] == 0
+
+
+def test_daemon_workers_run_batches_without_the_watchdog_and_say_so(importable: None) -> None:
+    """Workers Dask starts as daemons (its default) may not fork: their batches run in the
+    task's thread, without the step watchdog, and the verdict line says so and how to start
+    them instead."""
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, silence_logs=40)
+    try:
+        result = subprocess.run([sys.executable, "-m", "harness.cli", "fuzz",
+                                 str(ROOT / "scenarios" / "refund_escalation.yaml"), "--runs",
+                                 "20", "--executor", "dask", "--scheduler",
+                                 cluster.scheduler_address, "--no-report"],
+                                capture_output=True, text=True, timeout=300)
+    finally:
+        cluster.close()
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stdout.split())
+    assert re.search(r"\d+ batches without the step watchdog: the workers are daemon "
+                     r"processes", said), said
+    assert "DASK_DISTRIBUTED__WORKER__DAEMON=False" in said
 
 
 def test_a_scheduler_that_cannot_be_reached_is_one_clear_line(
@@ -169,12 +196,13 @@ def test_the_command_line_says_where_the_campaign_ran(importable: None) -> None:
     assert "on Dask (local cluster, 2 workers)" in " ".join(result.stdout.split())
 
 
-@pytest.mark.parametrize("name", ["exits"])
-def test_a_machine_that_ends_its_process_gets_its_local_verdict_on_a_cluster(
+@pytest.mark.parametrize("name", ["exits", "sleeps", "spins"])
+def test_a_misbehaving_machine_gets_its_local_verdict_on_a_cluster(
         importable: None, name: str) -> None:
-    """A machine that ends its process kills the worker running it; Dask runs the task again
-    elsewhere, gives up, and the batch runs here seed by seed in forked children: the seed
-    fails `machine_ok` as it does locally."""
+    """A batch runs in a forked child of its worker: a machine that ends its process ends the
+    child (the batch then runs here seed by seed, to name the seed), and one that sleeps or
+    loops in a step is stopped by the watchdog, which needs the child's main thread (a
+    worker's task thread has none). Each fails `machine_ok` at the seed it fails locally."""
     import hostile_machines
 
     from harness import SimOptions
@@ -183,9 +211,17 @@ def test_a_machine_that_ends_its_process_gets_its_local_verdict_on_a_cluster(
     options = FuzzOptions(runs=4, replay_dir=None, shrink=False,
                           sim=SimOptions(step_timeout_s=1.0))
     local = fuzz(machine.definition, options, machine=machine)
-    on_dask = fuzz(machine.definition, replace(options, executor="dask", processes=2),
-                   machine=machine)
+    got: list[Any] = []
+    # a guard against the hang this test is about, not a measure of speed: each step the
+    # watchdog stops takes a second, and the campaign a few
+    campaign = threading.Thread(target=lambda: got.append(fuzz(
+        machine.definition, replace(options, executor="dask", processes=2), machine=machine)),
+        daemon=True)
+    campaign.start()
+    campaign.join(timeout=120)
+    assert got, "the campaign on the cluster never ended: the machine hung its worker"
+    (on_dask,) = got
     assert local.failures and on_dask.failures
-    assert ([v.rule for f in on_dask.failures for v in f.violations]
-            == [v.rule for f in local.failures for v in f.violations])
+    assert ([(v.rule, v.message) for f in on_dask.failures for v in f.violations]
+            == [(v.rule, v.message) for f in local.failures for v in f.violations])
     assert on_dask.failures[0].seed == local.failures[0].seed
