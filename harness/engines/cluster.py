@@ -22,6 +22,7 @@ hidden by batches of tens of runs.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -38,6 +39,8 @@ TASKS_PER_WORKER = 4
 #: Campaigns a worker keeps built (the latest), for the next campaigns of the same recipe
 CAMPAIGNS_KEPT = 8
 _CAMPAIGNS: dict[str, tuple[Any, bool]] = {}  # on a worker: (campaign, stop at first), by key
+#: on a worker: each task thread's forked children (`by_key`: one a campaign) that run batches
+_CHILDREN = threading.local()
 
 
 def batch_size(runs: int | None, workers: int) -> int:
@@ -65,29 +68,20 @@ def _run_batch(key: str, packed: bytes, items: Sequence[Any], trials: bool = Fal
                ) -> list[Any] | _Died | _Unguarded:
     """A task: the outcomes of a batch, seeds (or, `trials`, a guided round's trials), from
     the campaign its recipe builds (built once per worker; the recipe travels packed, and is
-    unpacked only by a worker that builds it). The batch runs in a forked child of the worker,
-    as a local campaign's does: the step watchdog needs a main thread, which a Dask task's
-    thread is not (in the child it is), and a machine that ends its process ends the child, not
-    the worker. A daemon worker may not fork (Dask's default for workers it starts itself;
-    `distributed.worker.daemon: False` lifts it): there the batch runs in the task's thread,
-    without the watchdog."""
+    unpacked only by a worker that builds it). The batch runs in a forked child of the worker
+    (one a task thread keeps for the campaign, as a local campaign keeps its workers): the step
+    watchdog needs a main thread, which a Dask task's thread is not (the child's is), and a
+    machine that ends its process ends the child, not the worker. A daemon worker may not fork
+    (Dask's default for workers it starts itself; `distributed.worker.daemon: False` lifts it):
+    there the batch runs in the task's thread, without the watchdog."""
     import multiprocessing
 
     from harness.engines import isolation
-    from harness.engines.fuzz import _Campaign
 
-    built = _CAMPAIGNS.get(key)
-    if built is None:
-        import cloudpickle
+    campaign, stop = _built(key, packed)
 
-        definition, machine, options = cloudpickle.loads(packed)
-        while len(_CAMPAIGNS) >= CAMPAIGNS_KEPT:  # a long-lived worker does not grow
-            _CAMPAIGNS.pop(next(iter(_CAMPAIGNS)))
-        built = _CAMPAIGNS[key] = (_Campaign(definition, machine, options),
-                                   options.stop_at_first)
-    campaign, stop = built
-
-    def work() -> list[Any]:
+    def work(batch: Sequence[Any]) -> list[Any]:  # (trials or seeds, the items)
+        trials, items = batch
         outcomes = []
         for item in items:
             outcomes.append(campaign.trial(item) if trials else campaign.run(item))
@@ -96,11 +90,41 @@ def _run_batch(key: str, packed: bytes, items: Sequence[Any], trials: bool = Fal
         return outcomes
 
     if not isolation.available() or multiprocessing.current_process().daemon:
-        return _Unguarded(work())
+        return _Unguarded(work((trials, items)))
+    children = _CHILDREN.__dict__.setdefault("by_key", {})
+    child = children.get(key)
+    if child is None:
+        child = children[key] = isolation.Worker(work)
+    child.give(0, (trials, items))
     try:
-        return isolation.call(work)
+        return child.take()
     except isolation.Died:
         return _Died()
+    finally:
+        child.given.clear()
+        if not child.process.is_alive():
+            children.pop(key).close()
+
+
+def _built(key: str, packed: bytes) -> tuple[Any, bool]:
+    """Gives the campaign a recipe builds, and whether it stops at its first failure: built
+    once per worker and kept (the latest `CAMPAIGNS_KEPT`, and the children that run them)."""
+    from harness.engines.fuzz import _Campaign
+
+    built = _CAMPAIGNS.get(key)
+    if built is None:
+        import cloudpickle
+
+        definition, machine, options = cloudpickle.loads(packed)
+        while len(_CAMPAIGNS) >= CAMPAIGNS_KEPT:  # a long-lived worker does not grow
+            dropped = next(iter(_CAMPAIGNS))
+            _CAMPAIGNS.pop(dropped)
+            child = _CHILDREN.__dict__.get("by_key", {}).pop(dropped, None)
+            if child is not None:
+                child.close()
+        built = _CAMPAIGNS[key] = (_Campaign(definition, machine, options),
+                                   options.stop_at_first)
+    return built
 
 
 class DaskExecutor:

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from harness.errors import trace_of, words_of
 
-__all__ = ["Died", "Pool", "Running", "available", "begin", "call", "map_ordered"]
+__all__ = ["Died", "Pool", "Running", "Worker", "available", "begin", "call", "map_ordered"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -168,7 +168,7 @@ def call(work: Callable[[], R]) -> R:
 _DEPTH = 2
 
 
-class _Worker:
+class Worker:
     """A child that runs batches it is sent, in order, until it is sent `None`."""
 
     def __init__(self, work: Callable[[Sequence[Any]], list[Any]]) -> None:
@@ -225,14 +225,14 @@ class _Crew:
                  ) -> None:
         self.work, self.processes, self.depth = work, processes, depth
         self.alone, self.unexplained = alone, unexplained
-        self.workers: list[_Worker] = []
+        self.workers: list[Worker] = []
 
     def give(self, index: int, batch: Sequence[Any]) -> bool:
         """Gives a batch to a worker with room (a free one, else a new one, else one whose
         pipe has room); tells whether one took it."""
         worker = next((w for w in self.workers if not w.given), None)
         if worker is None and len(self.workers) < self.processes:
-            worker = _Worker(self.work)
+            worker = Worker(self.work)
             self.workers.append(worker)
         if worker is None:
             worker = min(self.workers, key=lambda w: len(w.given))
@@ -248,7 +248,7 @@ class _Crew:
         """Waits for some results; gives them by batch index, and the batches to give again."""
         done: dict[int, list[Any]] = {}
         again: list[tuple[int, Sequence[Any]]] = []
-        holding: dict[Any, _Worker] = {worker.results: worker for worker in self.workers
+        holding: dict[Any, Worker] = {worker.results: worker for worker in self.workers
                                        if worker.given}
         for ready in wait(list(holding)):
             worker = holding[ready]
@@ -268,7 +268,7 @@ class _Crew:
                 done[index] = got
         return done, again
 
-    def _drop(self, worker: _Worker) -> None:
+    def _drop(self, worker: Worker) -> None:
         worker.close()
         self.workers.remove(worker)
 
