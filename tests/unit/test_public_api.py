@@ -1,4 +1,5 @@
-"""The public surface: exported names are pinned, and the README's examples run as written."""
+"""The public surface: exported names are pinned, and the examples of the README and the
+documentation site (`docs/`) run as written."""
 
 from __future__ import annotations
 
@@ -19,18 +20,22 @@ from reference_machine import load_definition
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+#: the README and every page of the documentation site, one after the other
+DOCS = "\n".join([README, *(page.read_text(encoding="utf-8")
+                            for page in sorted((ROOT / "docs").rglob("*.md")))])
 
 
 def fenced(language: str) -> list[str]:
-    """Gives the README's fenced blocks of one language, in order."""
-    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.DOTALL)
+    """Gives the fenced blocks of one language of the README and the site's pages."""
+    return re.findall(rf"```{language}\n(.*?)```", DOCS, flags=re.DOTALL)
 
 
 def example(holding: str) -> str:
-    """Gives the README's one Python block that holds `holding` (picked by what it says, not
-    by its place: a section added above moves no test onto another example)."""
+    """Gives the one Python block of the README and the site that holds `holding` (picked by
+    what it says, not by its place: a section added above moves no test onto another
+    example)."""
     found = [block for block in fenced("python") if holding in block]
-    assert len(found) == 1, f"{len(found)} README Python blocks hold {holding!r}"
+    assert len(found) == 1, f"{len(found)} documented Python blocks hold {holding!r}"
     return found[0]
 
 
@@ -115,7 +120,7 @@ class TestExports:
                           reference_machine.DefinitionError)
 
 
-class TestReadme:
+class TestDocumentedExamples:
     def test_first_section_gives_two_commands(self) -> None:
         """The first section holds exactly two commands: install and run, then test."""
         first = README.split("\n## ", 2)[1]
@@ -130,14 +135,14 @@ class TestReadme:
         assert "python -m pytest" in (ROOT / ".ci" / "run").read_text()
 
     def test_yaml_example_loads(self) -> None:
-        """The README's definition example loads clean."""
-        example = fenced("yaml")[0]
+        """The documented refund definition loads clean."""
+        (example,) = [block for block in fenced("yaml") if "name: refund_escalation" in block]
         definition = load_definition(example)
         assert definition.name == "refund_escalation"
         assert definition.warnings == ()
 
     def test_python_example_runs(self, tmp_path: Path) -> None:
-        """The README's Python example runs as written and reaches the planning step."""
+        """The documented Python example runs as written and reaches the planning step."""
         code = example("decision = decide(definition, execution, start_event(")
         script = tmp_path / "example.py"
         script.write_text(code + "\nassert decision.execution.state == 'planning', decision\n")
@@ -146,7 +151,7 @@ class TestReadme:
         assert result.returncode == 0, result.stderr
 
     def test_runtime_example_runs(self, tmp_path: Path) -> None:
-        """The README's runtime example runs as written, up to the supervisor's approval."""
+        """The documented runtime example runs as written, up to the supervisor's approval."""
         code = example("from reference_machine import Runtime, SQLiteStore")
         script = tmp_path / "runtime_example.py"
         script.write_text(code.replace('"scenarios/', f'"{ROOT}/scenarios/') + "\nassert "
@@ -156,7 +161,7 @@ class TestReadme:
         assert result.returncode == 0, result.stderr
 
     def test_postgres_example_runs(self, tmp_path: Path, postgres_dsn: str) -> None:
-        """The README's PostgreSQL example runs after the runtime example, on a real server."""
+        """The documented PostgreSQL example runs after the runtime example, on a real server."""
         import uuid
 
         import psycopg
@@ -176,7 +181,7 @@ class TestReadme:
         assert result.returncode == 0, result.stderr
 
     def test_fault_plan_example_loads(self, tmp_path: Path) -> None:
-        """The README's fault plan loads as written."""
+        """The documented fault plan loads as written."""
         plan_file = tmp_path / "plan.yaml"
         (example,) = [block for block in fenced("yaml") if "duplicate_event" in block]
         plan_file.write_text(example, encoding="utf-8")
@@ -187,7 +192,7 @@ class TestReadme:
     @pytest.mark.parametrize("holding", ["plan = load_plan({", '"name": "doorbell"'],
                              ids=["simulation", "own-machine"])
     def test_simulation_examples_run(self, tmp_path: Path, holding: str) -> None:
-        """The README's simulation examples run as written and end with every run final."""
+        """The documented simulation examples run as written and end with every run final."""
         code = example(holding)
         script = tmp_path / "simulation_example.py"
         script.write_text(code.replace('"scenarios/', f'"{ROOT}/scenarios/')
@@ -198,7 +203,7 @@ class TestReadme:
         assert result.stdout.startswith("final")
 
     def run_example(self, holding: str, folder: Path, suffix: str = "") -> str:
-        """Runs the README's Python block that holds `holding` in `folder`, with the project's
+        """Runs the documented Python block that holds `holding` in `folder`, with the project's
         paths made absolute; gives what it printed."""
         code = example(holding)
         for relative in ('"scenarios/', '"tests/support"'):

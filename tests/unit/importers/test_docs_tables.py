@@ -1,7 +1,7 @@
-"""The README's tables of the corpus (the Step Functions survey, the W3C SCXML summary) are what
-the one command that makes each prints now: an importer that changes changes them, and this
-test says so until the README is brought up to date (`python tests/unit/importers/
-test_readme_tables.py` rewrites them)."""
+"""The importing page's tables of the corpus (docs/importing.md: the Step Functions survey, the
+W3C SCXML summary) are what the one command that makes each prints now: an importer that
+changes changes them, and this test says so until the page is brought up to date (`python
+tests/unit/importers/test_docs_tables.py` rewrites them)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ if __name__ == "__main__":  # run as a script: the support folder pytest puts on
 from corpus import CORPUS
 
 ROOT = Path(__file__).resolve().parents[3]
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "importing.md"  # the page that shows the tables
 
-#: marker in the README -> the command whose output goes between its two lines
+#: marker on the page -> the command whose output goes between its two lines
 TABLES = {
     "survey: step-functions": ("import", "--survey", str(CORPUS / "step-functions")),
     "w3c: summary": ("import", "--w3c", str(CORPUS / "scxml-w3c")),
@@ -27,20 +27,20 @@ TABLES = {
 
 
 def printed(marker: str) -> str:
-    """Gives what the README shows between the marker's two lines, as the command prints it
+    """Gives what the page shows between the marker's two lines, as the command prints it
     now (the W3C report's summary: its counts and reasons, not the test-by-test list)."""
     done = subprocess.run([sys.executable, "-m", "harness.cli", *TABLES[marker]], cwd=ROOT,
                           capture_output=True, text=True, check=True)
     text = done.stdout
     if marker.startswith("w3c"):
-        text = text.split("\n\n", 1)[1]  # its heading is the README's section
+        text = text.split("\n\n", 1)[1]  # its heading is the page's section
         text = text.split("\n| test | imported | reason |", 1)[0].rstrip("\n") + "\n"
     return text.rstrip("\n") + "\n"
 
 
-def block(readme: str, marker: str) -> str:
-    found = re.search(rf"<!-- {re.escape(marker)} -->\n(.*?)<!-- /", readme, flags=re.DOTALL)
-    assert found is not None, f"README has no <!-- {marker} --> block"
+def block(text: str, marker: str) -> str:
+    found = re.search(rf"<!-- {re.escape(marker)} -->\n(.*?)<!-- /", text, flags=re.DOTALL)
+    assert found is not None, f"{PAGE.name} has no <!-- {marker} --> block"
     return found.group(1)
 
 
@@ -48,18 +48,18 @@ def block(readme: str, marker: str) -> str:
 def test_the_readme_shows_what_the_command_prints(marker: str) -> None:
     if not CORPUS.is_dir():
         pytest.skip(f"the corpus is not here ({CORPUS})")
-    assert block(README.read_text(encoding="utf-8"), marker) == printed(marker), (
-        f"the README's {marker!r} table is out of date: python {Path(__file__).relative_to(ROOT)}")
+    assert block(PAGE.read_text(encoding="utf-8"), marker) == printed(marker), (
+        f"{PAGE.name}'s {marker!r} table is out of date: python {Path(__file__).relative_to(ROOT)}")
 
 
 def rewrite() -> None:
-    """Writes each table into the README as its command prints it now."""
-    text = README.read_text(encoding="utf-8")
+    """Writes each table into the page as its command prints it now."""
+    text = PAGE.read_text(encoding="utf-8")
     for marker in TABLES:
         old = block(text, marker)
         text = text.replace(f"<!-- {marker} -->\n{old}", f"<!-- {marker} -->\n{printed(marker)}",
                             1)
-    README.write_text(text, encoding="utf-8")
+    PAGE.write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":
