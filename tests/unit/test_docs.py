@@ -137,6 +137,9 @@ def test_the_site_builds_strict(tmp_path: Path) -> None:
     for page in ("reference/cli/index.html", "reference/invariants/index.html",
                  "reference/faults/index.html", "reference/definition-schema/index.html"):
         assert (tmp_path / "site" / page).is_file(), page
+    commands = (tmp_path / "site" / "reference" / "cli" / "index.html").read_text()
+    for name in cli.commands:  # generated from the commands: each one is there
+        assert f'id="fsmharness-{name}"' in commands, name
 
 
 def _generated() -> dict[str, str]:
