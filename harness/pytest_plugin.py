@@ -6,16 +6,23 @@ distribution is enough, and `-p no:fsmharness` turns it off.
   only: `fsm_definitions` (the globs of definition files to collect) and `fsm_machine`.
 - Fixtures: `fsm_settings`, `fsm_fault_plan`, `fsm_simulator`, `fsm_tool_world`,
   `fsm_frozen_clock`, `fsm_fuzz`, and `fsm_report` for tests marked `fsm_fuzz`.
-- The marker `@pytest.mark.fsm_fuzz(definition, machine=..., runs=..., faults=...)` makes the
-  test a fuzz campaign; the test body runs after it with the campaign's report. A campaign
-  fails its test when an invariant breaks or when it is vacuous (it exercised nothing).
+- The marker `@pytest.mark.fsm_fuzz(definition, machine=..., runs=..., faults=...,
+  expect=...)` makes the test a fuzz campaign; the test body runs after it with the campaign's
+  report. A campaign fails its test when an invariant breaks or when it is vacuous (it
+  exercised nothing); with `expect=` (an invariant's name, or a list of them) it fails its test
+  unless it breaks one of those, and only those.
+- `fsm_fuzz(definition, ...)` runs a campaign inside a test and gives its `CampaignReport`
+  without raising: the test asserts on it (`held`, `failures`, `coverage`). `check=True` fails
+  the test at the call when the campaign failed; a failed campaign whose verdict the test never
+  read fails the test when it ends, so a bare call cannot pass over a broken invariant.
 - Files matching `fsm_definitions` (default `workflow_*.yaml workflow_*.json`) become three
   items each: lint, fuzz under every fault, and exhaustive search to `--fsm-depth`.
 
 A campaign's seeds come from `--fsm-seed` and the test's id, so a test draws the same seeds on
 any xdist worker (and different tests, so different workers, draw different ones); the workers'
-results are merged into the controller's summary and report. Session state lives in
-`config.stash`.
+results are merged into the controller's summary and report, where a test's campaign is named
+by the test's id (a collected file's, by the file). Session state lives in `config.stash`, a
+test's campaigns in its item's.
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ import pytest
 
 from fault_injection import FaultKind, FaultPlan, default_plan, no_faults
 from harness.adapters.targets import Target, resolve_machine
+from harness.checks.checkers import invariants as registered_invariants
+from harness.checks.coverage import Coverage
 from harness.engines.campaign import (
     describe_failure,
     explore_target,
@@ -44,7 +53,7 @@ from harness.engines.campaign import (
 )
 from harness.engines.exhaustive import ExploreOptions
 from harness.engines.fleet import example_database
-from harness.engines.fuzz import DEFAULT_STRATEGY, EXECUTORS, FuzzOptions, FuzzReport
+from harness.engines.fuzz import DEFAULT_STRATEGY, EXECUTORS, FuzzFailure, FuzzOptions, FuzzReport
 from harness.engines.guided import STRATEGIES
 from harness.errors import HarnessError
 from harness.report.documents import ReportError, document, ensure_writable, write_reports
@@ -61,7 +70,7 @@ from reference_machine import (
     load_definition,
 )
 
-__all__ = ["CampaignFailed", "FsmSettings"]
+__all__ = ["CampaignFailed", "CampaignReport", "FsmSettings"]
 
 _DEFAULT_GLOBS = "workflow_*.yaml workflow_*.json"
 _SEED_SLOTS, _SEED_STRIDE = 100_000, 1_000  # a test's seeds: seed + slot(test id) * stride
@@ -256,11 +265,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "fsm_fuzz(definition, *, machine=None, runs=None, seed=None, faults=None, "
-                   "executions=None, invariants=None, min_coverage=None): run a fuzz campaign "
-                   "over a definition (a path relative to the test file, a WorkflowDefinition, "
-                   "or module:attribute) before the test; the test fails when an invariant "
-                   "breaks or the campaign exercised nothing (or less than min_coverage "
-                   "percent of the declared transitions)")
+                   "executions=None, invariants=None, min_coverage=None, expect=None): run a "
+                   "fuzz campaign over a definition (a path relative to the test file, a "
+                   "WorkflowDefinition, or module:attribute) before the test; the test fails "
+                   "when an invariant breaks or the campaign exercised nothing (or less than "
+                   "min_coverage percent of the declared transitions). With expect= (an "
+                   "invariant's name, or a list of them) the test fails unless the campaign "
+                   "breaks one of those, and only those")
     values: dict[str, Any] = {}
     for ini, parse, default, _ in _OPTIONS.values():
         given = config.getoption(ini)
@@ -334,6 +345,151 @@ class CampaignFailed(Exception):
         self.lines = list(lines)
 
 
+@dataclass(frozen=True, slots=True)
+class _CampaignOptions:
+    """What a test sets for its campaign (the marker's or `fsm_fuzz`'s keywords); what it
+    leaves None comes from the session's settings."""
+
+    runs: int | None = None
+    seed: int | None = None
+    faults: str | tuple[FaultKind, ...] | None = None
+    executions: int | None = None
+    invariants: tuple[str, ...] | None = None
+    min_coverage: float | None = None
+    expect: tuple[str, ...] = ()  # the invariants one of which the campaign must break
+
+
+_MARKER_KEYS = ("machine", "runs", "seed", "faults", "executions", "invariants",
+                "min_coverage", "expect")
+
+
+def _campaign_options(given: Mapping[str, Any]) -> _CampaignOptions:
+    """Gives a test's campaign options from its keywords (`machine` aside), raising
+    `HarnessError` for one the campaign would misread: an unknown keyword, fault kind or
+    invariant name, or an `expect=` that names an invariant `invariants=` leaves unchecked."""
+    unknown = [key for key in given if key not in _MARKER_KEYS]
+    if unknown:
+        msg = f"unknown option {unknown[0]!r}; the options are {', '.join(_MARKER_KEYS)}"
+        raise HarnessError(msg)
+    faults = given.get("faults")
+    if isinstance(faults, str):
+        try:
+            parse_faults(faults)
+        except HarnessError as exc:
+            raise HarnessError(f"faults: {exc}") from None
+    checked = _invariant_names("invariants", given["invariants"]) if given.get(
+        "invariants") is not None else None
+    expect = _invariant_names("expect", given["expect"]) if given.get(
+        "expect") is not None else ()
+    if checked is not None:
+        unchecked = [name for name in expect if name not in checked]
+        if unchecked:
+            msg = (f"expect: {', '.join(unchecked)} cannot break: invariants= checks only "
+                   f"{', '.join(checked)}")
+            raise HarnessError(msg)
+    return _CampaignOptions(runs=given.get("runs"), seed=given.get("seed"), faults=faults,
+                            executions=given.get("executions"), invariants=checked,
+                            min_coverage=given.get("min_coverage"), expect=expect)
+
+
+def _invariant_names(key: str, given: Any) -> tuple[str, ...]:
+    """Gives the invariant names of `key=`: one name, or a list or tuple of them, each one
+    registered (a built-in, or a user's `@invariant`)."""
+    names = (given,) if isinstance(given, str) else given
+    if not isinstance(names, list | tuple) or not all(isinstance(n, str) for n in names):
+        msg = f"{key}: expected an invariant's name or a list of them, got {given!r}"
+        raise HarnessError(msg)
+    if not names:
+        raise HarnessError(f"{key}: expected at least one invariant's name, got none")
+    try:
+        registered_invariants(names)
+    except HarnessError as exc:
+        raise HarnessError(f"{key}: {exc}") from None
+    return tuple(dict.fromkeys(names))
+
+
+class CampaignReport:
+    """A fuzz campaign a test ran, for the test to assert on: its verdict (`held`, `verdict`,
+    `failures`, `vacuous`), `coverage` and `runs`, and everything else its engine's report
+    (`fuzz_report`, a `FuzzReport`) holds, read through; `name` is what the summary and the
+    report call it (the test's id). `str()` gives its failure as the terminal tells it: the
+    violation, the shrunk trace, the replay command.
+
+    A campaign that failed (and was not expected to) fails its test when the test ends if the
+    test never read its verdict (`held`, `verdict`, `failures`, `vacuous` or `summary()`)."""
+
+    __slots__ = ("_lines", "_passes", "_read", "_told", "expect", "fuzz_report", "name")
+
+    def __init__(self, name: str, fuzz_report: FuzzReport, lines: Sequence[str] = (), *,
+                 expect: tuple[str, ...] = (), passes: bool | None = None) -> None:
+        self.name = name
+        self.fuzz_report = fuzz_report
+        self.expect = expect  # the invariants one of which it was to break
+        self._lines = list(lines)  # why it failed its test, as the terminal tells it
+        # whether its test may pass: it held, or it broke as `expect` says
+        self._passes = fuzz_report.held if passes is None else passes
+        self._read = False  # the test read its verdict
+        self._told = False  # its lines are in the test's failure already
+
+    @property
+    def held(self) -> bool:
+        """Tells whether every invariant held and the campaign exercised the machine."""
+        self._read = True
+        return self.fuzz_report.held
+
+    @property
+    def verdict(self) -> str:
+        """Gives the verdict: held, violated, vacuous or nondeterministic."""
+        self._read = True
+        return self.fuzz_report.verdict
+
+    @property
+    def failures(self) -> tuple[FuzzFailure, ...]:
+        """Gives the failing seeds, each with what it broke (`rule`, `violations`) and its
+        shrunk counterexample and replay file."""
+        self._read = True
+        return self.fuzz_report.failures
+
+    @property
+    def vacuous(self) -> str:
+        """Gives why the campaign exercised nothing worth a verdict ("" when it did)."""
+        self._read = True
+        return self.fuzz_report.vacuous
+
+    @property
+    def coverage(self) -> Coverage:
+        """Gives what the campaign reached: `states`, `transitions`, guard outcomes, faults
+        and crash points."""
+        return self.fuzz_report.coverage
+
+    @property
+    def runs(self) -> int:
+        """Gives the number of runs the campaign made."""
+        return self.fuzz_report.runs
+
+    def summary(self) -> dict[str, Any]:
+        """Gives the report as plain JSON data."""
+        self._read = True
+        return self.fuzz_report.summary()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.fuzz_report, name)
+
+    def __str__(self) -> str:
+        return "\n".join(self._lines) if self._lines else (
+            f"{self.name}: {self.fuzz_report.verdict} in {self.fuzz_report.runs:,} runs")
+
+    def __repr__(self) -> str:  # what a failed assert on it shows, short enough to read whole
+        broken = dict.fromkeys(failure.rule for failure in self.fuzz_report.failures)
+        return (f"<CampaignReport {self.name}: {self.fuzz_report.verdict}"
+                + (f" ({', '.join(broken)})" if broken else "") + ">")
+
+
+_CAMPAIGNS = pytest.StashKey[list[CampaignReport]]()  # an item's campaigns, in order
+
+
 def _replay_dir(config: pytest.Config) -> Path:
     settings = _settings(config)
     if settings.replay_dir is not None:
@@ -344,35 +500,29 @@ def _replay_dir(config: pytest.Config) -> Path:
     return base / "replays"
 
 
-def _run_fuzz(config: pytest.Config, target: Target, test_id: str, *,
-              runs: int | None = None, seed: int | None = None,
-              faults: str | tuple[FaultKind, ...] | None = None,
-              executions: int | None = None,
-              invariants: tuple[str, ...] | None = None,
-              min_coverage: float | None = None) -> FuzzReport:
-    """Runs a campaign with the session's settings (each overridable), records its section for
-    the summary and the report; raises `CampaignFailed` when an invariant broke or the
-    campaign was vacuous."""
+def _run_fuzz(config: pytest.Config, target: Target, test_id: str,
+              given: _CampaignOptions = _CampaignOptions()
+              ) -> tuple[FuzzReport, dict[str, Any]]:
+    """Runs a campaign with the session's settings (each overridable by `given`); gives the
+    engine's report and the campaign's report section."""
     settings = _settings(config)
+    faults = given.faults
     kinds = parse_faults(faults) if isinstance(faults, str) else (
         faults if faults is not None else settings.faults)
     sim = SimOptions(plan=plan_of(target, kinds))
-    if executions is not None:
-        sim = replace(sim, executions=executions)
+    if given.executions is not None:
+        sim = replace(sim, executions=given.executions)
     options = FuzzOptions(
-        runs=runs if runs is not None else settings.runs,
-        seed=seed if seed is not None else settings.seed_for(test_id),
+        runs=given.runs if given.runs is not None else settings.runs,
+        seed=given.seed if given.seed is not None else settings.seed_for(test_id),
         time_budget_s=settings.budget, replay_dir=_replay_dir(config),
-        invariants=invariants, sim=sim,
-        coverage_min=min_coverage if min_coverage is not None else settings.min_coverage,
+        invariants=given.invariants, sim=sim,
+        coverage_min=(given.min_coverage if given.min_coverage is not None else
+                      settings.min_coverage),
         strategy=settings.strategy,
         corpus_dir=settings.corpus, example_db=config.stash[_SESSION].example_db,
         executor=settings.executor, scheduler=settings.scheduler)
-    report, section = fuzz_target(target, options)
-    _record(config, section, test_id)
-    if not report.held:
-        raise CampaignFailed(target.name, describe_failure(section))
-    return report
+    return fuzz_target(target, options)
 
 
 def _record(config: pytest.Config, section: dict[str, Any], test_id: str) -> None:
@@ -381,12 +531,55 @@ def _record(config: pytest.Config, section: dict[str, Any], test_id: str) -> Non
     config.stash[_SESSION].sections.append(section)
 
 
-def _marked_target(item: pytest.Item, marker: pytest.Mark) -> Target:
-    if not marker.args:
-        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.fsm_fuzz needs a definition: a "
-                                f"path, a WorkflowDefinition or module:attribute")
-    given = marker.args[0]
-    machine = marker.kwargs.get("machine")
+def _campaign(item: pytest.Item, target: Target, given: _CampaignOptions) -> CampaignReport:
+    """Runs a test's campaign (the marker's or `fsm_fuzz`'s), named in the summary and the
+    report by the test's id (a test's second campaign by its id and `#2`), and judged
+    against `expect=` when given."""
+    ran = item.stash.setdefault(_CAMPAIGNS, [])
+    name = item.nodeid if not ran else f"{item.nodeid} #{len(ran) + 1}"
+    report, section = _run_fuzz(item.config, replace(target, name=name), item.nodeid, given)
+    told = [] if report.held else list(describe_failure(section))
+    missed = _missed(report, given.expect) if given.expect else ""
+    if given.expect:
+        section["expected"] = {"invariants": list(given.expect), "met": not missed}
+    _record(item.config, section, item.nodeid)
+    campaign = CampaignReport(name, report, [missed, *told] if missed else told,
+                              expect=given.expect,
+                              passes=not missed if given.expect else report.held)
+    ran.append(campaign)
+    return campaign
+
+
+def _missed(report: FuzzReport, expect: tuple[str, ...]) -> str:
+    """Gives why a campaign expected to break one of `expect` missed it ("" when it broke
+    one of them and nothing else)."""
+    wanted = expect[0] if len(expect) == 1 else f"one of {', '.join(expect)}"
+    if report.verdict == "held":
+        runs = f"{report.runs:,} run{'s' if report.runs != 1 else ''}"
+        return (f"expected {wanted} to break, but every invariant held in {runs} (fixed? then "
+                f"drop expect= and keep the test as a guard)")
+    if report.verdict == "vacuous":
+        return f"expected {wanted} to break, but the campaign was vacuous: {report.vacuous}"
+    if report.verdict == "nondeterministic":
+        return (f"expected {wanted} to break, but the campaign was nondeterministic: the same "
+                f"seed gave two histories")
+    broken = list(dict.fromkeys(violation.rule for failure in report.failures
+                                for violation in failure.violations))
+    hit = [rule for rule in broken if rule in expect]
+    other = [rule for rule in broken if rule not in expect]
+    if not hit:
+        return f"expected {wanted} to break, but {', '.join(other)} broke instead"
+    if other:
+        return (f"{', '.join(hit)} broke as expected, but {', '.join(other)} broke too (add "
+                f"it to expect= if it is the same bug)")
+    return ""
+
+
+def _test_target(item: pytest.Item, given: Any, machine: Any = None) -> Target:
+    """Gives the target a test names, for the marker and `fsm_fuzz` alike: a definition (a
+    path relative to the test file, else to the working folder; a `WorkflowDefinition` or its
+    data), a machine that carries its definition, or `module:attribute`; `machine` is a
+    factory or `module:attribute`."""
     factory: MachineFactory = (resolve_machine(machine) if isinstance(machine, str) else
                                machine or ReferenceMachine)
     if isinstance(given, WorkflowDefinition | Mapping):
@@ -397,13 +590,13 @@ def _marked_target(item: pytest.Item, marker: pytest.Mark) -> Target:
     text = str(given)
     path = Path(item.path).parent / text
     if path.exists():
-        return Target(_relative(item.config, path), load_definition(path), factory)
+        return Target(item.nodeid, load_definition(path), factory)
     if ":" in text and not Path(text).exists():
         from harness.adapters.targets import resolve_targets
         found = resolve_targets([text], machine if isinstance(machine, str) else None)[0]
         return found if machine is None or isinstance(machine, str) else replace(
             found, machine=factory)
-    return Target(text, load_definition(text), factory)
+    return Target(item.nodeid, load_definition(given), factory)
 
 
 def _carried_definition(given: Any) -> WorkflowDefinition | None:
@@ -420,28 +613,69 @@ def _relative(config: pytest.Config, path: Path) -> str:
         return str(path)
 
 
+def _marker_options(marker: pytest.Mark) -> _CampaignOptions:
+    """Gives the marker's campaign options, raising `HarnessError` for a misused marker."""
+    if not marker.args:
+        raise HarnessError("needs a definition: a path, a WorkflowDefinition or "
+                           "module:attribute")
+    return _campaign_options(marker.kwargs)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Refuses a misused `fsm_fuzz` marker when its test is collected, as pytest refuses a
+    misused `parametrize`: before any campaign runs, naming the test."""
+    marker = metafunc.definition.get_closest_marker("fsm_fuzz")
+    if marker is None:
+        return
+    try:
+        _marker_options(marker)
+    except HarnessError as exc:
+        problem = f"{metafunc.definition.nodeid}: @pytest.mark.fsm_fuzz: {exc}"
+    else:
+        return
+    pytest.fail(problem, pytrace=False)  # outside the handler: no chained traceback
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
     marker = pyfuncitem.get_closest_marker("fsm_fuzz")
     if marker is not None:
         try:
-            target = _marked_target(pyfuncitem, marker)
-            options = {key: marker.kwargs[key] for key in
-                       ("runs", "seed", "faults", "executions", "invariants", "min_coverage")
-                       if key in marker.kwargs}
-            if isinstance(options.get("invariants"), list):
-                options["invariants"] = tuple(options["invariants"])
-            report, problem = _run_fuzz(pyfuncitem.config, target, pyfuncitem.nodeid,
-                                        **options), ""
-        except CampaignFailed as exc:
-            report, problem = None, str(exc)
+            options = _marker_options(marker)
+            target = _test_target(pyfuncitem, marker.args[0], marker.kwargs.get("machine"))
+            campaign = _campaign(pyfuncitem, target, options)
+            problem = "" if campaign._passes else str(campaign)
+            campaign._told = not campaign._passes
         except (HarnessError, DefinitionError) as exc:
-            report, problem = None, f"fsm_fuzz: {exc}"
+            campaign, problem = None, f"fsm_fuzz: {exc}"
         if problem:  # failed here, not inside the handler: pytest then shows it once
             pytest.fail(problem, pytrace=False)
         if "fsm_report" in pyfuncitem.funcargs:
-            pyfuncitem.funcargs["fsm_report"] = report
-    return (yield)
+            pyfuncitem.funcargs["fsm_report"] = campaign
+    outcome = yield
+    unread = [campaign for campaign in pyfuncitem.stash.get(_CAMPAIGNS, [])
+              if not campaign._passes and not campaign._told and not campaign._read]
+    if unread:
+        for campaign in unread:
+            campaign._told = True
+        pytest.fail("\n".join(
+            f"fsm_fuzz: {campaign.name}: the campaign failed and the test never read its "
+            f"verdict (assert on report.held, or pass check=True):\n{campaign}"
+            for campaign in unread), pytrace=False)
+    return outcome
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Adds to a test that failed on its own (an assert on `fsm_fuzz`'s report, say) a
+    section per campaign of it that failed: the violation, the trace, the replay command."""
+    report = yield
+    if call.when == "call" and report.failed:
+        for campaign in item.stash.get(_CAMPAIGNS, []):
+            if not campaign._passes and not campaign._told:
+                report.sections.append((f"fsmharness campaign {campaign.name}", str(campaign)))
+    return report
 
 
 # --- fixtures -------------------------------------------------------------------------------
@@ -511,30 +745,44 @@ def fsm_frozen_clock() -> Iterator[Any]:
 
 
 @pytest.fixture
-def fsm_fuzz(request: pytest.FixtureRequest) -> Callable[..., FuzzReport]:
-    """Runs a fuzz campaign from inside a test: `fsm_fuzz(definition, machine=None, runs=...,
-    faults=..., executions=..., invariants=..., min_coverage=...)` gives the report, and fails
-    the test with the shrunk trace and the replay command when an invariant breaks (or says
-    what never happened when the campaign was vacuous)."""
+def fsm_fuzz(request: pytest.FixtureRequest) -> Callable[..., CampaignReport]:
+    """Runs a fuzz campaign from inside a test and gives its `CampaignReport`, for the test to
+    assert on: `fsm_fuzz(definition, machine=None, *, runs=..., seed=..., faults=...,
+    executions=..., invariants=..., min_coverage=..., expect=..., check=False)`.
 
-    def run(definition: Any, machine: MachineFactory | None = None, **options: Any
-            ) -> FuzzReport:
-        carried = _carried_definition(definition)
-        if carried is not None:  # a machine that names its definition (an adapter's target)
-            definition, machine = carried, machine or definition
-        target = Target(request.node.nodeid, load_definition(definition),
-                        machine or ReferenceMachine)
+    It raises only when asked: `check=True` fails the test at the call when the campaign
+    failed (the shrunk trace and the replay command, or what never happened when it was
+    vacuous); `expect=` (an invariant's name or a list of them) fails it unless the campaign
+    broke one of those, and only those. A failed campaign whose verdict the test never read
+    (`held`, `verdict`, `failures`, `vacuous`) fails the test when it ends."""
+
+    def run(definition: Any, machine: MachineFactory | str | None = None, *,
+            runs: int | None = None, seed: int | None = None,
+            faults: str | tuple[FaultKind, ...] | None = None, executions: int | None = None,
+            invariants: str | Sequence[str] | None = None, min_coverage: float | None = None,
+            expect: str | Sequence[str] | None = None, check: bool = False
+            ) -> CampaignReport:
+        given = {"runs": runs, "seed": seed, "faults": faults, "executions": executions,
+                 "invariants": invariants, "min_coverage": min_coverage, "expect": expect}
         try:
-            return _run_fuzz(request.config, target, request.node.nodeid, **options)
-        except CampaignFailed as exc:
-            problem = str(exc)
+            options = _campaign_options({key: value for key, value in given.items()
+                                         if value is not None})
+            campaign = _campaign(request.node, _test_target(request.node, definition, machine),
+                                 options)
+        except (HarnessError, DefinitionError) as exc:
+            problem = f"fsm_fuzz: {exc}"
+        else:
+            if campaign._passes or not (check or options.expect):
+                return campaign
+            campaign._told = True
+            problem = str(campaign)
         pytest.fail(problem, pytrace=False)  # outside the handler: shown once
 
     return run
 
 
 @pytest.fixture
-def fsm_report() -> FuzzReport | None:
+def fsm_report() -> CampaignReport | None:
     """In a test marked `fsm_fuzz`, the campaign's report (None elsewhere)."""
     return None
 
@@ -598,13 +846,15 @@ class WorkflowItem(pytest.Item):
         machine = resolve_machine(settings.machine)
         target = Target(self._relative(), definition, machine)
         if self.check == "fuzz":
-            _run_fuzz(self.config, target, self.nodeid)
-            return
-        options = ExploreOptions(depth=settings.depth, faults_max=1,
-                                 plan=plan_of(target, settings.faults), states_max=50_000)
-        report, section = explore_target(target, options, _replay_dir(self.config))
+            fuzzed, section = _run_fuzz(self.config, target, self.nodeid)
+            held = fuzzed.held
+        else:
+            options = ExploreOptions(depth=settings.depth, faults_max=1,
+                                     plan=plan_of(target, settings.faults), states_max=50_000)
+            explored, section = explore_target(target, options, _replay_dir(self.config))
+            held = explored.held
         _record(self.config, section, self.nodeid)
-        if not report.held:
+        if not held:
             raise CampaignFailed(target.name, describe_failure(section))
 
     def _relative(self) -> str:
@@ -643,6 +893,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             state.files = exc
 
 
+def _passes(section: Mapping[str, Any]) -> bool:
+    """Tells whether a campaign's section lets its test pass: it held, or it broke as its
+    `expect=` says."""
+    expected = section.get("expected")
+    return bool(expected["met"]) if expected else bool(section["held"])
+
+
 def _ordered(sections: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Gives the sections in a stable order, whichever worker finished first."""
     return sorted(sections, key=lambda s: (s.get("test", ""), s["name"], s["engine"]))
@@ -676,9 +933,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     for section in sections:
         for kind, count in section["faults"].items():
             faults[kind] = faults.get(kind, 0) + count
-    broken = [s for s in sections if not s["held"]]
+    failing = [s for s in sections if not _passes(s)]
+    expected = [s for s in sections if s.get("expected") and _passes(s)]
     write(f"{len(sections)} campaign(s): {len(invariants)} invariants checked, {runs:,} runs, "
-          f"{steps:,} steps, {sum(faults.values()):,} faults injected, {len(broken)} failing")
+          f"{steps:,} steps, {sum(faults.values()):,} faults injected, {len(failing)} failing"
+          + (f", {len(expected)} broke as expected" if expected else ""))
     write(f"  invariants: {', '.join(invariants)}")
     for section in sections:
         coverage = ", ".join(f"{name} {part['reached']}/{part['of']}"
@@ -687,6 +946,15 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
             "VACUOUS")
         detail = (section["verdict"] if section["engine"] == "explore" else
                   f"{section['runs']:,} runs, {section['steps']:,} steps; coverage {coverage}")
+        if section.get("expected"):
+            names = section["expected"]["invariants"]
+            if _passes(section):
+                verdict = "expected"
+                broken = dict.fromkeys(f["rule"] for f in section["failures"])
+                detail = f"broke {', '.join(broken)} as expected; {detail}"
+            else:
+                wanted = names[0] if len(names) == 1 else f"one of {', '.join(names)}"
+                detail = f"{detail}; expected {wanted} to break"
         write(f"  {verdict:8} {section['name']} ({section['engine']}): {detail}")
     if faults:
         write("  faults injected: " + ", ".join(f"{kind} {count:,}"
