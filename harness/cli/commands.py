@@ -1,4 +1,5 @@
-"""The CLI's engine commands: `fuzz`, `explore`, `diagram`, `report` and `bench`.
+"""The CLI's engine commands: `fuzz`, `explore`, `diagram`, `report` and `bench`; and `init`,
+which starts a project.
 
 `fuzz` and `explore` take definition files, folders of them, or `module:attribute` (a Python
 definition, or a machine under test that names its definition); they print one verdict per
@@ -8,8 +9,10 @@ broke, 2 on bad input.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -32,9 +35,12 @@ from harness.cli.common import (
     EXIT_OK,
     Finite,
     UsageProblem,
+    context_for,
+    context_options,
     import_modules,
     input_format_option,
     make_console,
+    start_context,
 )
 from harness.engines.campaign import (
     describe_failure,
@@ -61,7 +67,7 @@ from harness.report.documents import (
 from harness.sim.simulator import SimOptions
 
 __all__ = ["bench_command", "diagram_command", "explore_command", "fuzz_command",
-           "report_command"]
+           "init_command", "report_command"]
 
 
 def command_targets(names: Sequence[str], machine: str | None, modules: Sequence[str],
@@ -190,6 +196,7 @@ click.option("--step-timeout", type=Finite(min=0, max=1_000_000), default=10.0, 
               metavar="PERCENT", help="Fail a target whose runs take fewer than this percent "
                                       "of its declared transitions (one that takes none always "
                                       "fails: vacuous).")
+@context_options
 def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
                  plan_path: str | None, executions: int | None, report_dir: str,
                  no_report: bool, as_json: bool, quiet: bool, modules: Sequence[str],
@@ -197,7 +204,8 @@ def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
                  no_swarm: bool, strategy: str, corpus_dir: str | None,
                  line_coverage: Sequence[str], executor: str, scheduler: str | None,
                  all_failures: bool, step_timeout: float, min_coverage: float | None,
-                 input_format: str | None) -> None:
+                 input_format: str | None, context_pairs: Sequence[str],
+                 context_path: str | None) -> None:
     """Fuzz workflow definitions: many seeded simulations with faults injected, every
     invariant checked, failures shrunk to a minimal trace and saved as replay files.
 
@@ -213,10 +221,12 @@ def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
     # the options no target changes, checked before any folder is made
     FuzzOptions(runs=runs, strategy=strategy, corpus_dir=corpus_dir,
                 line_coverage=tuple(line_coverage), executor=executor, scheduler=scheduler)
+    context = start_context(context_pairs, context_path)
 
     def each(target: Target, plan: FaultPlan, replays: Path | None, progress: Progress
              ) -> dict[str, Any]:
-        sim = SimOptions(steps_max=steps, plan=plan, step_timeout_s=step_timeout)
+        sim = SimOptions(steps_max=steps, plan=plan, step_timeout_s=step_timeout,
+                         context=context_for(target.definition, context))
         if executions:
             sim = replace(sim, executions=executions)
         options = FuzzOptions(runs=runs, seed=seed, time_budget_s=budget, swarm=not no_swarm,
@@ -620,3 +630,205 @@ def bench_markdown(doc: dict[str, Any]) -> str:
 
 def _md(text: str) -> str:
     return text.replace("|", "\\|")
+
+
+#: What `fsmharness init` writes: a definition skeleton, its test, and a CI workflow.
+INIT_DEFINITION = "workflow_example.yaml"
+INIT_TEST = "test_workflow_example.py"
+INIT_CI = ".github/workflows/fsmharness.yml"
+
+_INIT_TEXTS = {
+    INIT_DEFINITION: """\
+# A workflow definition to start from, written by `fsmharness init`: an agent checks an order,
+# a person approves the charge, the payment runs once under an idempotency key, the customer is
+# told. Edit it into your own, then:
+#   fsmharness lint workflow_example.yaml     (errors and warnings, each with its location)
+#   fsmharness fuzz workflow_example.yaml     (many seeded runs, faults injected, every invariant)
+# `fsmharness schema` prints the JSON Schema of this format, for your editor.
+name: example_order
+version: 1
+description: An order checked by an agent, approved by a person, charged once, confirmed.
+context:                       # each execution's data; give values with --context key=value
+  order_id: null
+  customer_email: null
+  amount: 0
+
+tools:                         # the services the steps call (simulated while fuzzing)
+  agent.check_order:
+    description: The LLM checks the order and proposes the amount (structured output).
+    idempotency_keys: true
+    repeatable: true           # checking again charges nothing: no duplicate side effect
+    output:
+      type: object
+      required: [amount]
+      properties:
+        amount: {type: number, exclusiveMinimum: 0}
+  payments.charge:
+    description: Charges the customer; honours idempotency keys, as payment APIs do.
+    idempotency_keys: true
+  email.send:
+    description: Tells the customer the order was charged.
+    idempotency_keys: true
+
+events:                        # what the outside world sends
+  order.cancelled:
+    description: The customer cancelled the order before it was charged.
+    sources: [human]
+
+budgets:
+  transitions_max: 30
+  deadline: 3d
+  on_exceeded: failed
+
+states:
+  checking:
+    initial: true
+    step:                      # run on entry; the outcome comes back as an event
+      tool: agent.check_order
+      input: {order_id: "=context.order_id"}
+      timeout: 30s
+      retry: {attempts_max: 3, retry_on: [transient, rate_limited, timeout, invalid_output]}
+    on:
+      step.succeeded:
+        target: awaiting_approval
+        actions:
+          - assign: {amount: event.payload.amount}
+      step.failed: failed
+
+  awaiting_approval:
+    type: wait
+    approval:                  # only a person holding the role, for this exact charge
+      for_state: charging
+      summary: "Charge {amount} on order {order_id} to {customer_email}"
+      evidence: [order_id, amount, customer_email]
+      roles: [supervisor]
+      expires_after: 24h
+      on_expiry: deny
+    on:
+      approval.granted: charging
+      approval.denied: rejected
+      order.cancelled: cancelled
+
+  charging:
+    step:
+      tool: payments.charge
+      input: {order_id: "=context.order_id", amount: "=context.amount"}
+      reversible: false
+      needs_approval: true
+      timeout: 30s
+      retry: {attempts_max: 5, delay_initial: 1s, delay_max: 30s}
+    on:
+      step.succeeded: notifying
+      step.failed: failed
+
+  notifying:
+    step:
+      tool: email.send
+      input: {to: "=context.customer_email", template: order_charged}
+      timeout: 15s
+      retry: {attempts_max: 3}
+    on:
+      step.succeeded: done
+      step.failed: failed
+
+  done: {type: final, outcome: success}
+  rejected: {type: final, outcome: rejected}
+  cancelled: {type: final, outcome: cancelled}
+  failed: {type: final, outcome: failure}
+""",
+    INIT_TEST: '''\
+"""The workflow's tests, written by `fsmharness init`.
+
+The fsmharness pytest plugin runs a fuzz campaign for each test marked `fsm_fuzz`: seeded runs
+with faults injected (crashes, duplicate and late events, tool failures, timer skew...), every
+invariant checked. A broken invariant fails the test with the shrunk trace and the command that
+replays it. The plugin also collects `workflow_*.yaml` files as lint, fuzz and explore tests.
+"""
+
+import pytest
+
+
+@pytest.mark.fsm_fuzz("workflow_example.yaml", runs=100)
+def test_every_invariant_holds(fsm_report):
+    """The campaign exercised the workflow and every invariant held."""
+    assert fsm_report.held
+''',
+    INIT_CI: """\
+# Written by `fsmharness init`: runs the workflow tests on every push and pull request, shows
+# the report's Markdown (verdicts, diagrams, any shrunk trace) as the job's summary, and keeps
+# the replay files of a failure as an artifact, to replay where you fix it.
+name: fsmharness
+on: [push, pull_request]
+jobs:
+  workflows:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+      - uses: actions/setup-python@v5
+        with: {python-version: "3.12"}
+      - run: pip install fsmharness pytest
+      - run: python -m pytest --fsm-report fsm-reports
+      - if: always()
+        run: cat fsm-reports/pytest.md >> "$GITHUB_STEP_SUMMARY"
+      - if: failure()
+        uses: actions/upload-artifact@v4
+        with: {name: fsmharness-replays, path: fsm-reports/replays/}
+""",
+}
+
+_INIT_WHAT = {
+    INIT_DEFINITION: "a workflow definition to edit",
+    INIT_TEST: "a pytest test that fuzzes it, by the fsm_fuzz marker",
+    INIT_CI: "a GitHub Actions workflow: the tests, the report as the job's summary",
+}
+
+
+@click.command("init")
+@click.option("--dir", "folder", default=".", show_default=True, metavar="DIR",
+              help="Write into this folder (made if missing) instead of the current one.")
+def init_command(folder: str) -> None:
+    """Start a project: write a workflow definition skeleton (workflow_example.yaml), a pytest
+    test that fuzzes it, and a GitHub Actions workflow (.github/workflows/fsmharness.yml).
+
+    Overwrites nothing: when one of the files exists, exit 2 naming it, and write none. Exit 0
+    when all are written.
+    """
+    base = Path(folder)
+    if base.exists() and not base.is_dir():
+        raise UsageProblem(f"--dir {folder}: is a file, not a folder")
+    targets = [base / name for name in _INIT_TEXTS]
+    taken = [str(path) for path in targets if os.path.lexists(path)]
+    if taken:
+        raise UsageProblem(f"init: {', '.join(taken)} exist{'s' if len(taken) == 1 else ''} "
+                           f"already; init overwrites nothing and wrote nothing (move "
+                           f"{'it' if len(taken) == 1 else 'them'} away, or init into "
+                           f"another folder with --dir)")
+    written: list[Path] = []
+    made: list[Path] = []  # folders made here, removed again when a file cannot be written
+    try:
+        for path, text in zip(targets, _INIT_TEXTS.values(), strict=True):
+            missing = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            made += reversed(missing)
+            with open(path, "x", encoding="utf-8") as out:  # never over a file made meanwhile
+                written.append(path)
+                out.write(text)
+    except OSError as exc:
+        for path in written:
+            path.unlink(missing_ok=True)
+        for made_folder in reversed(made):
+            with contextlib.suppress(OSError):
+                made_folder.rmdir()
+        raise UsageProblem(f"init: cannot write {exc.filename or folder}: "
+                           f"{exc.strerror or exc}; wrote nothing") from exc
+    for path, name in zip(targets, _INIT_TEXTS, strict=True):
+        click.echo(f"wrote {path}  ({_INIT_WHAT[name]})")
+    definition = shlex.quote(str(base / INIT_DEFINITION))
+    tests = "" if base == Path(".") else f" {shlex.quote(folder)}"
+    click.echo(f"next: fsmharness lint {definition} && fsmharness fuzz {definition}")
+    click.echo(f"then: python -m pytest{tests}")
+    root = next((above for above in base.resolve().parents if (above / ".git").exists()), None)
+    if root is not None and not (base / ".git").exists():
+        click.echo(f"note: GitHub runs the workflows of {root / '.github' / 'workflows'} only: "
+                   f"move {INIT_CI} there (and give its steps `working-directory: "
+                   f"{base.resolve().relative_to(root)}`)")

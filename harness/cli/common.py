@@ -1,19 +1,23 @@
-"""What the CLI's commands share: exit codes, the one-line user error, reading targets."""
+"""What the CLI's commands share: exit codes, the one-line user error, reading targets, the
+start context given at the command line."""
 
 from __future__ import annotations
 
 import importlib
+import json
 import math
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
+import yaml
 from rich.console import Console
 
 from harness.adapters.targets import TargetError
 from harness.adapters.targets import definition_files as _definition_files
+from reference_machine import WorkflowDefinition
 
 EXIT_OK, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
 
@@ -76,3 +80,112 @@ def import_modules(modules: Iterable[str]) -> None:
             importlib.import_module(module)
         except Exception as exc:  # the user's module failed, not fsmharness
             raise UsageProblem(f"--import {module}: {type(exc).__name__}: {exc}") from exc
+
+
+def context_options(command: Any) -> Any:
+    """The options giving the executions' start context, for the commands that run them:
+    `--context KEY=VALUE` (repeatable) and `--context-file FILE`."""
+    for option in reversed([
+        click.option("--context", "context_pairs", multiple=True, metavar="KEY=VALUE",
+                     help="A value of the executions' start context (repeatable): VALUE is "
+                          "read as JSON when it is JSON (40, true, null, [1, 2], "
+                          "'{\"a\": 1}'), else as text; a dotted KEY (customer.email) sets a "
+                          "field of a mapping. Given over --context-file; keys not given "
+                          "keep the definition's `context:` defaults."),
+        click.option("--context-file", "context_path", metavar="FILE",
+                     help="The executions' start context from a file: a YAML or JSON mapping "
+                          "of context keys to values."),
+    ]):
+        command = option(command)
+    return command
+
+
+def start_context(pairs: Sequence[str], path: str | None) -> dict[str, Any]:
+    """Gives the start context `--context-file` and the `--context` pairs give (the pairs
+    over the file, in order), or exits 2 naming what is wrong."""
+    context: dict[str, Any] = {} if path is None else _context_file(path)
+    for pair in pairs:
+        key, equals, text = pair.partition("=")
+        if not equals or not key.strip():
+            raise UsageProblem(f"--context {pair!r}: expected KEY=VALUE (order_id=o-1, "
+                               f"amount=40, customer.email=ada@example.com)")
+        *parents, leaf = key.strip().split(".")
+        if not all(parents) or not leaf:
+            raise UsageProblem(f"--context {pair!r}: {key!r} is no key: a dotted key names "
+                               "a field in a mapping (customer.email)")
+        node = context
+        for depth, part in enumerate(parents):
+            inner = node.setdefault(part, {})
+            if not isinstance(inner, dict):
+                taken = ".".join(parents[:depth + 1])
+                raise UsageProblem(f"--context {pair!r}: {taken} is {json.dumps(inner)}, "
+                                   "not a mapping with fields")
+            node = inner
+        node[leaf] = _context_value(text)
+    return context
+
+
+def _context_value(text: str) -> Any:
+    """Gives a `--context` value: JSON when it is JSON (NaN and Infinity aside), else the text
+    itself."""
+    def refuse(constant: str) -> Any:
+        raise ValueError(constant)
+
+    try:
+        return json.loads(text, parse_constant=refuse)
+    except ValueError:
+        return text
+
+
+def _context_file(path: str) -> dict[str, Any]:
+    """Gives the mapping a `--context-file` holds, or exits 2 saying why it cannot."""
+    where = f"--context-file {path}"
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise UsageProblem(f"{where}: no such file") from exc
+    except IsADirectoryError as exc:
+        raise UsageProblem(f"{where}: is a folder; expected a YAML or JSON file") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise UsageProblem(f"{where}: cannot read it: {why}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" (line {mark.line + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UsageProblem(f"{where}: not YAML or JSON{line}: {problem}") from exc
+    if not isinstance(data, dict):
+        got = "nothing" if data is None else f"a {type(data).__name__}"
+        raise UsageProblem(f"{where}: expected a mapping of context keys to values, got {got}")
+    keys = [key for key in data if not isinstance(key, str)]
+    if keys:
+        raise UsageProblem(f"{where}: context keys are text, got {keys[0]!r}")
+    try:
+        json.dumps(data, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise UsageProblem(f"{where}: every value must be JSON data (text, numbers, true, "
+                           f"false, null, lists, mappings; quote a date): {exc}") from exc
+    return data
+
+
+def context_for(definition: WorkflowDefinition, given: Mapping[str, Any]) -> dict[str, Any]:
+    """Gives the start context of `definition`'s executions: each key given, a mapping merged
+    field by field over the definition's default for it; a key the definition does not
+    declare is passed on all the same, with a warning on stderr (a typo leaves the declared
+    key at its default)."""
+    declared = definition.initial_context
+    for key in given:
+        if key not in declared:
+            known = ", ".join(sorted(declared)) or "none"
+            click.echo(f"fsmharness: warning: --context {key}: {definition.name!r} declares "
+                       f"no context key {key!r} (its keys: {known}); passed on as given",
+                       err=True)
+    return {key: _merged(declared.get(key), value) for key, value in given.items()}
+
+
+def _merged(default: Any, value: Any) -> Any:
+    if isinstance(default, Mapping) and isinstance(value, Mapping):
+        return {**default, **{k: _merged(default.get(k), v) for k, v in value.items()}}
+    return value

@@ -8,6 +8,7 @@ to be reported.
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 import traceback
 from collections.abc import Sequence
@@ -28,6 +29,7 @@ from harness.cli.commands import (
     diagram_command,
     explore_command,
     fuzz_command,
+    init_command,
     report_command,
     write_atomically,
 )
@@ -37,10 +39,13 @@ from harness.cli.common import (
     EXIT_USAGE,
     Finite,
     UsageProblem,
+    context_for,
+    context_options,
     definition_files,
     import_modules,
     input_format_option,
     make_console,
+    start_context,
 )
 from harness.engines import isolation
 from harness.engines.isolation import Died
@@ -59,6 +64,7 @@ from reference_machine import (
     WorkflowDefinition,
     WorkflowSpec,
     lint,
+    load_definition,
 )
 
 
@@ -251,12 +257,14 @@ def schema_command(output: str | None, of_report: bool) -> None:
               metavar="OUT.jsonl", help="Write the history, one JSON record a line (one "
                                         "definition file only).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summaries as JSON.")
+@context_options
 @click.option("--import", "modules", multiple=True, metavar="MODULE",
               help="Import a Python module first (for the functions it registers).")
 @input_format_option()
 def run_command(paths: Sequence[str], seed: int, plan_path: str | None, no_faults: bool,
                 swarm: bool, executions: int, steps: int, step_timeout: float,
-                history_path: str | None, as_json: bool, modules: Sequence[str],
+                history_path: str | None, as_json: bool, context_pairs: Sequence[str],
+                context_path: str | None, modules: Sequence[str],
                 input_format: str | None) -> None:
     """Run one seeded simulation of each workflow definition (files, folders of them, or
     MODULE:ATTR for a Python definition or a machine under test), with faults injected, and
@@ -267,6 +275,7 @@ def run_command(paths: Sequence[str], seed: int, plan_path: str | None, no_fault
     """
     if no_faults and (plan_path or swarm):
         raise UsageProblem("--no-faults cannot be combined with --plan or --swarm")
+    context = start_context(context_pairs, context_path)
     targets = command_targets(paths, None, modules, input_format)
     if history_path is not None:
         if len(targets) != 1:
@@ -291,7 +300,8 @@ def run_command(paths: Sequence[str], seed: int, plan_path: str | None, no_fault
                 plan = plan_for(definition, swarm=swarm)
             simulators.append(Simulator(definition, SimOptions(
                 seed=seed, executions=executions, steps_max=steps, plan=plan,
-                step_timeout_s=step_timeout), target.machine))
+                step_timeout_s=step_timeout, context=context_for(definition, context)),
+                target.machine))
     except (FaultPlanError, HarnessError) as exc:
         raise UsageProblem(str(exc)) from exc
     console = make_console(soft_wrap=True)
@@ -327,6 +337,8 @@ def run_command(paths: Sequence[str], seed: int, plan_path: str | None, no_fault
                                          ("steps", steps),
                                          ("step-timeout", step_timeout != 10.0 and
                                           f"{step_timeout:g}")) if value]
+            again += [f"--context-file {shlex.quote(context_path)}"] if context_path else []
+            again += [f"--context {shlex.quote(pair)}" for pair in context_pairs]
             again += [f"--import {module}" for module in modules]
             _print_summary(console, name, summaries[name], result, " ".join(again),
                            violations, secrets)
@@ -339,23 +351,33 @@ def run_command(paths: Sequence[str], seed: int, plan_path: str | None, no_fault
 
 @cli.command("replay")
 @click.argument("path", metavar="FILE")
+@click.option("--definition", "definition_path", metavar="PATH",
+              help="Replay on this definition file instead of the one the replay file "
+                   "names: the same one moved elsewhere, or one edited since (to check a "
+                   "fix): the recorded steps that no longer apply to it are skipped, and "
+                   "said.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @click.option("--import", "modules", multiple=True, metavar="MODULE",
               help="Import a Python module first (for the functions it registers).")
-def replay_command(path: str, as_json: bool, modules: Sequence[str]) -> None:
+def replay_command(path: str, definition_path: str | None, as_json: bool,
+                   modules: Sequence[str]) -> None:
     """Replay a replay file a fuzz campaign or a Hypothesis run saved, and tell whether the
     same invariant breaks again.
 
-    The definition is loaded from where the file says and must not have changed since; the
-    machine is imported from the file's `module:name` (the current folder is on the path).
-    Exit 1 when it breaks again, 0 when it no longer does (fixed), 2 when the file cannot be
-    replayed.
+    The definition is loaded from where the file says (or, run from another folder, found from
+    the replay file's folder) and must not have changed since; the machine is imported from
+    the file's `module:name` (the current folder is on the path). With --definition PATH, the
+    recorded schedule runs on that definition, edited or not. Exit 1 when the invariant breaks
+    again, 0 when it holds (fixed), 2 when the file cannot be replayed.
     """
     import_modules(modules)
     if "" not in sys.path and str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))  # the machine's module, as `python -m` finds it
+    definition = None if definition_path is None else _given_definition(definition_path)
     try:
-        outcome = replay(path, trusted=modules,
+        outcome = replay(path, definition=definition, trusted=modules,
+                         edited=definition is not None,
+                         given_as="--definition PATH",
                          say=lambda line: click.echo(f"fsmharness: {line}", err=True))
     except ReplayError as exc:
         raise UsageProblem(str(exc)) from exc
@@ -363,17 +385,62 @@ def replay_command(path: str, as_json: bool, modules: Sequence[str]) -> None:
         click.echo(json.dumps({
             "file": path, "rule": outcome.rule, "reproduced": outcome.reproduced,
             "violation": outcome.violation.to_dict() if outcome.violation else None,
-            "expected": outcome.expected, "trace": outcome.trace()}, indent=2))
+            "expected": outcome.expected, "trace": outcome.trace(),
+            "edited": outcome.edited, "skipped": list(outcome.skipped),
+            "unscheduled": outcome.unscheduled}, indent=2))
+        sys.exit(EXIT_FOUND if outcome.reproduced else EXIT_OK)
+    console = make_console(soft_wrap=True)
+    for line in outcome.trace():
+        console.print(f"  {line}", markup=False)
+    if outcome.edited:
+        _print_skipped(console, outcome.skipped, outcome.unscheduled)
+    if outcome.violation is not None:
+        console.print(f"[red]reproduced[/red] {escape(str(outcome.violation))}")
+    elif outcome.edited:
+        console.print(f"[green]fixed[/green]: {escape(outcome.rule)} holds on the edited "
+                      f"definition (it broke as: {escape(outcome.expected)})")
+        console.print(f"one schedule is not a campaign: fuzz the edited definition too "
+                      f"(fsmharness fuzz {shlex.quote(definition_path or '')})", markup=False)
     else:
-        console = make_console(soft_wrap=True)
-        for line in outcome.trace():
-            console.print(f"  {line}", markup=False)
-        if outcome.violation is not None:
-            console.print(f"[red]reproduced[/red] {escape(str(outcome.violation))}")
-        else:
-            console.print(f"[green]no longer fails[/green]: {escape(outcome.rule)} held "
-                          f"(it broke as: {escape(outcome.expected)})")
+        console.print(f"[green]no longer fails[/green]: {escape(outcome.rule)} held "
+                      f"(it broke as: {escape(outcome.expected)})")
     sys.exit(EXIT_FOUND if outcome.reproduced else EXIT_OK)
+
+
+#: The skipped steps an edited replay prints; --json gives them all.
+_SKIPPED_SHOWN = 10
+
+
+def _print_skipped(console: Console, skipped: Sequence[str], unscheduled: int) -> None:
+    """Prints what of the recorded schedule no longer applied to the edited definition."""
+    if skipped:
+        count = len(skipped)
+        console.print(f"skipped {count} recorded step{'s' if count > 1 else ''} that no longer "
+                      f"appl{'y' if count > 1 else 'ies'} to the edited definition:",
+                      markup=False)
+        for line in skipped[:_SKIPPED_SHOWN]:
+            console.print(f"  {line}", markup=False)
+        if count > _SKIPPED_SHOWN:
+            console.print(f"  ... and {count - _SKIPPED_SHOWN} more (--json lists them all)",
+                          markup=False)
+    else:
+        console.print("every recorded step applied to the edited definition", markup=False)
+    if unscheduled:
+        console.print(f"took {unscheduled} step{'s' if unscheduled > 1 else ''} the schedule "
+                      f"did not have, where the edited definition offered none of its "
+                      f"recorded actions", markup=False)
+
+
+def _given_definition(path: str) -> WorkflowDefinition:
+    """Loads the definition `--definition` names, or exits 2 saying why it cannot."""
+    if not Path(path).exists():
+        raise UsageProblem(f"--definition {path}: no such file")
+    if Path(path).is_dir():
+        raise UsageProblem(f"--definition {path}: is a folder; expected a definition file")
+    try:
+        return load_definition(path)
+    except DefinitionError as exc:
+        raise UsageProblem(f"--definition {_one_line(exc)}") from exc
 
 
 def _check_plan(plan: FaultPlan, definition: WorkflowDefinition, source: str) -> None:
@@ -421,7 +488,8 @@ def _print_summary(console: Console, file: str, summary: dict[str, Any],
         console.print("  every invariant held")
 
 
-for _command in (fuzz_command, explore_command, diagram_command, report_command, bench_command):
+for _command in (fuzz_command, explore_command, diagram_command, report_command, bench_command,
+                 init_command):
     cli.add_command(_command)
 
 

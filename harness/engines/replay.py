@@ -3,8 +3,11 @@
 A replay file is JSON: the definition (name, version, digest and where it was loaded from), the
 machine (an importable `module:name`), the seed, the run's options with its fault plan, the rule
 that broke and how, and the schedule (every choice the run drew, up to the violation, that was
-not the default). `replay(path)` loads the definition again, refuses it when its digest changed,
-runs the schedule and tells whether the same rule breaks.
+not the default; each step's action, and the type of each event the sender sent). `replay(path)`
+loads the definition again (from where the file says, else found from the file's own folder),
+refuses it when its digest changed, runs the schedule and tells whether the same rule breaks.
+`replay(path, definition=edited, edited=True)` runs the schedule on an edited definition
+instead: the steps that no longer apply are skipped, and told.
 """
 
 from __future__ import annotations
@@ -19,20 +22,22 @@ import site
 import sys
 import sysconfig
 import types
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from fault_injection import FaultKind, FaultPlanError
 from harness.checks.checkers import INVARIANTS, Violation, invariants
 from harness.engines.shrink import Counterexample
 from harness.errors import HarnessError, words_of
 from harness.files import write_output
 from harness.report.redact import redact, secret_values
 from harness.report.trace import describe_steps
-from harness.sim.choices import Choice, ScriptedChoices, default
+from harness.sim.choices import BRANCH, FAULT, Choice, ScriptedChoices, default, labels_of
+from harness.sim.history import Delivered, FaultInjected, HistoryRecord
 from harness.sim.identity import definition_digest, machine_path
-from harness.sim.machine import MachineFactory
+from harness.sim.machine import MachineFactory, Observation
 from harness.sim.simulator import SimOptions, SimulationResult, Simulator
 from reference_machine import (
     DefinitionError,
@@ -63,7 +68,12 @@ class ReplayError(HarnessError):
 
 @dataclass(frozen=True, slots=True)
 class ReplayOutcome:
-    """What replaying a file gave: whether the same rule broke again, its violation, the run."""
+    """What replaying a file gave: whether the same rule broke again, its violation, the run.
+
+    On an edited definition (`edited`), `skipped` says each recorded step that no longer
+    applied (and each recorded fault that no longer struck), and `unscheduled` counts the
+    steps the edited run took that the schedule did not have (where it offered none of the
+    recorded actions)."""
 
     path: str
     rule: str
@@ -71,6 +81,9 @@ class ReplayOutcome:
     reproduced: bool
     violation: Violation | None
     result: SimulationResult
+    edited: bool = False
+    skipped: tuple[str, ...] = ()
+    unscheduled: int = 0
 
     def trace(self) -> list[str]:
         """Gives the replayed run as readable steps, up to the violation (all when none)."""
@@ -128,11 +141,16 @@ def write_replay(counterexample: Counterexample, folder: str | os.PathLike[str])
         raise HarnessError(f"{folder}: cannot make the replay folder: {exc.strerror}") from exc
     definition = counterexample.definition
     secrets = secret_values(definition, counterexample.result.history)
+    recorded: dict[str, Any] = {"name": definition.name, "version": definition.version,
+                                "digest": definition_digest(definition),
+                                "source": definition.source}
+    near = _path_from(definition.source, folder)
+    if near is not None:  # found again when the file is replayed from another folder
+        recorded["source_from_replay"] = near
     data: dict[str, Any] = {
         "kind": _KIND,
         "format": REPLAY_FORMAT,
-        "definition": {"name": definition.name, "version": definition.version,
-                       "digest": definition_digest(definition), "source": definition.source},
+        "definition": recorded,
         "machine": machine_path(counterexample.machine),
         "imports": imports_needed(definition, counterexample.violation.rule),
         "seed": counterexample.seed,
@@ -145,6 +163,8 @@ def write_replay(counterexample: Counterexample, folder: str | os.PathLike[str])
                     if c.u != default(c.tag)],
         "actions": {str(step): label for step, label in sorted(
             counterexample.actions.items())},
+        "events": {str(step): name for step, name in sorted(
+            _events_sent(counterexample.result.history, counterexample.actions).items())},
         "trace": redact(counterexample.trace(), secrets),
     }
     path = folder / replay_file_name(
@@ -156,16 +176,60 @@ def write_replay(counterexample: Counterexample, folder: str | os.PathLike[str])
 
 
 
+def _path_from(source: str, folder: Path) -> str | None:
+    """Gives the definition file's path from the replay file's folder (None when the source
+    is no file: a Python definition)."""
+    if not source or not Path(source).is_file():
+        return None
+    try:
+        return Path(os.path.relpath(os.path.abspath(source), os.path.abspath(folder))
+                    ).as_posix()
+    except ValueError:  # another drive: no relative path
+        return None
+
+
+#: The faults under which an event the sender sent is told by its id, not delivered at once.
+_HELD_BACK = frozenset({FaultKind.DROPPED_EVENT, FaultKind.REORDERED_EVENTS,
+                        FaultKind.WRONG_CORRELATION})
+
+
+def _events_sent(history: Iterable[HistoryRecord], actions: Mapping[int, str]
+                ) -> dict[int, str]:
+    """Gives, for each step whose action sent an external event (`event x1`), the event's
+    type: delivered at once, or held back by a fault and delivered later under its id."""
+    records = list(history)
+    sending = {step for step, label in actions.items() if label.startswith("event ")}
+    types = {r.event_id: r.type for r in records if type(r) is Delivered}
+    sent: dict[int, str] = {}
+    for record in records:
+        step = record.step
+        if step not in sending or step in sent:
+            continue
+        if type(record) is Delivered and record.via == "external":
+            sent[step] = record.type
+        elif type(record) is FaultInjected and record.fault in _HELD_BACK:
+            found = types.get(record.detail.partition(" ")[0])
+            if found is not None:
+                sent[step] = found
+    return sent
+
+
 def replay(path: str | os.PathLike[str], *, definition: WorkflowDefinition | None = None,
            machine: MachineFactory | None = None, trusted: Iterable[str] = (),
-           say: Callable[[str], object] | None = None) -> ReplayOutcome:
+           say: Callable[[str], object] | None = None, edited: bool = False,
+           given_as: str = "definition=") -> ReplayOutcome:
     """Runs a replay file's schedule again and tells whether its rule breaks again.
 
     The definition is loaded from where the file says (or given), and must have the digest the
-    file records; the machine is imported from the file's `module:name` (or given). A module
-    the file names is imported only when it is the user's own (see `user_module`) or named in
-    `trusted`; `say` is told of each before it is imported. Raises `ReplayError` when the file
-    cannot be replayed as recorded."""
+    file records; where the recorded path is no file from here, it is looked for from the
+    replay file's folder. With `edited`, the given definition may differ from the recorded
+    one: the schedule runs on it, each recorded step that no longer applies is skipped, and
+    the outcome tells them (`skipped`). The machine is imported from the file's `module:name`
+    (or given). A module the file names is imported only when it is the user's own (see
+    `user_module`) or named in `trusted`; `say` is told of each before it is imported, and of
+    a definition found elsewhere than recorded. `given_as` is how the caller names a
+    definition, for the messages (`--definition PATH` at the command line). Raises
+    `ReplayError` when the file cannot be replayed."""
     name = str(path)
     data = _read(name)
     trusted = frozenset(trusted)
@@ -179,31 +243,36 @@ def replay(path: str | os.PathLike[str], *, definition: WorkflowDefinition | Non
             named.name == recorded.get("name")):
         definition = named  # a machine that carries its definition (an adapter's target)
     if definition is None:
-        source = recorded.get("source", "")
-        if not isinstance(source, str) or not Path(source).is_file():
-            raise ReplayError(name, f"the definition {recorded.get('name')!r} was loaded from "
-                                    f"{source!r}, which is not a file here; pass it with "
-                                    "definition=")
-        try:
-            definition = load_definition(source)
-        except DefinitionError as exc:
-            raise ReplayError(name, f"the definition cannot be loaded: {exc}") from exc
+        definition = _find_definition(name, recorded, told, given_as)
     digest = definition_digest(definition)
-    if digest != recorded.get("digest"):
+    changed = digest != recorded.get("digest")
+    if changed and not edited:
         raise ReplayError(name, f"definition {definition.name!r} changed since this file was "
                                 f"written (digest {str(recorded.get('digest'))[:12]}, now "
                                 f"{digest[:12]}); the schedule no longer means what it did: "
-                                "run the fuzzer again")
+                                f"replay it on the edited definition with {given_as}, or run "
+                                "the fuzzer again")
     try:
         options = SimOptions.from_dict(data["options"])
     except HarnessError as exc:
         raise ReplayError(name, str(exc)) from exc
+    notes: list[str] = []
+    if changed:
+        options, notes = _fitted(options, definition)
     script = [Choice(*entry) for entry in data["choices"]]
     actions = {int(step): label for step, label in data.get("actions", {}).items()}
-    choices = ScriptedChoices(script, actions)
-    result = Simulator(definition, options, machine).run(data["seed"], choices=choices)
+    events = {int(step): kind for step, kind in data.get("events", {}).items()}
+    try:
+        simulator = Simulator(definition, options, machine)
+    except (FaultPlanError, HarnessError) as exc:
+        raise ReplayError(name, f"the recorded options do not fit "
+                                f"{'the edited' if changed else 'the'} definition: "
+                                f"{words_of(exc)}") from exc
+    choices = (_EditedChoices(script, actions, events, simulator.offered) if changed
+               else ScriptedChoices(script, actions))
+    result = simulator.run(data["seed"], choices=choices)
     departures = choices.departures()
-    if departures:  # a schedule not carried out is no evidence either way
+    if departures and not changed:  # a schedule not carried out is no evidence either way
         more = f" (and {len(departures) - 1} more)" if len(departures) > 1 else ""
         raise ReplayError(name, f"the schedule cannot be carried out as recorded: "
                                 f"{departures[0]}{more}; the file was edited, or the machine "
@@ -214,8 +283,215 @@ def replay(path: str | os.PathLike[str], *, definition: WorkflowDefinition | Non
     (rule,) = invariants([data["rule"]])
     found = rule.run(definition, result.history)
     violation = min(found, key=lambda v: v.step) if found else None
+    skipped: tuple[str, ...] = ()
+    unscheduled = 0
+    if isinstance(choices, _EditedChoices):
+        skipped, unscheduled = (*notes, *choices.skipped_steps()), choices.unscheduled
     return ReplayOutcome(name, data["rule"], data["violation"], violation is not None,
-                         violation, result)
+                         violation, result, changed, skipped, unscheduled)
+
+
+def _find_definition(name: str, recorded: Mapping[str, Any], told: list[str],
+                     given_as: str) -> WorkflowDefinition:
+    """Gives the definition a replay file names: from its recorded path when that is a file
+    from here (changed or not: the file the user works on); else from the replay file's
+    folder: its recorded path from there, or the recorded path from that folder or one above
+    it (the folder the campaign ran in), the first found with the recorded digest, else the
+    first found (which the caller refuses as changed)."""
+    source = recorded.get("source", "")
+    label = recorded.get("name")
+    if not isinstance(source, str) or not source:
+        raise ReplayError(name, f"the file does not say where the definition {label!r} was "
+                                f"loaded from; pass it with {given_as}")
+    if Path(source).is_file():
+        candidates = [Path(source)]
+    else:
+        here = Path(name).resolve().parent
+        near = recorded.get("source_from_replay")
+        candidates = [here / near] if isinstance(near, str) and near else []
+        if not Path(source).is_absolute():
+            candidates += [folder / source for folder in (here, *here.parents)]
+    found: list[tuple[Path, WorkflowDefinition]] = []
+    problem: DefinitionError | None = None
+    seen: set[Path] = set()
+    for candidate in candidates:
+        where = candidate.resolve()
+        if where in seen or not where.is_file():
+            continue
+        seen.add(where)
+        try:
+            definition = load_definition(candidate)
+        except DefinitionError as exc:
+            problem = problem or exc
+            continue
+        if definition_digest(definition) == recorded.get("digest"):
+            found.insert(0, (where, definition))
+            break
+        found.append((where, definition))
+    if not found:
+        if problem is not None:
+            raise ReplayError(name, f"the definition cannot be loaded: "
+                                    f"{_definition_problem(problem)}") from problem
+        raise ReplayError(name, f"the definition {label!r} was loaded from {source!r}, which "
+                                f"is not a file here; pass it with {given_as} (it was looked "
+                                "for from the replay file's folder too)")
+    where, definition = found[0]
+    if candidates[0] != Path(source):
+        told.append(f"the definition {label!r} was loaded from {source!r} where the file was "
+                    f"written; replaying it from {where}")
+    return definition
+
+
+def _definition_problem(error: DefinitionError) -> str:
+    """Gives a definition's errors in one line: the first, and how many more there are."""
+    if not error.findings:
+        return str(error).splitlines()[0]
+    more = len(error.findings) - 1
+    return (f"{error.source}: {error.findings[0].render()}"
+            + (f" (and {more} more: fsmharness lint {error.source})" if more else ""))
+
+
+def _fitted(options: SimOptions, definition: WorkflowDefinition
+            ) -> tuple[SimOptions, list[str]]:
+    """Gives the recorded options fitted to an edited definition, and what was left out: the
+    tools it no longer has, in the tools that honour keys."""
+    gone = sorted(tool for tool in options.honour_keys if tool not in definition.tools)
+    if not gone:
+        return options, []
+    kept = {tool: on for tool, on in options.honour_keys.items() if tool not in gone}
+    return replace(options, honour_keys=kept), [
+        f"options: honour_keys names {tool}, which the edited definition has no longer: left "
+        "out" for tool in gone]
+
+
+class _EditedChoices(ScriptedChoices):
+    """Replays a schedule on an edited definition. As `ScriptedChoices`, each step performs
+    the next scheduled action that is enabled, and a scheduled `event` step sends the type it
+    sent when recorded (not whichever the recorded draw picks among the edited state's
+    events), or is passed over when the edited state takes that type no longer. Where none of
+    the scheduled actions is enabled (a step the edit added: a new tool call, a new wait), the
+    step performs the first enabled action unscheduled and the schedule waits, instead of
+    being given up."""
+
+    def __init__(self, script: Sequence[Choice], actions: Mapping[int, str],
+                 events: Mapping[int, str],
+                 offered: Callable[[Observation], tuple[str, ...]]) -> None:
+        super().__init__(script, actions)
+        self.events = dict(events)
+        self.offered = offered
+        self.sending: tuple[str, tuple[str, ...]] | None = None  # the type, what was offered
+        self.refused: dict[int, str] = {}  # scheduled step -> why its event was not sent
+        self.unscheduled = 0  # steps taken between scheduled ones, none of those enabled
+        self.waiting = 0  # such steps since the last scheduled one
+
+    def action(self, actions: Sequence[Any], label: Callable[[Any], str]) -> int:
+        self.sending = None
+        if not self.planned:
+            return super().action(actions, label)
+        labels = labels_of(actions, label)
+        coarse = [text.partition(" | ")[0] for text in labels]
+        for position in range(self.cursor, len(self.planned)):
+            step, wanted = self.planned[position]
+            if wanted in labels:  # the very action, or one that does the same
+                index = labels.index(wanted)
+            elif wanted.partition(" | ")[0] in coarse:
+                index = coarse.index(wanted.partition(" | ")[0])
+            else:
+                continue
+            if not self._sends(step, actions[index]):
+                continue
+            self.skipped += self.planned[self.cursor:position]
+            self.cursor, self.source = position + 1, step
+            self.used.add((step, BRANCH, self._counts.get(BRANCH, 0)))
+            self.unscheduled += self.waiting
+            self.waiting = 0
+            break
+        else:  # counted once a scheduled step comes after it: else the schedule had ended
+            index, self.source = 0, None
+            self.waiting += self.cursor < len(self.planned)
+        self._record(BRANCH, (index + 0.5) / len(labels))
+        self.actions[self.step] = labels[index]
+        return index
+
+    def _sends(self, step: int, action: Sequence[Any]) -> bool:
+        """Tells whether the scheduled `step` may be performed as `action`: yes, unless it
+        sent an event whose type the execution's state, as edited, takes no longer."""
+        wanted = self.events.get(step)
+        obs = action[2] if wanted is not None and len(action) > 2 else None
+        if not isinstance(obs, Observation):
+            return True
+        names = self.offered(obs)
+        if wanted not in names:
+            self.refused[step] = (f"{action[1]} in {obs.state} takes {wanted} no longer"
+                                  + (f" (it takes {', '.join(names)})" if names else ""))
+            return False
+        self.sending = (wanted, names)
+        return True
+
+    def branch(self, n: int) -> int:
+        sending, self.sending = self.sending, None
+        index = super().branch(n)
+        if sending is not None:  # the draw that picks the event to send: the recorded type
+            wanted, names = sending
+            if len(names) == n:  # else a bound on sends left some out: the draw as recorded
+                index = names.index(wanted)
+                last = self.recorded[-1]
+                self.recorded[-1] = Choice(last.step, last.tag, last.n, (index + 0.5) / n)
+        return index
+
+    def skipped_steps(self) -> list[str]:
+        """Gives a line for each recorded step that was not performed (scheduled but never
+        possible, or never reached), and for each performed one whose recorded faults were
+        not drawn; in the order of the recorded steps."""
+        gone = dict(self.skipped)
+        gone.update(self.planned[self.cursor:])
+        lines: dict[int, str] = {}
+        for step, label in sorted(gone.items()):
+            lines[step] = (f"step {step}: {self._what(step, label)}: "
+                           f"{self.refused.get(step) or _why(label)}")
+        undrawn: dict[int, list[str]] = {}
+        for step, tag, _ in sorted(set(self.script) - self.used):
+            if step not in gone:
+                undrawn.setdefault(step, []).append(tag)
+        for step, tags in undrawn.items():
+            faults = [_fault_name(tag) for tag in tags if tag[0] == FAULT]
+            others = len(tags) - len(faults)
+            said = faults + ([f"{others} recorded draw{'s' if others > 1 else ''} "
+                              "(values, choices)"] if others else [])
+            lines[step] = (f"step {step}: {', '.join(said)} not drawn: the edited run did not "
+                           "come where the recorded one drew "
+                           f"{'it' if len(tags) == 1 else 'them'}")
+        return [lines[step] for step in sorted(lines)]
+
+    def _what(self, step: int, label: str) -> str:
+        """Names what a scheduled step did: its action, with the type of the event it sent."""
+        head, _, detail = label.partition(" | ")
+        if head.startswith("event ") and step in self.events:
+            return f"send {self.events[step]} to {head.removeprefix('event ')}"
+        if head == "advance":
+            return f"move the clock to {detail}" if detail else "move the clock"
+        return head
+
+
+def _why(label: str) -> str:
+    """Says why a scheduled action was never possible on the edited definition."""
+    words = label.partition(" | ")[0].split()
+    verb, execution = words[0], words[1] if len(words) > 1 else ""
+    return {
+        "start": f"{execution} was not there to start",
+        "complete": f"{execution} had no call of {words[-1]} in flight",
+        "approve": f"{execution} waited on no approval",
+        "event": f"{execution} took no event then",
+        "deliver": "no such event was on its way",
+        "advance": "nothing was due then",
+    }.get(verb, "it was never possible")
+
+
+def _fault_name(tag: str) -> str:
+    """Names a fault draw's tag: `f:crash` a crash, `f:tool:pay.charge` a tool fault."""
+    kind = tag.removeprefix("f:")
+    return f"a tool fault of {kind.removeprefix('tool:')}" if kind.startswith("tool:") else (
+        f"fault {kind}")
 
 
 def _read(name: str) -> dict[str, Any]:
@@ -245,6 +521,10 @@ def _read(name: str) -> dict[str, Any]:
     if not isinstance(actions, Mapping) or not all(
             isinstance(k, str) and k.isdigit() and isinstance(v, str) for k, v in actions.items()):
         raise ReplayError(name, "'actions' must map step numbers to action labels")
+    events = data.get("events", {})
+    if not isinstance(events, Mapping) or not all(
+            isinstance(k, str) and k.isdigit() and isinstance(v, str) for k, v in events.items()):
+        raise ReplayError(name, "'events' must map step numbers to event types")
     for index, entry in enumerate(data["choices"]):
         if not (isinstance(entry, list) and len(entry) == 4 and isinstance(entry[0], int)
                 and isinstance(entry[1], str) and (entry[1] in ("b", "v") or
