@@ -259,21 +259,26 @@ def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
               help="Stop (bound not covered) past this many distinct states.")
 @click.option("--budget", type=Finite(min=0, min_open=True), default=None,
               metavar="SECONDS", help="Stop (bound not covered) after this long, per target.")
+@context_options
 def explore_command(targets: Sequence[str], machine: str | None, faults_text: str,
                     plan_path: str | None, executions: int | None, report_dir: str,
                     no_report: bool, as_json: bool, quiet: bool, modules: Sequence[str],
                     depth: int, faults_max: int, states_max: int, budget: float | None,
-                    step_timeout: float, input_format: str | None) -> None:
+                    step_timeout: float, input_format: str | None,
+                    context_pairs: Sequence[str], context_path: str | None) -> None:
     """Explore every schedule of each definition, breadth-first to a depth: a proof that every
     invariant holds within the bound, or the shortest trace that breaks one.
 
     Exit 0 when every invariant held within the bound, 1 when one broke, 2 on bad input.
     """
+    context = start_context(context_pairs, context_path)
+
     def each(target: Target, plan: FaultPlan, replays: Path | None, progress: Progress
              ) -> dict[str, Any]:
         options = ExploreOptions(depth=depth, faults_max=faults_max, executions=executions or 1,
                                  states_max=states_max, time_budget_s=budget, plan=plan,
-                                 step_timeout_s=step_timeout)
+                                 step_timeout_s=step_timeout,
+                                 context=context_for(target.definition, context))
         task = progress.add_task(escape(target.name), total=depth, detail="")
 
         def advance(level: int, states: int) -> None:

@@ -18,7 +18,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -53,6 +53,7 @@ class ExploreOptions:
     invariants: tuple[str, ...] | None = None
     grant_rate: float = 0.5  # only whether both answers are possible matters
     step_timeout_s: float = 10.0  # wall time a step may take before the machine is `hung`
+    context: Mapping[str, Any] = field(default_factory=dict)  # the executions' start context
 
     def __post_init__(self) -> None:
         for name, low in (("depth", 1), ("faults_max", 0), ("executions", 1),
@@ -199,7 +200,8 @@ def explore(target: WorkflowDefinition | str | Mapping[str, Any],
         plan = replace(plan, swarm=False)
     sim_options = SimOptions(executions=options.executions, steps_max=options.depth,
                              plan=plan, liveness_steps=0, grant_rate=options.grant_rate,
-                             step_timeout_s=options.step_timeout_s)
+                             step_timeout_s=options.step_timeout_s,
+                             context=dict(options.context))
     simulator = Simulator(definition, sim_options, machine)
     checked = invariants(options.invariants)
     search = _Search(definition, simulator, machine, options, checked)
@@ -253,6 +255,7 @@ class _Search:
             return self.report(0, False, self.counterexample(root, _, violation))
         frontier: list[list[int]] = [[]]
         self.seen.add(_fingerprint(root))
+        root.close()
         depth = 0
         while frontier and depth < self.options.depth:
             depth += 1
@@ -285,7 +288,10 @@ class _Search:
             prefix = pending.pop()
             run, choices = self.play(prefix, depth)
             found = choices.found
-            yield prefix + [0] * len(found), run, choices
+            try:
+                yield prefix + [0] * len(found), run, choices
+            finally:  # its timer would tick on past the search, and its machines stay open
+                run.close()
             for position in range(len(found) - 1, -1, -1):
                 for option in range(found[position] - 1, 0, -1):
                     pending.append(prefix + [0] * position + [option])

@@ -485,6 +485,11 @@ class _Run:
         finally:
             self.quiet = quiet
 
+    def close(self) -> None:
+        """Ends a run that is not played to its end (an exhaustive search's prefix), as one
+        that is ends: the machines' `close()`, the event loops, the watchdog's timer."""
+        self._close()
+
     def _close(self) -> None:
         """The run has ended: each machine's optional `close()` (its files, its connections;
         once, and what it raises does not change the verdict), then the event loops."""

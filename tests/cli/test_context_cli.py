@@ -1,4 +1,4 @@
-"""`--context KEY=VALUE` and `--context-file FILE` of `fsmharness run` and `fuzz`: the
+"""`--context KEY=VALUE` and `--context-file FILE` of `fsmharness run`, `fuzz` and `explore`: the
 executions' start context given at the command line, seen in the history, carried into the
 replay files, and bad input refused in one line."""
 
@@ -131,6 +131,23 @@ class TestFuzz:
         assert replayed.stdout.splitlines()[-1].startswith("reproduced no_duplicate_effect")
 
 
+class TestExplore:
+    def test_the_search_starts_from_the_context_and_its_replay_file_keeps_it(
+            self, folder: Path) -> None:
+        """Within the bound every schedule holds with the default context; with `vip=true`
+        the search finds the double charge, and its replay file breaks the rule again."""
+        args = ("explore", "vip.yaml", "--faults", "none", "--depth", "6")
+        held = cli(*args, "--no-report", cwd=folder)
+        assert held.returncode == 0, held.stdout + held.stderr
+        broken = cli(*args, "--report", "reports", "--context", "vip=true", cwd=folder)
+        assert broken.returncode == 1, broken.stdout + broken.stderr
+        assert "violated no_duplicate_effect" in broken.stdout
+        (saved,) = (folder / "reports" / "replays").glob("*.json")
+        assert json.loads(saved.read_text())["options"]["context"] == {"vip": True}
+        replayed = cli("replay", str(saved), cwd=folder)
+        assert replayed.returncode == 1, replayed.stdout + replayed.stderr
+
+
 class TestBadInput:
     @pytest.mark.parametrize(("args", "fragments"), [
         (["--context", "vip"], ["--context 'vip': expected KEY=VALUE"]),
@@ -141,7 +158,7 @@ class TestBadInput:
         (["--context-file", "nowhere.yaml"], ["--context-file nowhere.yaml: no such file"]),
         (["--context-file", "."], ["--context-file .: is a folder"]),
     ], ids=["no-equals", "no-key", "empty-part", "not-a-mapping", "missing-file", "folder"])
-    @pytest.mark.parametrize("command", ["run", "fuzz"])
+    @pytest.mark.parametrize("command", ["run", "fuzz", "explore"])
     def test_one_line_exit_2(self, folder: Path, command: str, args: list[str],
                              fragments: list[str]) -> None:
         one_error_line(cli(command, "vip.yaml", *args, cwd=folder), *fragments)

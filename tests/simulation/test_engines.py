@@ -164,6 +164,23 @@ class TestExplore:
         assert report.held and not report.complete
         assert "not covered, stopped at 50 distinct states" in report.summary()
 
+    def test_no_watchdog_timer_is_left_ticking_after_a_search(self) -> None:
+        """Each run the search plays is closed: its watchdog's timer stops with the search (a
+        tick landing while Python shuts down killed a pytest session with SIGALRM)."""
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            pytest.skip("the watchdog runs in the main thread only")
+        held = explore(WORKFLOW, ExploreOptions(depth=3, step_timeout_s=10))
+        assert held.held
+        assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+        machine, _ = PLANTED["final_accepts_events"]
+        broken = explore(WORKFLOW, ExploreOptions(depth=6, step_timeout_s=10),  # stops at it
+                         machine=machine)
+        assert not broken.held
+        assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
     def test_bad_options_are_refused(self) -> None:
         """A bound of no steps explores nothing: refused."""
         with pytest.raises(HarnessError, match=r"options\.depth: expected a whole number of at "
