@@ -23,9 +23,9 @@ from reference_machine._definition import (
     check_spec,
     compile_definition,
 )
-from reference_machine._findings import Finding, Severity
+from reference_machine._findings import Acknowledged, Finding, LintReport, Severity
 from reference_machine._functions import register_function, registered_functions
-from reference_machine._load import lint, load_definition, load_spec
+from reference_machine._load import lint, lint_report, load_definition, load_spec
 from reference_machine._postgres import PostgresStore
 from reference_machine._records import (
     APPROVAL_DENIED,
@@ -109,6 +109,7 @@ __all__ = [
     "STEP_SUCCEEDED",
     "TIMER_FIRED",
     "Accepted",
+    "Acknowledged",
     "Budgets",
     "CancelTimer",
     "Category",
@@ -134,6 +135,7 @@ __all__ = [
     "History",
     "IgnoreReason",
     "Ignored",
+    "LintReport",
     "LogEntry",
     "MemoryStore",
     "OutboxEntry",
@@ -173,6 +175,7 @@ __all__ = [
     "compile_definition",
     "decide",
     "lint",
+    "lint_report",
     "load_definition",
     "load_spec",
     "new_execution",

@@ -20,9 +20,22 @@ import referencing
 from pydantic import BaseModel, ValidationError
 
 from reference_machine._expr import ExpressionSyntaxError, compile_expression
-from reference_machine._findings import Finding, Severity, did_you_mean
+from reference_machine._findings import (
+    CODES,
+    IGNORE_CODES,
+    Acknowledged,
+    Finding,
+    LintReport,
+    Severity,
+    did_you_mean,
+)
 from reference_machine._functions import registered_functions
-from reference_machine._records import BUILTIN_EVENTS, TRANSITION_EVENTS, Transition
+from reference_machine._records import (
+    APPROVAL_GRANTED,
+    BUILTIN_EVENTS,
+    TRANSITION_EVENTS,
+    Transition,
+)
 from reference_machine._schema import compile_fast_check, generation_problem
 from reference_machine._secrets import is_reference
 from reference_machine._spec import (
@@ -174,7 +187,8 @@ class WorkflowDefinition:
     """A checked, immutable workflow definition: what `decide` runs on.
 
     `states` holds every state by name (leaf and compound); an execution is always in a leaf.
-    `warnings` keeps the non-blocking findings of the load-time checks.
+    `warnings` keeps the non-blocking findings of the load-time checks; `acknowledged`, the
+    warnings its `lint: ignore:` acknowledges, with their reasons.
     """
 
     name: str
@@ -190,6 +204,7 @@ class WorkflowDefinition:
     secrets: frozenset[str] = frozenset()
     source: str = "<definition>"
     warnings: tuple[Finding, ...] = field(default=())
+    acknowledged: tuple[Acknowledged, ...] = field(default=())
     #: some state has entry or exit actions or history: moves compute what they exit and enter
     scoped: bool = False
     #: a region's or map item's own definition (same states; its initial; no budgets), by scope
@@ -209,6 +224,9 @@ class WorkflowDefinition:
         """Gives the names of the final states, in definition order."""
         return tuple(name for name, state in self.states.items() if state.final)
 
+
+#: The transitions a state declares for one event, in order.
+Transitions = tuple[CompiledTransition, ...]
 
 #: What `decide` knows at once of a user event in a state: the transitions `_take` chooses
 #: from and, where that can only be a plain move, its target and its record ("" and None).
@@ -264,10 +282,24 @@ def check_spec(
     functions: Mapping[str, Callable[..., Any]] | None = None,
     lines: Mapping[str, int] | None = None,
 ) -> list[Finding]:
-    """Gives every finding (errors and warnings) of the load-time checks, raising nothing."""
+    """Gives every finding (errors and warnings) of the load-time checks, raising nothing;
+    the warnings the definition acknowledges (`lint: ignore:`) are left out."""
+    return list(lint_spec(spec, functions=functions, lines=lines).findings)
+
+
+def lint_spec(
+    spec: WorkflowSpec,
+    *,
+    functions: Mapping[str, Callable[..., Any]] | None = None,
+    lines: Mapping[str, int] | None = None,
+) -> LintReport:
+    """Gives the findings of the load-time checks and, apart, the warnings the definition
+    acknowledges under `lint: ignore:`, raising nothing."""
     builder = _Builder(spec, functions, lines or {})
     builder.build("<lint>")
-    return _by_line(builder.findings)
+    return LintReport(tuple(_by_line(builder.findings)),
+                      tuple(sorted(builder.acknowledged,
+                                   key=lambda a: (a.finding.line is None, a.finding.line or 0))))
 
 
 def _by_line(findings: list[Finding]) -> list[Finding]:
@@ -286,6 +318,7 @@ class _Builder:
         self.functions = {**registered_functions(), **(functions or {})}
         self.lines = lines
         self.findings: list[Finding] = []
+        self.acknowledged: list[Acknowledged] = []
         self.states = spec.states
         self.unresolved: set[str] = set()  # states with a target we could not resolve
         self.output_checks: dict[str, PayloadCheck | None] = {}
@@ -396,6 +429,8 @@ class _Builder:
                 else leaf_of[root]
             if start is not None:
                 self._check_graph(start, self._leaves(root), compiled_states, leaf_of, root)
+        self._check_approval_entries(own, charted, leaf_of, initial)
+        self._acknowledge()
         if any(f.severity is Severity.ERROR for f in self.findings) or initial is None:
             return None
         initial_leaf = leaf_of[initial]
@@ -423,6 +458,7 @@ class _Builder:
             secrets=frozenset(spec.secrets),
             source=source,
             warnings=tuple(f for f in self.findings if f.severity is Severity.WARNING),
+            acknowledged=tuple(self.acknowledged),
             scoped=any(s.entry or s.exit or s.history for s in compiled_states.values()),
             scopes={},
         )
@@ -433,7 +469,8 @@ class _Builder:
             start = compiled.regions[0][1] if compiled.kind == "map" else leaf_of[root]
             assert start is not None
             scopes[root] = replace(definition, initial=start, budgets=Budgets(),
-                                   compensation_failed=None, scope=root, warnings=())
+                                   compensation_failed=None, scope=root, warnings=(),
+                                   acknowledged=())
         return definition
 
     # -- scopes: parallel regions and map items ----------------------------------------------
@@ -1131,6 +1168,175 @@ class _Builder:
                 self.error("approval-missing", f"states.{name}.step.needs_approval",
                            f"step {name!r} needs approval, but no approval state names it in "
                            "`for_state`", name)
+
+    # -- approval gates --------------------------------------------------------------------------
+
+    def _check_approval_entries(self, own: Mapping[str, Mapping[str, Transitions]],
+                                charted: Mapping[str, Mapping[str, Any]],
+                                leaf_of: Mapping[str, str | None], initial: str | None) -> None:
+        """A step that needs approval (`needs_approval: true`) is entered only by the
+        `approval.granted` transition of its approval state. Any other way in (a transition,
+        a timeout, an escalation, a budget, the start) bypasses the approval: the machine
+        refuses the move, or runs the step on an earlier grant still unspent. A conditional
+        approval (an expression) is decided on entry, so a direct way in is its design. A
+        return to a compound with `history` may resume a gated step rather than enter its
+        initial state, depending on the path that left it: lint follows no paths there, and
+        `decide` refuses any entry with no grant."""
+        approves = {name: state.approval.for_state for name, state in self.states.items()
+                    if state.approval is not None}
+        gates: dict[str, list[str]] = {}
+        for name, step in approves.items():
+            gates.setdefault(step, []).append(name)
+        gated = {name: gates[name] for name, state in self.states.items()
+                 if state.step is not None and state.step.needs_approval is True
+                 and name in gates}  # with no approval state, approval-missing says so
+        if not gated:
+            return
+
+        def bypass(location: str, how: str, target: str, *ids: str) -> None:
+            leaf = leaf_of.get(target)
+            if leaf is None or leaf not in gated:
+                return
+            ways = " or ".join(repr(gate) for gate in gated[leaf])
+            into = f"enters {leaf!r}" if leaf == target else (
+                f"enters {leaf!r} (the initial state of {target!r})")
+            self.error("approval-bypass", location,
+                       f"{how} {into} without its approval; expected only `approval.granted` "
+                       f"of {ways} to enter {leaf!r}, whose step needs approval: go to "
+                       f"{gated[leaf][0]!r} instead, which asks for it",
+                       *ids, leaf, *gated[leaf])
+
+        for name, events in own.items():
+            state = self.states[name]
+            for event, transitions in events.items():
+                written = len(state.transitions(event))
+                for transition in transitions:
+                    where = f"states.{name}.on.{event}" + (
+                        f"[{transition.index}]" if written > 1 else "")
+                    if transition.internal:
+                        continue
+                    if event == APPROVAL_GRANTED:
+                        stray = self._stray_grant(name, leaf_of.get(transition.target),
+                                                  approves)
+                        if stray is None:
+                            continue
+                        how = (f"`approval.granted` of {name!r}, taken also when approval "
+                               f"state {stray!r} (an approval of {approves[stray]!r}) is "
+                               "granted," if stray != name else f"`approval.granted` of {name!r}")
+                    else:
+                        how = f"`{event}` of {name!r}"
+                    bypass(f"{where}.target", how, transition.target, name, event)
+            for key, label, count in (
+                    ("always", "an `always` transition", len(state.eventless())),
+                    ("done", "the `done` transition", len(state.joins()))):
+                for transition in charted[name][key]:
+                    where = f"states.{name}.{key}" + (
+                        f"[{transition.index}]" if count > 1 else "")
+                    bypass(f"{where}.target", f"{label} of {name!r}", transition.target, name)
+            if state.after is not None:
+                bypass(f"states.{name}.after.target", f"the timeout (`after:`) of {name!r}",
+                       state.after.target, name)
+            if state.step is not None and state.step.escalate_to is not None:
+                bypass(f"states.{name}.step.escalate_to", f"the escalation of step {name!r}",
+                       state.step.escalate_to, name)
+            if state.approval is not None and state.approval.escalate_to is not None:
+                bypass(f"states.{name}.approval.escalate_to",
+                       f"the expiry escalation of approval {name!r}",
+                       state.approval.escalate_to, name)
+        budgets = self.spec.budgets
+        for key, target in (("budgets.on_exceeded", budgets.on_exceeded),
+                            ("budgets.on_cycle", budgets.on_cycle),
+                            ("compensation_failed", self.spec.compensation_failed)):
+            if target is not None:
+                bypass(key, f"`{key}`", target)
+        starts: list[tuple[str | None, str]] = [(initial, "the run starts in it and")]
+        for name, state in self.states.items():
+            if state.type == "parallel":
+                starts += [(region, f"region {region!r} of parallel state {name!r} starts "
+                                    "in it and") for region in self.children.get(name, [])]
+            elif state.type == "map":
+                first = next((child for child in self.children.get(name, [])
+                              if self.states[child].initial), None)
+                starts.append((first, f"each item of map state {name!r} starts in it and"))
+        for start, how in starts:
+            leaf = leaf_of.get(start or "")
+            if leaf in gated:
+                self.error("approval-bypass", f"states.{leaf}.initial",
+                           f"{leaf!r} needs approval for its step, but {how} runs it with "
+                           f"no approval; expected only `approval.granted` of "
+                           f"{' or '.join(repr(gate) for gate in gated[leaf])} to enter it: "
+                           f"start in {gated[leaf][0]!r} instead", leaf, *gated[leaf])
+
+    def _stray_grant(self, holder: str, entered: str | None, approves: Mapping[str, str]
+                     ) -> str | None:
+        """Gives the approval state whose grant takes `holder`'s `approval.granted` transition
+        into `entered` though it approves another step: `holder` itself, or an approval state
+        below it that inherits the transition (None when every grant taking it approves
+        `entered`)."""
+        takers = [name for name in approves
+                  if holder in self._chain(name) and self._inherits(name, holder)]
+        return next((taker for taker in takers if approves[taker] != entered), None)
+
+    def _inherits(self, name: str, holder: str) -> bool:
+        """Tells whether an `approval.granted` of `name` may fall through to the one its
+        ancestor `holder` declares: no state between them declares an unguarded one."""
+        for state in self._chain(name):
+            if state == holder:
+                return True
+            if any(t.guard is None for t in self.states[state].transitions(APPROVAL_GRANTED)):
+                return False
+        return False
+
+    # -- lint: ignore ----------------------------------------------------------------------------
+
+    def _acknowledge(self) -> None:
+        """Moves the warnings the definition acknowledges (`lint: ignore: {code: reason}`) out
+        of the findings, and reports the entries that cannot stand: an unknown code, an
+        error's code (errors cannot be acknowledged), no reason, or a code that never fires."""
+        ignore = self.spec.lint.ignore
+        if not ignore:
+            return
+        broken = any(f.severity is Severity.ERROR for f in self.findings)
+        reasons: dict[str, str] = {}
+        for code, reason in ignore.items():
+            location = f"lint.ignore.{code}"
+            severity = CODES.get(code)
+            if severity is None:
+                hint = did_you_mean(code, [c for c, s in CODES.items()
+                                           if s is Severity.WARNING and c not in IGNORE_CODES])
+                self.error("lint-ignore-unknown", location,
+                           f"{code!r} is not a finding code{hint}; `lint: ignore:` names the "
+                           "code a warning ends with, in brackets", code)
+            elif code in IGNORE_CODES:
+                self.error("lint-ignore-refused", location,
+                           f"{code!r} is a finding about `lint: ignore:` itself and cannot be "
+                           "acknowledged: fix the entry it names", code)
+            elif severity is Severity.ERROR:
+                self.error("lint-ignore-refused", location,
+                           f"{code!r} is an error, and errors cannot be acknowledged: fix what "
+                           "it reports (only warnings may be listed here)", code)
+            elif reason is None or not reason.strip():
+                self.error("lint-ignore-reason", location,
+                           f"acknowledging {code!r} needs a reason: `{code}: <why it is "
+                           "acceptable here>`", code)
+            else:
+                reasons[code] = reason.strip()
+        fired = {f.code for f in self.findings}
+        kept: list[Finding] = []
+        for finding in self.findings:
+            reason = reasons.get(finding.code)
+            if reason is not None and finding.severity is Severity.WARNING:
+                self.acknowledged.append(Acknowledged(finding, reason))
+            else:
+                kept.append(finding)
+        self.findings = kept
+        if broken:
+            return  # with errors some checks stop early: what did not fire may yet
+        for code in reasons:
+            if code not in fired:
+                self.warning("lint-ignore-stale", f"lint.ignore.{code}",
+                             f"{code!r} is acknowledged but no {code!r} warning fires in this "
+                             "definition; remove the entry", code)
 
     def _check_budgets(self) -> None:
         budgets = self.spec.budgets

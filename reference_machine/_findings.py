@@ -1,11 +1,16 @@
-"""Findings of the load-time checks: errors block loading, warnings do not."""
+"""Findings of the load-time checks: errors block loading, warnings do not.
+
+A definition may acknowledge a warning under `lint: ignore:` (code: reason); `CODES` lists every
+code, with its severity, that such an entry may name.
+"""
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from types import MappingProxyType
 
 
 class Severity(StrEnum):
@@ -29,6 +34,58 @@ class Finding:
         where = f"line {self.line}: " if self.line is not None else ""
         location = f"{self.location}: " if self.location else ""
         return f"{where}{location}{self.message} [{self.code}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Acknowledged:
+    """A warning the definition acknowledges under `lint: ignore:`, with the reason it gives."""
+
+    finding: Finding
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class LintReport:
+    """What `lint_report` gives: the findings to show, and the warnings acknowledged."""
+
+    findings: tuple[Finding, ...]
+    acknowledged: tuple[Acknowledged, ...] = ()
+
+    @property
+    def errors(self) -> tuple[Finding, ...]:
+        """Gives the findings that are errors."""
+        return tuple(f for f in self.findings if f.severity is Severity.ERROR)
+
+
+#: The codes of the `lint: ignore:` list's own findings: none of them can be acknowledged.
+IGNORE_CODES = frozenset({"lint-ignore-unknown", "lint-ignore-refused", "lint-ignore-reason",
+                          "lint-ignore-stale"})
+
+_WARNING_CODES = (
+    "approval-unneeded", "choice-no-default", "eventless-loop", "implicit-wait",
+    "irreversible-unguarded", "lint-ignore-stale", "summary-placeholder",
+)
+_ERROR_CODES = (
+    "always-with-step", "approval-bypass", "approval-expiry", "approval-missing",
+    "approval-not-wait", "approval-without-step", "bad-action", "bad-expression", "bad-guard",
+    "bad-parent", "bad-schema", "blind-retry", "budget-bounds", "budget-target", "choice-shape",
+    "compensate-in-scope", "compensation-failed-missing", "correlate-field", "costly-schema",
+    "done-not-parallel", "duplicate-key", "escalate-target", "event-never-arrives",
+    "eventless-cycle", "final-compound", "final-exit", "final-outcome", "history-shape",
+    "initial-count", "internal-builtin", "internal-eventless", "join-missing", "join-never",
+    "leaves-scope", "lint-ignore-reason", "lint-ignore-refused", "lint-ignore-unknown",
+    "map-items", "map-not-list", "map-only", "map-shape", "no-final", "no-way-to-final",
+    "not-a-mapping", "other-format", "outcome-not-final", "parallel-shape", "parent-cycle",
+    "reserved-event", "retry-bounds", "schema", "step-cost", "step-timeout", "trap-state",
+    "unhandled-approval", "unhandled-step", "unknown-event", "unknown-function",
+    "unknown-parent", "unknown-secret", "unknown-target", "unknown-tool", "unreachable-state",
+    "unreadable", "wait-step", "wait-timeout",
+)
+#: Every code the checks of a native definition report, with its severity: the codes a
+#: `lint: ignore:` entry may name (only warnings are acknowledged; naming an error is refused).
+CODES: Mapping[str, Severity] = MappingProxyType(
+    {**dict.fromkeys(_ERROR_CODES, Severity.ERROR),
+     **dict.fromkeys(_WARNING_CODES, Severity.WARNING)})
 
 
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:

@@ -22,8 +22,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from reference_machine._definition import WorkflowDefinition, check_spec, compile_definition
-from reference_machine._findings import Finding, Severity, did_you_mean
+from reference_machine._definition import WorkflowDefinition, compile_definition, lint_spec
+from reference_machine._findings import Finding, LintReport, Severity, did_you_mean
 from reference_machine._spec import WorkflowSpec, spec_keywords
 from reference_machine.errors import DefinitionError, DefinitionSyntaxError
 
@@ -108,20 +108,29 @@ def load_definition(
 def lint(source: DefinitionSource, *, functions: Functions | None = None,
          format: str | None = None) -> list[Finding]:
     """Gives every finding, errors and warnings, for a definition (read as `load_definition`
-    reads it); raises only when unreadable."""
+    reads it), but the warnings it acknowledges under `lint: ignore:`; raises only when
+    unreadable."""
+    return list(lint_report(source, functions=functions, format=format).findings)
+
+
+def lint_report(source: DefinitionSource, *, functions: Functions | None = None,
+                format: str | None = None) -> LintReport:
+    """Gives the findings for a definition (as `lint` does) and, apart, the warnings it
+    acknowledges under `lint: ignore:`, each with its reason; raises only when unreadable."""
     if isinstance(source, WorkflowDefinition):
-        return list(source.warnings)
+        return LintReport(tuple(source.warnings), source.acknowledged)
     imported = _import_format(source, format)
     if imported is not None:
         from reference_machine.importers import lint_imported
-        return lint_imported(imported[1], format=imported[0], functions=functions)
+        return LintReport(tuple(lint_imported(imported[1], format=imported[0],
+                                              functions=functions)))
     try:
         spec, lines, _ = load_spec(source)
     except DefinitionSyntaxError:
         raise
     except DefinitionError as exc:
-        return list(exc.findings)
-    return check_spec(spec, functions=functions, lines=lines)
+        return LintReport(exc.findings)
+    return lint_spec(spec, functions=functions, lines=lines)
 
 
 def _import_format(source: DefinitionSource, format: str | None) -> tuple[str, Path] | None:

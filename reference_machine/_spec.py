@@ -336,6 +336,18 @@ class BudgetSpec(_Spec):
     on_cycle: Name | None = Field(None, description="Defaults to on_exceeded.")
 
 
+class LintSpec(_Spec):
+    """What the definition tells the linter: the warnings it acknowledges, each with a reason."""
+
+    ignore: dict[str, str | None] = Field(
+        default_factory=dict,
+        description="Warnings acknowledged, by code, each with the reason it is acceptable "
+                    "here (`irreversible-unguarded: a second email is harmless`). An "
+                    "acknowledged warning is counted, not shown; an error cannot be "
+                    "acknowledged.",
+    )
+
+
 class WorkflowSpec(_Spec):
     """A workflow definition file, as written."""
 
@@ -365,6 +377,14 @@ class WorkflowSpec(_Spec):
                     "liveness asks only that something can still move each execution.",
     )
 
+    lint: LintSpec = Field(
+        default_factory=LintSpec,
+        # what the linter is told changes nothing the machine does: it stays out of dumps, so
+        # out of the definition's digest (acknowledging a warning keeps replay files valid)
+        exclude=True,
+        description="What the linter is told: `ignore: {<warning code>: <reason>}`.",
+    )
+
     _added = ("reactive",)
 
     @field_validator("version", mode="before")
@@ -379,6 +399,7 @@ def spec_keywords() -> frozenset[str]:
     """Gives every key a definition file may use, for "did you mean" on unknown keys."""
     models: tuple[type[BaseModel], ...] = (
         FunctionRef, RetryPolicySpec, CompensationSpec, StepSpec, ToolSpec, EventSpec,
-        ActionSpec, TransitionSpec, AfterSpec, ApprovalSpec, StateSpec, BudgetSpec, WorkflowSpec,
+        ActionSpec, TransitionSpec, AfterSpec, ApprovalSpec, StateSpec, BudgetSpec, LintSpec,
+        WorkflowSpec,
     )
     return frozenset(name for model in models for name in model.model_fields)

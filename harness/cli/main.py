@@ -60,10 +60,11 @@ from reference_machine import (
     DefinitionError,
     DefinitionSyntaxError,
     Finding,
+    LintReport,
     Severity,
     WorkflowDefinition,
     WorkflowSpec,
-    lint,
+    lint_report,
     load_definition,
 )
 
@@ -93,38 +94,50 @@ def lint_command(paths: Sequence[str], as_json: bool, quiet: bool,
     files = definition_files(paths)
     console = make_console(soft_wrap=True)
     results: list[dict[str, object]] = []
-    errors = warnings = unreadable = 0
+    errors = warnings = unreadable = acknowledged = 0
     for path in files:
         try:
-            findings = lint(path, format=input_format)
+            report = lint_report(path, format=input_format)
         except DefinitionSyntaxError as exc:
-            findings, unreadable = list(exc.findings), unreadable + 1
-        file_errors = [f for f in findings if f.severity is Severity.ERROR]
+            report, unreadable = LintReport(exc.findings), unreadable + 1
+        findings = report.findings
+        file_errors = report.errors
         errors += len(file_errors)
         warnings += len(findings) - len(file_errors)
-        results.append({"file": str(path), "findings": [_finding_json(f) for f in findings]})
+        acknowledged += len(report.acknowledged)
+        results.append({"file": str(path), "findings": [_finding_json(f) for f in findings],
+                        "acknowledged": [{**_finding_json(a.finding), "reason": a.reason}
+                                         for a in report.acknowledged]})
         if as_json:
             continue
         if not findings:
             if not quiet:
-                console.print(f"[green]ok[/green]    {escape(str(path))}")
+                console.print(f"[green]ok[/green]    {escape(str(path))}"
+                              + _acknowledged_note(len(report.acknowledged)))
             continue
         label = "[red]FAIL[/red]" if file_errors else "[yellow]warn[/yellow]"
-        console.print(f"{label}  {escape(str(path))}")
+        console.print(f"{label}  {escape(str(path))}"
+                      + _acknowledged_note(len(report.acknowledged)))
         for finding in findings:
             if quiet and finding.severity is not Severity.ERROR:
                 continue
             console.print(f"  {path}:{_finding_line(finding)}", markup=False)
     summary = {"files": len(files), "errors": errors, "warnings": warnings,
-               "unreadable": unreadable}
+               "acknowledged": acknowledged, "unreadable": unreadable}
     if as_json:
         click.echo(json.dumps({"summary": summary, "results": results}, indent=2))
     else:
         console.print(f"{len(files)} file(s): {errors} error(s), {warnings} warning(s)"
+                      + (f", {acknowledged} acknowledged" if acknowledged else "")
                       + (f", {unreadable} unreadable" if unreadable else ""))
     if unreadable:
         sys.exit(EXIT_USAGE)
     sys.exit(EXIT_FOUND if errors else EXIT_OK)
+
+
+def _acknowledged_note(count: int) -> str:
+    """Gives ` (2 warnings acknowledged)` after a file's name, or nothing."""
+    return f" ({count} warning{'s' if count != 1 else ''} acknowledged)" if count else ""
 
 
 def _finding_line(finding: Finding) -> str:

@@ -110,3 +110,185 @@ class TestSchema:
             assert not list(validator.iter_errors(data)), path
         with pytest.raises(jsonschema.ValidationError, match="Additional properties"):
             validator.validate({"name": "x", "states": {"a": {"typo": 1}}})
+
+
+def _refund_with_irreversible_email(tmp_path: Path, lint_block: str = "",
+                                    name: str = "refund.yaml") -> Path:
+    """Writes the refund scenario with its email step irreversible (one warning,
+    irreversible-unguarded) and `lint_block` appended."""
+    text = (ROOT / "scenarios" / "refund_escalation.yaml").read_text()
+    marker = "      tool: email.send\n"
+    assert text.count(marker) == 1
+    path = tmp_path / name
+    path.write_text(text.replace(marker, marker + "      reversible: false\n") + lint_block)
+    return path
+
+
+ACKNOWLEDGED = """
+lint:
+  ignore:
+    irreversible-unguarded: the apology email cannot be unsent, and a second one is harmless
+"""
+
+
+class TestLintIgnore:
+    def test_an_acknowledged_warning_is_counted_not_shown(self, tmp_path: Path) -> None:
+        """Exit 0; the file is ok, the summary counts the warning acknowledged, and the warning
+        itself is not printed."""
+        path = _refund_with_irreversible_email(tmp_path, ACKNOWLEDGED)
+        result = run("lint", str(path))
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert f"ok    {path} (1 warning acknowledged)" in result.stdout
+        assert result.stdout.strip().endswith(
+            "1 file(s): 0 error(s), 0 warning(s), 1 acknowledged")
+        assert "irreversible" not in result.stdout
+
+    def test_json_lists_what_is_acknowledged_with_the_reason(self, tmp_path: Path) -> None:
+        """--json: no findings, the acknowledged warning with its location and reason, and
+        the count in the summary."""
+        path = _refund_with_irreversible_email(tmp_path, ACKNOWLEDGED)
+        result = run("lint", "--json", str(path))
+        assert result.returncode == 0, result.stdout + result.stderr
+        document = json.loads(result.stdout)
+        assert document["summary"] == {"files": 1, "errors": 0, "warnings": 0,
+                                       "acknowledged": 1, "unreadable": 0}
+        [file_result] = document["results"]
+        assert file_result["findings"] == []
+        [acknowledged] = file_result["acknowledged"]
+        assert acknowledged["code"] == "irreversible-unguarded"
+        assert acknowledged["severity"] == "warning"
+        assert acknowledged["location"] == "states.notifying.step"
+        assert acknowledged["reason"] == ("the apology email cannot be unsent, and a second "
+                                          "one is harmless")
+
+    def test_without_the_ignore_the_warning_shows(self, tmp_path: Path) -> None:
+        """The same file without `lint:` warns: what the ignore hides is real."""
+        path = _refund_with_irreversible_email(tmp_path)
+        result = run("lint", str(path))
+        assert result.returncode == 0
+        assert "[irreversible-unguarded]" in result.stdout
+        assert "0 error(s), 1 warning(s)" in result.stdout
+
+    def test_bad_ignores_fail_with_each_located(self, tmp_path: Path) -> None:
+        """An entry with no reason, an error's code and an unknown code each fail the lint
+        (exit 1) at their own line; the warning without a reason still shows."""
+        path = _refund_with_irreversible_email(tmp_path, """
+lint:
+  ignore:
+    irreversible-unguarded:
+    approval-bypass: the shortcut is for admins
+    implicit-wiat: a typo
+""")
+        result = run("lint", str(path))
+        assert result.returncode == 1, result.stdout + result.stderr
+        lines = path.read_text().splitlines()
+        expected = [
+            ("irreversible-unguarded:", "lint.ignore.irreversible-unguarded",
+             "acknowledging 'irreversible-unguarded' needs a reason", "lint-ignore-reason"),
+            ("approval-bypass:", "lint.ignore.approval-bypass",
+             "'approval-bypass' is an error, and errors cannot be acknowledged",
+             "lint-ignore-refused"),
+            ("implicit-wiat:", "lint.ignore.implicit-wiat",
+             "'implicit-wiat' is not a finding code (did you mean 'implicit-wait'?)",
+             "lint-ignore-unknown"),
+        ]
+        for key, location, message, code in expected:
+            line = next(i + 1 for i, text in enumerate(lines) if text.strip().startswith(key))
+            assert re.search(rf"{re.escape(path.name)}:{line}: error: {re.escape(location)}: "
+                             rf"{re.escape(message)}.*\[{code}\]", result.stdout), result.stdout
+        assert "warning: states.notifying.step" in result.stdout
+        assert "3 error(s), 1 warning(s)" in result.stdout
+        assert "Traceback" not in result.stderr
+
+    def test_a_stale_ignore_warns(self, tmp_path: Path) -> None:
+        """Acknowledging a warning that never fires warns (exit 0), at the entry's line."""
+        path = tmp_path / "refund.yaml"
+        path.write_text((ROOT / "scenarios" / "refund_escalation.yaml").read_text()
+                        + ACKNOWLEDGED)
+        result = run("lint", str(path))
+        assert result.returncode == 0, result.stdout
+        assert re.search(r"refund\.yaml:\d+: warning: lint\.ignore\.irreversible-unguarded: "
+                         r"'irreversible-unguarded' is acknowledged but no "
+                         r"'irreversible-unguarded' warning fires", result.stdout)
+        assert "0 error(s), 1 warning(s)" in result.stdout
+
+    @pytest.mark.parametrize("command", [
+        ("run", "--seed", "3"),
+        ("fuzz", "--runs", "5", "--no-report", "-q"),
+        ("explore", "--depth", "2", "--no-report", "-q"),
+        ("diagram",),
+    ], ids=lambda c: c[0])
+    def test_every_command_takes_the_lint_key(self, tmp_path: Path,
+                                              command: tuple[str, ...]) -> None:
+        """run, fuzz, explore and diagram load a definition with `lint:` (exit 0)."""
+        path = _refund_with_irreversible_email(tmp_path, ACKNOWLEDGED)
+        result = run(command[0], str(path), *command[1:])
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _deploy_with(tmp_path: Path, old: str, new: str, lint_block: str = "") -> Path:
+    """Writes the approval-gated deploy scenario with `old` replaced by `new`."""
+    text = (ROOT / "scenarios" / "approval_gated_deploy.yaml").read_text()
+    assert text.count(old) == 1
+    path = tmp_path / "deploy.yaml"
+    path.write_text(text.replace(old, new) + lint_block)
+    return path
+
+
+RETRY_OLD = "    on:\n      step.succeeded: failed\n      step.failed: failed\n"
+RETRY_NEW = "    on:\n      step.succeeded: executing\n      step.failed: failed\n"
+
+
+class TestApprovalBypass:
+    def test_the_bundled_gated_deploy_is_clean(self) -> None:
+        """The scenario the bad copies start from lints clean."""
+        result = run("lint", "scenarios/approval_gated_deploy.yaml")
+        assert result.returncode == 0
+        assert "0 error(s), 0 warning(s)" in result.stdout
+
+    def test_a_transition_around_the_gate_fails_with_its_location(self, tmp_path: Path
+                                                                  ) -> None:
+        """A rollback that retries the deploy directly exits 1 with the file, line, state,
+        transition, what was expected and the code."""
+        path = _deploy_with(tmp_path, RETRY_OLD, RETRY_NEW)
+        result = run("lint", str(path))
+        assert result.returncode == 1, result.stdout + result.stderr
+        line = path.read_text().splitlines().index("      step.succeeded: executing") + 1
+        assert (f"{path}:{line}: error: states.recovery.on.step.succeeded.target: "
+                "`step.succeeded` of 'recovery' enters 'executing' without its approval; "
+                "expected only `approval.granted` of 'pending_approval' to enter 'executing', "
+                "whose step needs approval: go to 'pending_approval' instead, which asks for "
+                "it [approval-bypass]") in result.stdout
+        assert "1 error(s), 0 warning(s)" in result.stdout
+
+    def test_an_expiry_escalating_into_the_step_fails(self, tmp_path: Path) -> None:
+        """An approval whose expiry escalates into the step it guards exits 1."""
+        path = _deploy_with(tmp_path, "      on_expiry: deny\n",
+                            "      on_expiry: escalate\n      escalate_to: executing\n")
+        result = run("lint", "--json", str(path))
+        assert result.returncode == 1
+        [finding] = json.loads(result.stdout)["results"][0]["findings"]
+        assert finding["code"] == "approval-bypass"
+        assert finding["severity"] == "error"
+        assert finding["location"] == "states.pending_approval.approval.escalate_to"
+        assert finding["ids"] == ["pending_approval", "executing", "pending_approval"]
+
+    def test_it_cannot_be_acknowledged(self, tmp_path: Path) -> None:
+        """Acknowledging the bypass is refused, and the bypass still fails the lint."""
+        path = _deploy_with(tmp_path, RETRY_OLD, RETRY_NEW, """
+lint:
+  ignore:
+    approval-bypass: recovery retries once
+""")
+        result = run("lint", str(path))
+        assert result.returncode == 1
+        assert "[approval-bypass]" in result.stdout
+        assert "[lint-ignore-refused]" in result.stdout
+
+    def test_run_refuses_it_in_one_line(self, tmp_path: Path) -> None:
+        """Other commands refuse the definition (exit 2) in one line with no traceback."""
+        path = _deploy_with(tmp_path, RETRY_OLD, RETRY_NEW)
+        result = run("run", str(path))
+        assert result.returncode == 2
+        assert "[approval-bypass]" in result.stderr
+        assert "Traceback" not in result.stderr

@@ -67,6 +67,7 @@ class TestExports:
             "CRASH_POINTS", "EngineError", "Failure", "Registry", "ReplayMismatchError",
             "Runtime", "Success", "Tool", "ToolOutcome", "UnknownDefinitionError",
             "action_hash", "check_spec", "compile_definition", "decide", "lint",
+            "Acknowledged", "LintReport", "lint_report",
             "load_definition", "load_spec", "new_execution", "parse_duration_ms",
             "register_function", "registered_functions", "start_event", "EVENTLESS_MAX",
             "pending_approval", "pending_effect",
@@ -143,7 +144,7 @@ class TestDocumentedExamples:
 
     def test_python_example_runs(self, tmp_path: Path) -> None:
         """The documented Python example runs as written and reaches the planning step."""
-        code = example("decision = decide(definition, execution, start_event(")
+        code = example("decision = decide(definition, execution, start_event(\"run-1\"), now=0)")
         script = tmp_path / "example.py"
         script.write_text(code + "\nassert decision.execution.state == 'planning', decision\n")
         result = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True,
