@@ -1,5 +1,6 @@
 """Reports: one versioned JSON document per run of the CLI or the plugin, rendered as a Markdown
-summary (with the workflow as a Mermaid `stateDiagram-v2`) and as one self-contained HTML file.
+summary (with the workflow as a Mermaid `stateDiagram-v2`, the counterexample's path styled on
+it) and as one self-contained HTML file.
 
 The JSON document holds everything the renderers need (the workflow's graph included), so
 `fsmharness report REPORT.json` renders again from it alone. Its JSON Schema is
@@ -19,6 +20,7 @@ import json
 import os
 import re
 import shlex
+import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -661,6 +663,21 @@ class _Shape:
             name = self.starts.get(name) or self.children[name][0]["name"]
         return name
 
+    def leaving(self, name: str) -> str:
+        """Gives the leaf an edge out of a compound `name` is drawn from: a final state of its
+        flow (of its last region, for a parallel state), so that what follows the compound
+        is laid out after it; its initial leaf when it has no final state."""
+        while name in self.children:
+            children = self.children[name]
+            finals = [child["name"] for child in children if child["final"]]
+            if finals:
+                name = finals[-1]
+            elif self.kind(name) == "parallel":
+                name = children[-1]["name"]
+            else:
+                return self.anchor(name)
+        return name
+
 
 def _title(state: Mapping[str, Any]) -> str:
     """Gives what a compound's label adds to its name: parallel, or what a map maps over and
@@ -696,8 +713,9 @@ def _history_mark(state: Mapping[str, Any]) -> str:
 
 
 def mermaid(diagram: Mapping[str, Any]) -> str:
-    """Gives the workflow as a Mermaid `stateDiagram-v2`; edges never covered are drawn with
-    a dotted label, those on the counterexample's path are marked.
+    """Gives the workflow as a Mermaid `stateDiagram-v2`; an edge never covered says so in its
+    label; the counterexample's path is drawn in its own style: its transitions' labels in
+    bold (and marked in words), its states in the `counterexample` class (red, bold).
 
     Compound states are composite states; a parallel state's regions are separated by `--`
     (Mermaid's concurrency), each region (and a map's flow) holding its own start, moves and
@@ -753,7 +771,20 @@ def mermaid(diagram: Mapping[str, Any]) -> str:
 
     declare("", 1)
     moves("", 1)
+    # the states the counterexample passed through, in its colours (Mermaid styles no
+    # composite state, and no transition: those are in bold in their labels)
+    passed = dict.fromkeys(name for move in diagram.get("path", ()) for name in
+                           (move[0], move[2]) if name in ids and name not in shape.children)
+    if passed:
+        lines += [f"    classDef {_PATH_CLASS} {_PATH_STYLE}",
+                  f"    class {','.join(ids[name] for name in passed)} {_PATH_CLASS}"]
     return "\n".join(lines) + "\n"
+
+
+#: The Mermaid class of the states on the counterexample's path, and how they are drawn: the
+#: HTML report's colour for the path, in bold.
+_PATH_CLASS = "counterexample"
+_PATH_STYLE = "fill:#fde2e1,stroke:#d62728,stroke-width:3px,color:#8b0000,font-weight:bold"
 
 
 def _edge_scope(shape: _Shape, edge: Mapping[str, Any]) -> str:
@@ -776,8 +807,8 @@ def _edge_text(edge: Mapping[str, Any], plain: Any = str, expression: Any = str)
 
 def _mermaid_label(edge: Mapping[str, Any]) -> str:
     label = _edge_text(edge, _plain, _mermaid_text)
-    if edge["on_path"]:
-        label += " (counterexample)"
+    if edge["on_path"]:  # Mermaid draws a label's HTML bold (and lets no class style an edge)
+        label = f"<b>{label}</b> (counterexample)"
     elif not edge["covered"]:
         label += " (never taken)"
     return label
@@ -901,6 +932,63 @@ def _dot_lines(lines: Sequence[str]) -> str:
     return f"{text} " if text.startswith("<") and text.endswith(">") else text
 
 
+
+def _dot_padded(lines: Sequence[str]) -> str:
+    """Gives lines Graphviz shows one under the other, each as written, with room around
+    them: two labels side by side never touch (an HTML-like label, its text escaped)."""
+    text = "<br/>".join(html.escape(line, quote=False) for line in lines)
+    return (f'<<table border="0" cellborder="0" cellpadding="{_LABEL_PAD_PT}" '
+            f'cellspacing="0"><tr><td>{text}</td></tr></table>>')
+
+
+#: Graphviz draws in points, which a page shows at 4/3 CSS px each; labels are set in these
+#: sizes (an edge label reads at 13 px when the drawing is shown at its natural size).
+_PX_PER_PT = 4 / 3
+_EDGE_FONT_PT, _STATE_FONT_PT = "10", "11"
+#: The smallest an edge label may be shown, in CSS px: a drawing wider than the page is
+#: shrunk to fit it only this far, and scrolls inside its box beyond that.
+_LEGIBLE_PX = 11.5
+_SHRINK_MIN = _LEGIBLE_PX / (float(_EDGE_FONT_PT) * _PX_PER_PT)
+#: The width of the report's diagram box in a window 1400 px wide, in CSS px: a layout left
+#: to right that does not fit it is laid out top to bottom too, and the narrower one kept.
+_BOX_PX = 1260
+#: Characters per line, and lines at most, of what a drawing writes: an edge's event and
+#: guard, a state's name (never cut: it names the state), a note in a state's box, and a
+#: compound's title. What is cut ends with an ellipsis; the element's tooltip holds it whole.
+_EDGE_LINE, _EDGE_LINES = 28, 3
+_NAME_LINE, _CHOICE_LINE = 24, 16
+_NOTE_LINE, _NOTE_LINES = 40, 2
+_TITLE_LINE, _TITLE_LINES = 48, 2
+_ELLIPSIS = "\u2026"
+#: The room kept around an edge label, in points.
+_LABEL_PAD_PT = 3
+
+
+def _wrapped(text: str, width: int, lines_max: int = 0) -> list[str]:
+    """Gives `text` as lines of at most `width` characters, broken at spaces; a word longer
+    than a line is broken after a run of `_ . / -` (so a long identifier breaks between its
+    words), or cut where it must. With `lines_max`, at most that many lines, the last ending
+    with an ellipsis when some text did not fit."""
+    pieces: list[str] = []
+    for word in text.split():
+        parts = [word] if len(word) <= width else re.findall(r".+?(?:[_./\-]+|$)", word)
+        for part in parts:
+            pieces += [part[start:start + width] for start in range(0, len(part), width)]
+        pieces[-1] += " "
+    lines: list[str] = []
+    line = ""
+    for piece in pieces:
+        if line and len(line) + len(piece.rstrip()) > width:
+            lines.append(line.rstrip())
+            line = ""
+        line += piece
+    lines.append(line.rstrip())
+    if lines_max and len(lines) > lines_max:
+        lines = lines[:lines_max]
+        lines[-1] = lines[-1][:width - 1].rstrip() + _ELLIPSIS
+    return lines
+
+
 _CLUSTER_STYLE = {  # kind -> attributes; a region's cluster is drawn inside its parallel one
     "parallel": {"style": "rounded", "color": "#555555"},
     "map": {"style": "rounded,bold", "color": "#555555"},
@@ -915,8 +1003,87 @@ def svg(diagram: Mapping[str, Any]) -> str:
     Compound states are clusters; a parallel state is a cluster holding one dashed cluster per
     region (`id` parallel-*, region-*), a map state one cluster labelled with what it maps over
     (map-*); each region and map flow has its own start; a choice is a diamond; a compound with
-    history holds an H or H* marker (history-*) the transitions into it point to."""
+    history holds an H or H* marker (history-*) the transitions into it point to. Long labels
+    are wrapped and cut; each state's and edge's `<title>` (its tooltip) holds its whole text.
+    Edge labels are drawn after every edge and state, with room around each and a halo. A
+    layout left to right too wide for the report's page is laid out top to bottom too, and
+    the narrower of the two kept. The drawing takes the page's width up to its natural size
+    (1 pt to 4/3 px), and shrinks only until an edge label is `_LEGIBLE_PX` high: past that,
+    the report's diagram box scrolls."""
     graph = _dot_graph(diagram)
+    text = _drawn(graph)
+    if _width_pt(text) * _PX_PER_PT * _SHRINK_MIN > _BOX_PX:  # too wide even shrunk
+        graph.graph_attr["rankdir"] = "TB"
+        upright = _drawn(graph)
+        if _width_pt(upright) < _width_pt(text):
+            text = upright
+    width_px = _width_pt(text) * _PX_PER_PT
+    root = _labels_on_top(ET.fromstring(text), _titles(diagram))
+    # as wide as the page allows, never wider than its natural size, and never narrower
+    # than makes an edge label smaller than `_LEGIBLE_PX`
+    root.set("class", "workflow")
+    root.set("style", f"width:100%;height:auto;max-width:{width_px:.0f}px;"
+                      f"min-width:{width_px * _SHRINK_MIN:.0f}px")
+    return ET.tostring(root, encoding="unicode")
+
+
+_SVG_NS, _XLINK_NS = "http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"
+ET.register_namespace("", _SVG_NS)
+ET.register_namespace("xlink", _XLINK_NS)
+#: A white halo around an edge label's letters: an edge that passes under the label (they are
+#: drawn after every edge) shows as a gap, never as a stroke through the text.
+_LABEL_CSS = ("g.edge-label text{paint-order:stroke;stroke:#fff;stroke-width:4px;"
+              "stroke-linejoin:round}")
+
+
+def _shown(state: Mapping[str, Any]) -> str:
+    """Gives a state's name as its box shows it: inside a compound whose name it starts with,
+    as importers name nested states (`parent__child`, `parent.child`), without that prefix,
+    which the compound's own title shows; the whole name is its tooltip."""
+    name, parent = str(state["name"]), str(state["parent"])
+    for mark in ("__", "."):
+        if parent and name.startswith(parent + mark) and len(name) > len(parent + mark):
+            return name[len(parent + mark):]
+    return name
+
+
+def _labels_on_top(root: ET.Element, titles: Mapping[str, str]) -> ET.Element:
+    """Gives Graphviz's drawing with each state's and edge's `<title>` (its tooltip) saying
+    its whole text, and each edge's label taken out of the edge into a group of its own
+    (`edge-N-label`) drawn after every edge and state, with a halo: no edge is drawn over a
+    label."""
+    tag = f"{{{_SVG_NS}}}"
+    graph = root.find(f"{tag}g")
+    if graph is None:  # pragma: no cover - Graphviz always draws the graph's group
+        raise ReportError("Graphviz drew no graph")
+    style = ET.Element(f"{tag}style")
+    style.text = _LABEL_CSS
+    root.insert(0, style)
+    lifted = []
+    for group in graph.iter(f"{tag}g"):
+        name = group.get("id", "")
+        title, anchor = group.find(f"{tag}title"), group.find(f"{tag}g/{tag}a")
+        # Graphviz titles a group with its node's name (s3, cluster_s0): the tooltip says
+        # what the element is instead
+        told = titles.get(name) or (anchor.get(f"{{{_XLINK_NS}}}title") if anchor is not None
+                                    else None)
+        if told and title is not None:
+            title.text = told
+        if group.get("class") != "edge":
+            continue
+        for child in list(group):
+            if child.tag == f"{tag}g" and child.get("id", "").endswith("-label"):
+                group.remove(child)
+                label = ET.Element(f"{tag}g", {"id": f"{name}-label", "class": "edge-label"})
+                ET.SubElement(label, f"{tag}title").text = titles.get(name, "")
+                label.append(child)
+                lifted.append(label)
+    graph.extend(lifted)
+    return root
+
+
+def _drawn(graph: Any) -> str:
+    """Gives Graphviz's SVG element of a graph, without prolog or comments."""
     with _quiet_stderr():
         drawn = graph.draw(format="svg", prog="dot")
     text = drawn.decode("utf-8") if isinstance(drawn, bytes) else str(drawn)
@@ -924,10 +1091,32 @@ def svg(diagram: Mapping[str, Any]) -> str:
     start = text.find("<svg")
     if start < 0:  # pragma: no cover - Graphviz always answers with an SVG element
         raise ReportError("Graphviz drew no SVG")
-    text = text[start:].strip()
-    # fit the page's width, keeping the drawing's proportions (the viewBox stays)
-    return re.sub(r'^<svg width="[^"]*" height="[^"]*"',
-                  '<svg class="workflow" preserveAspectRatio="xMinYMin meet"', text, count=1)
+    return text[start:].strip()
+
+
+def _width_pt(text: str) -> float:
+    """Gives the width of Graphviz's SVG element, in points."""
+    found = re.match(r'<svg width="([\d.]+)pt"', text)
+    return float(found[1]) if found else 0.0
+
+
+def _titles(diagram: Mapping[str, Any]) -> dict[str, str]:
+    """Gives each drawn state's and edge's whole text by its SVG id: what its tooltip says
+    where its label was wrapped or cut."""
+    ids = _ids(diagram)
+    titles = {}
+    for state in diagram["states"]:
+        lines = [state["name"], *_notes(state)]
+        titles[f"state-{ids[state['name']]}"] = "\n".join(lines)
+    for index, edge in enumerate(diagram["transitions"]):
+        titles[f"edge-{index}"] = _edge_title(edge)
+    return titles
+
+
+def _edge_title(edge: Mapping[str, Any]) -> str:
+    """Gives an edge's whole text: where it goes and its label unwrapped."""
+    target = f"{edge['history']} (history)" if edge.get("history") else edge["target"]
+    return f"{edge['source']} -> {target}: {_edge_text(edge)}"
 
 
 def _dot_graph(diagram: Mapping[str, Any]) -> Any:
@@ -939,11 +1128,11 @@ def _dot_graph(diagram: Mapping[str, Any]) -> Any:
     ids = _ids(diagram)
     shape = _Shape(diagram)
     graph = pygraphviz.AGraph(directed=True, strict=False, compound=True, rankdir="LR")
-    graph.graph_attr.update(fontname="Helvetica", fontsize="11", nodesep="0.35",
-                            ranksep="0.5", bgcolor="transparent")
+    graph.graph_attr.update(fontname="Helvetica", fontsize=_STATE_FONT_PT, nodesep="0.35",
+                            ranksep="0.45", bgcolor="transparent")
     graph.node_attr.update(shape="box", style="rounded,filled", fontname="Helvetica",
-                           fontsize="11", fillcolor="#ffffff", color="#555555")
-    graph.edge_attr.update(fontname="Helvetica", fontsize="9", arrowsize="0.7")
+                           fontsize=_STATE_FONT_PT, fillcolor="#ffffff", color="#555555")
+    graph.edge_attr.update(fontname="Helvetica", fontsize=_EDGE_FONT_PT, arrowsize="0.7")
     clusters: dict[str, Any] = {"": graph}
 
     def holder(name: str) -> Any:
@@ -951,9 +1140,14 @@ def _dot_graph(diagram: Mapping[str, Any]) -> Any:
             return clusters[name]
         state = shape.states[name]
         title = _title(state)
-        lines = [f"{name} ({title})" if title else name, *_notes(state)]
+        shown = _shown(state)
+        lines = _wrapped(f"{shown} ({title})" if title else shown, _TITLE_LINE, _TITLE_LINES)
+        lines += [part for note in _notes(state)
+                  for part in _wrapped(note, _TITLE_LINE, _NOTE_LINES)]
+        whole = " / ".join([f"{name} ({title})" if title else name, *_notes(state)])
         attributes = {"label": _dot_lines(lines), "style": "rounded,dashed",
-                      "color": "#777777", "fontname": "Helvetica", "fontsize": "11"}
+                      "color": "#777777", "fontname": "Helvetica",
+                      "fontsize": _STATE_FONT_PT, "tooltip": _dot_label(whole)}
         kind = "region" if shape.kind(state["parent"]) == "parallel" else state.get("kind")
         if kind in _CLUSTER_STYLE:
             attributes.update(_CLUSTER_STYLE[str(kind)], id=f"{kind}-{ids[name]}")
@@ -963,10 +1157,21 @@ def _dot_graph(diagram: Mapping[str, Any]) -> Any:
         return cluster
 
     def end(name: str, side: str) -> tuple[str, dict[str, str]]:
-        """Gives the node an edge is drawn at, and where a compound's it clips at its box."""
+        """Gives the node an edge is drawn at, and where a compound's it clips at its box.
+        An edge into a compound is drawn to the start of its flow (of its first region's),
+        at the top of its box, and one out of it from a final state, at the bottom: so the
+        edge's label lies outside the box."""
         if name not in shape.children:
             return ids[name], {}
-        return ids[shape.anchor(name)], {side: f"cluster_{ids[name]}"}
+        clip = {side: f"cluster_{ids[name]}"}
+        if side == "ltail":
+            return ids[shape.leaving(name)], clip
+        inner = name
+        while inner in shape.children:
+            if shape.is_root(inner) and inner in shape.starts:
+                return f"start_{ids[inner]}", clip
+            inner = shape.starts.get(inner) or shape.children[inner][0]["name"]
+        return ids[inner], clip
 
     graph.add_node("start", label="", shape="circle", width="0.18", style="filled",
                    fillcolor="#333333")
@@ -984,10 +1189,14 @@ def _dot_graph(diagram: Mapping[str, Any]) -> Any:
                 cluster.add_node(f"start_{sid}", label="", shape="circle", width="0.12",
                                  style="filled", fillcolor="#333333", id=f"start-{sid}")
             continue
-        attributes = {"label": _dot_lines([name, *_notes(state)]),
-                      "id": f"state-{ids[name]}", "tooltip": _dot_label(name)}
+        lines = _wrapped(_shown(state),
+                        _CHOICE_LINE if state.get("kind") == "choice" else _NAME_LINE)
+        lines += [part for note in _notes(state)
+                  for part in _wrapped(note, _NOTE_LINE, _NOTE_LINES)]
+        attributes = {"label": _dot_lines(lines), "id": f"state-{ids[name]}",
+                      "tooltip": _dot_label(" / ".join([name, *_notes(state)]))}
         if state.get("kind") == "choice":
-            attributes.update(shape="diamond", style="filled", fontsize="9")
+            attributes.update(shape="diamond", style="filled", fontsize=_EDGE_FONT_PT)
         if state["final"]:
             attributes.update(peripheries="2", fillcolor="#eef3fb")
         if not state["reached"]:
@@ -1003,15 +1212,21 @@ def _dot_graph(diagram: Mapping[str, Any]) -> Any:
         style = dict(_EDGE_STYLE[(edge["on_path"], edge["covered"])])
         if not edge["declared"] and not edge["on_path"]:
             style["style"] = "dotted"
+        if shape.states[edge["target"]]["final"]:
+            # an edge into a final state (a failure many states share) weighs nothing: else
+            # each of them pulls the final state toward itself, and the flow drifts aside
+            # rank after rank, a staircase twice as wide as it needs
+            style["weight"] = "0"
         tail, tail_clip = end(edge["source"], "ltail")
         head_clip: dict[str, str] = {}
         if edge.get("history") in ids:
             head = f"{ids[edge['history']]}h"
         else:
             head, head_clip = end(edge["target"], "lhead")
-        graph.add_edge(tail, head, key=str(index), label=_dot_label(_edge_text(edge)),
-                       id=f"edge-{index}",
-                       tooltip=_dot_label(f"{edge['source']} -> {edge['target']}"),
+        whole = _dot_label(_edge_title(edge))
+        graph.add_edge(tail, head, key=str(index),
+                       label=_dot_padded(_wrapped(_edge_text(edge), _EDGE_LINE, _EDGE_LINES)),
+                       id=f"edge-{index}", tooltip=whole, labeltooltip=whole,
                        **style, **tail_clip, **head_clip)
     return graph
 
@@ -1046,7 +1261,7 @@ h2{font-size:17px}h3{font-size:15px;margin-top:18px}
 table{border-collapse:collapse;margin:6px 0 12px;font-size:13px}
 th,td{border:1px solid #ddd;padding:3px 9px;text-align:left;vertical-align:top}
 th{background:#f2f2f2}td.n{text-align:right;font-variant-numeric:tabular-nums}
-.diagram svg.workflow{width:100%;height:auto;max-height:80vh}
+.diagram svg.workflow{display:block}
 .diagram{overflow:auto;border:1px solid #eee;border-radius:6px;padding:8px;background:#fff}
 .legend span{display:inline-block;margin-right:16px;font-size:12px}
 .sw{display:inline-block;width:22px;height:0;border-top:3px solid;vertical-align:middle;

@@ -1,18 +1,23 @@
 """The HTML report in a real browser (headless Chromium): the workflow diagram is drawn, the
-counterexample's path is on it, nothing is fetched and nothing logs an error; and user data in
-the report is escaped, secrets redacted."""
+counterexample's path is on it, nothing is fetched and nothing logs an error; the busiest
+workflows at hand stay legible in a window 1400 px wide; and user data in the report is
+escaped, secrets redacted."""
 
 from __future__ import annotations
 
 import errno
+import html
 import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
+from corpus import CORPUS
 from planted import PLANTED, WORKFLOW
+from running import ROOT
 
 from harness import FuzzOptions, SimOptions, fuzz, replay
 from harness.adapters.targets import Target
@@ -25,7 +30,8 @@ from harness.report.documents import (
     write_reports,
 )
 from harness.report.redact import redact
-from reference_machine import load_definition
+from reference_machine import DefinitionError, WorkflowDefinition, load_definition
+from reference_machine.importers import import_definition
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(
@@ -91,6 +97,190 @@ def test_the_report_opens_offline_with_the_diagram_drawn_and_no_console_errors(
     assert measured["title"] == "fsmharness fuzz: violations found"
     console = [line for line in done.stderr.splitlines() if "CONSOLE" in line]
     assert console == [], console
+
+
+def browse(probe: Path) -> dict[str, Any]:
+    """Opens a probe page in headless Chromium; gives what it wrote into its `<pre id=out>`."""
+    assert CHROMIUM is not None, "FSMHARNESS_REQUIRE_CHROMIUM is set but chromium is missing"
+    done = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+         "--disable-background-networking", "--disable-component-update", "--no-first-run",
+         "--disable-sync", f"--user-data-dir={probe.parent / 'profile'}",
+         "--allow-file-access-from-files", "--virtual-time-budget=10000", "--dump-dom",
+         probe.as_uri()],
+        capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    start = done.stdout.index('<pre id="out">') + len('<pre id="out">')
+    found: dict[str, Any] = json.loads(html.unescape(done.stdout[start:done.stdout.index(
+        "</pre>", start)]))
+    return found
+
+
+# -- a busy workflow's diagram, legible in a window 1400 px wide -------------------------------
+
+#: The busiest definitions at hand: the bundled scenario with the most transitions (24, a
+#: parallel state, guards; its campaign fails, so the counterexample's path is drawn too) and,
+#: where the shared corpus is, the two Step Functions files with the most (62 and 54: long
+#: state names and guards, maps, a parallel state of four regions).
+BUSY = ROOT / "scenarios" / "naive" / "triage_credit_twice.yaml"
+BUSY_CORPUS = ("sfn-rekognition-video-catalog-workflow__statemachine__statemachine.asl.json",
+               "quorum-with-parallel-pattern__statemachine__statemachine.asl.json")
+#: The smallest an edge label may be drawn, in CSS px, and the room two labels keep apart.
+LABEL_PX_MIN, LABEL_GAP_PX = 11, 3
+
+# Measures every diagram of the report as a window 1400 px wide shows it (once its fonts are
+# loaded): each edge's label (its text's boxes, wherever the drawing puts them: in the edge's
+# group or one of its own) and the size its letters are drawn at; the labels that come within
+# LABEL_GAP_PX of another, lie on a state's box or outside the drawing; and, sampling every
+# edge's path (when SAMPLE_EDGES), each place where it runs under another edge's label that
+# the label does not cover (drawn after the edge, with a halo).
+_PROBE = """<!DOCTYPE html><html><body><iframe id="r" src="fuzz.html" width="1400"
+height="900"></iframe><pre id="out">pending</pre><script>
+const rect = e => { const r = e.getBoundingClientRect();
+  return {x0: r.left, y0: r.top, x1: r.right, y1: r.bottom}; };
+const near = (a, b, m) => a.x0 - m < b.x1 && b.x0 - m < a.x1 && a.y0 - m < b.y1 && b.y0 - m < a.y1;
+document.getElementById("r").addEventListener("load", async () => {
+  const doc = document.getElementById("r").contentDocument;
+  await doc.fonts.ready;
+  const drawings = [];
+  for (const svg of doc.querySelectorAll("svg.workflow")) {
+    const labels = new Map();
+    for (const text of svg.querySelectorAll("text")) {
+      const owner = text.closest("g[id^='edge-']");
+      if (!owner) continue;
+      const id = owner.id.replace(/-label$/, "");
+      const box = rect(text), px = parseFloat(getComputedStyle(text).fontSize)
+          * text.getScreenCTM().a;
+      const label = labels.get(id) || {id, group: owner, texts: [], px: 1e9,
+                                       x0: 1e9, y0: 1e9, x1: -1e9, y1: -1e9};
+      label.texts.push(text.textContent); label.px = Math.min(label.px, px);
+      label.x0 = Math.min(label.x0, box.x0); label.y0 = Math.min(label.y0, box.y0);
+      label.x1 = Math.max(label.x1, box.x1); label.y1 = Math.max(label.y1, box.y1);
+      labels.set(id, label);
+    }
+    const all = [...labels.values()], name = l => l.texts.join(" ");
+    const states = [...svg.querySelectorAll("g.node")].map(g => rect(g.querySelector(
+        "path, polygon, ellipse")));
+    const frame = rect(svg);
+    const under = [];
+    for (const edge of SAMPLE_EDGES ? svg.querySelectorAll("g.edge") : []) {
+      for (const path of edge.querySelectorAll("path")) {
+        const reach = rect(path);
+        const near_path = all.filter(l => l.id !== edge.id && near(l, reach, 0));
+        if (!near_path.length) continue;
+        const m = path.getScreenCTM(), length = path.getTotalLength();
+        for (let d = 0; d <= length; d += 2) {
+          const p = path.getPointAtLength(d);
+          const x = m.a * p.x + m.c * p.y + m.e, y = m.b * p.x + m.d * p.y + m.f;
+          for (const l of near_path) {
+            if (l.id === edge.id || x <= l.x0 + 1 || x >= l.x1 - 1 || y <= l.y0 + 1
+                || y >= l.y1 - 1) continue;
+            const first = l.group.querySelector("text"), style = getComputedStyle(first);
+            const after = path.compareDocumentPosition(l.group)
+                & Node.DOCUMENT_POSITION_FOLLOWING;
+            const halo = style.paintOrder.startsWith("stroke") && style.stroke !== "none";
+            if (!(after && halo)) under.push(edge.id + " under " + name(l));
+          }
+        }
+      }
+    }
+    drawings.push({
+      labels: all.length,
+      small: all.filter(l => l.px < PX_MIN).map(l => name(l) + " " + l.px.toFixed(1)),
+      close: all.flatMap((a, i) => all.slice(i + 1).filter(b => near(a, b, GAP))
+                                      .map(b => name(a) + " / " + name(b))),
+      on_states: all.filter(l => states.some(s => near(l, s, 0))).map(name),
+      outside: all.filter(l => l.x0 < frame.x0 || l.x1 > frame.x1 || l.y0 < frame.y0
+                               || l.y1 > frame.y1).map(name),
+      under: [...new Set(under)]});
+  }
+  document.getElementById("out").textContent = JSON.stringify(drawings);
+});
+</script></body></html>"""
+
+
+def legibility_probe(sample_edges: bool = True) -> str:
+    """Gives the probe page, with the limits it measures against."""
+    return _PROBE.replace("<script>", f"<script>const GAP = {LABEL_GAP_PX}, PX_MIN = "
+                          f"{LABEL_PX_MIN}, SAMPLE_EDGES = {str(sample_edges).lower()};", 1)
+
+
+def busy_definitions() -> list[WorkflowDefinition]:
+    found = [load_definition(BUSY)]
+    found += [import_definition(CORPUS / "step-functions" / name) for name in BUSY_CORPUS
+              if (CORPUS / "step-functions" / name).is_file()]
+    return found
+
+
+@pytest.fixture(scope="module")
+def busy_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[int]]:
+    """Writes one report of a 20-run campaign on each busy definition, as `fsmharness fuzz
+    FILE --runs 20` does; gives its folder and each diagram's number of transitions."""
+    folder = tmp_path_factory.mktemp("busy")
+    sections = []
+    for definition in busy_definitions():
+        options = FuzzOptions(runs=20, replay_dir=folder / "replays")
+        sections.append(fuzz_target(Target(definition.name, definition), options)[1])
+    write_reports(document("fuzz", sections), folder, stem="fuzz")
+    (folder / "probe.html").write_text(legibility_probe())
+    return folder, [len(section["diagram"]["transitions"]) for section in sections]
+
+
+@needs_chromium
+def test_a_busy_workflows_edge_labels_are_legible_at_1400_px(
+        busy_report: tuple[Path, list[int]]) -> None:
+    """Every transition's label is drawn, at 11 px or more; no two labels come within 3 px
+    of each other; none lies on a state or outside the drawing; and no edge is drawn over a
+    label it passes under."""
+    folder, transitions = busy_report
+    drawings = browse(folder / "probe.html")
+    assert [drawing["labels"] for drawing in drawings] == transitions
+    assert transitions[0] == 24 and (len(transitions) == 1 or max(transitions) >= 54)
+    for drawing in drawings:
+        assert drawing["small"] == [], drawing["small"]
+        assert drawing["close"] == [], drawing["close"]
+        assert drawing["on_states"] == [], drawing["on_states"]
+        assert drawing["outside"] == [], drawing["outside"]
+        assert drawing["under"] == [], drawing["under"]
+
+
+def definitions_at_hand() -> list[WorkflowDefinition]:
+    """Gives every bundled scenario and every Step Functions file of the shared corpus that
+    imports."""
+    found = [load_definition(path) for path in sorted((ROOT / "scenarios").rglob("*.yaml"))]
+    folder = CORPUS / "step-functions"
+    for path in sorted(folder.glob("*.asl.*")) if folder.is_dir() else []:
+        try:
+            found.append(import_definition(path))
+        except DefinitionError:  # the one in ten the importer refuses, saying why
+            continue
+    return found
+
+
+@needs_chromium
+def test_every_definition_at_hand_draws_legibly_at_1400_px(tmp_path: Path) -> None:
+    """The same measures (but the sampling of every edge, which the busy workflows' test
+    does) over the diagram of each scenario and corpus file, as a report draws it (nothing
+    run: the layout is the same)."""
+    definitions = definitions_at_hand()
+    sections = [target_section(d.name, "fuzz", d, "reference", {"runs": 0}, None)
+                for d in definitions]
+    write_reports(document("fuzz", sections), tmp_path, stem="fuzz")
+    (tmp_path / "probe.html").write_text(legibility_probe(sample_edges=False))
+    drawings = browse(tmp_path / "probe.html")
+    assert [d["labels"] for d in drawings] == [len(s["diagram"]["transitions"])
+                                               for s in sections]
+    problems = {definition.name: {key: found for key, found in drawing.items()
+                                  if key != "labels" and found}
+                for definition, drawing in zip(definitions, drawings, strict=True)}
+    assert {name: found for name, found in problems.items() if found} == {}
+
+
+def test_the_shared_corpus_busy_files_are_there_when_the_corpus_is() -> None:
+    """A renamed corpus file must not quietly shrink the legibility test to one workflow."""
+    if not CORPUS.is_dir():
+        pytest.skip(f"the shared corpus is not at {CORPUS}")
+    assert len(busy_definitions()) == 1 + len(BUSY_CORPUS)
 
 
 def test_user_data_is_escaped_and_secrets_redacted(failing_report: Path) -> None:

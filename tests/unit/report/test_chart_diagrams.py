@@ -6,6 +6,7 @@ JSON Schema of definitions; and the `diagram` command on such charts."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -396,7 +397,8 @@ stateDiagram-v2
 
 #: The lines `mermaid` writes, as Mermaid's state diagram grammar reads them: a transition's
 #: or a description's label runs to the end of the line and holds no `:` or `;`; a quoted
-#: title holds no `"`; ids are plain (Mermaid's ids end at `-`, `:` or a space)
+#: title holds no `"`; ids are plain (Mermaid's ids end at `-`, `:` or a space); the class of
+#: the counterexample's states is defined and given at the top level
 _LINE = re.compile(r"""
     stateDiagram-v2
   | (?P<pad>\ *)(?:
@@ -408,6 +410,8 @@ _LINE = re.compile(r"""
       | state\ s\d+\ <<choice>>
       | s\d+:\ [^:;\n]+
       | (?:\[\*\]|s\d+)\ -->\ (?:\[\*\]|s\d+h?)(?::\ [^:;\n]+)?
+      | classDef\ counterexample\ [\w:#,\-]+
+      | class\ s\d+(?:,s\d+)*\ counterexample
     )""", re.X)
 
 
@@ -467,8 +471,9 @@ class TestOldDiagrams:
     @pytest.mark.parametrize("stem", OLD)
     def test_a_definition_without_statechart_constructs_is_drawn_as_before(self, stem: str
                                                                            ) -> None:
-        """The Mermaid text, the diagram's JSON and the Graphviz source, each as the drawing
-        before statecharts gave them."""
+        """The Mermaid text, the diagram's JSON and the Graphviz source, each as the expected
+        data holds them (the JSON as before statecharts; the Graphviz source and the path's
+        style since diagrams were made legible for busy workflows)."""
         diagram = (_covered_document_processing() if stem.endswith("__covered")
                    else diagram_of(_old_definition(stem)))
         assert mermaid(diagram) == (EXPECTED / f"{stem}.mmd").read_text()
@@ -489,6 +494,11 @@ def parsed(diagram: dict[str, Any]) -> dict[str, ET.Element]:
     """Gives the SVG's groups (clusters, nodes, edges) by id."""
     root = ET.fromstring(svg(diagram))
     return {g.get("id", ""): g for g in root.iter(f"{SVG}g") if g.get("id")}
+
+
+def dot_text(label: str) -> str:
+    """Gives the text of an edge's Graphviz label (an HTML-like one, its lines joined)."""
+    return html.unescape(re.sub(r"<[^>]*>", "", label.replace("<br/>", " "))).strip()
 
 
 def box(group: ET.Element) -> tuple[float, float, float, float]:
@@ -525,8 +535,8 @@ class TestSvg:
         groups = parsed(drawn(PARALLEL))
         clusters = sorted(key for key, g in groups.items() if g.get("class") == "cluster")
         assert clusters == ["parallel-s0", "region-s1", "region-s4"]
-        assert texts(groups["parallel-s0"]) == [
-            "both (parallel, a failed region waits for the others)"]
+        assert " ".join(texts(groups["parallel-s0"])) == (
+            "both (parallel, a failed region waits for the others)")
         assert texts(groups["region-s1"]) == ["left"] and texts(groups["region-s4"]) == [
             "right"]
         left, right = box(groups["region-s1"]), box(groups["region-s4"])
@@ -541,20 +551,23 @@ class TestSvg:
 
     def test_edges_to_and_from_a_cluster_are_drawn_at_a_state_inside_it(self) -> None:
         """The start and the join's edges end at a node inside the cluster (clipped at its
-        box): no stray node is made for the parallel state."""
+        box): no stray node is made for the parallel state. An edge in is drawn to the start
+        of the first region's flow (the top of the box), one out from a final state of the
+        last region (its bottom), so neither's label lands inside the box."""
         graph = _dot_graph(drawn(PARALLEL))
         assert "s0" not in graph.nodes()
-        start = graph.get_edge("start", "s2")
+        start = graph.get_edge("start", "start_s1")
         assert start.attr["lhead"] == "cluster_s0"
-        joins = [e for e in graph.edges() if e.attr.get("label", "").startswith("done")]
-        assert sorted(e.attr["label"] for e in joins) == ["done",
-                                                          "done [not event.payload.failed]"]
+        joins = [e for e in graph.edges() if dot_text(e.attr.get("label", "")).startswith("done")]
+        assert sorted(dot_text(e.attr["label"]) for e in joins) == [
+            "done", "done [not event.payload.failed]"]
         assert {e.attr["ltail"] for e in joins} == {"cluster_s0"}
+        assert {e[0] for e in joins} == {"s7"}  # r3, the right region's last final state
 
     def test_a_map_is_a_cluster_labelled_with_what_it_maps_over(self) -> None:
         groups = parsed(drawn(MAP))
-        assert texts(groups["map-s0"]) == [
-            "each (map over context.files, 2 at once, 1 failure tolerated)"]
+        assert " ".join(texts(groups["map-s0"])) == (
+            "each (map over context.files, 2 at once, 1 failure tolerated)")
         for state in ("state-s1", "state-s2", "state-s3", "start-s0"):
             assert inside(box(groups[state]), box(groups["map-s0"]))
 
@@ -575,7 +588,10 @@ class TestSvg:
         assert inside(box(groups["history-s0"]), box(cluster))
         (resume,) = [g for key, g in groups.items()
                      if key.startswith("edge-") and texts(g) == ["resume"]]
-        assert resume.findtext(f"{SVG}title") == "s3->s0h"
+        assert resume.findtext(f"{SVG}title") == "paused -> work (history): resume"
+        graph = _dot_graph(drawn(history("deep")))
+        assert [e for e in graph.edges() if dot_text(e.attr["label"]) == "resume"] == [
+            ("s3", "s0h")]
 
     def test_notes_are_lines_of_the_state_and_internal_transitions_self_loops(self) -> None:
         groups = parsed(drawn(NOTES))
@@ -584,7 +600,8 @@ class TestSvg:
             "exit / assign log, pings"]
         (ping,) = [g for key, g in groups.items()
                    if key.startswith("edge-") and texts(g) == ["ping (internal)"]]
-        assert ping.findtext(f"{SVG}title") == "s0->s0"
+        assert ping.findtext(f"{SVG}title") == "ask -> ask: ping (internal)"
+        assert ("s0", "s0") in _dot_graph(drawn(NOTES)).edges()
 
     def test_everything_at_once_draws(self) -> None:
         groups = parsed(drawn(EVERYTHING))
@@ -708,6 +725,92 @@ class TestCoverage:
         assert all(e["declared"] for e in diagram["transitions"])
 
 
+# -- the counterexample's path in the Markdown report ----------------------------------------
+
+
+def mermaid_block(markdown: str) -> str:
+    found = re.search(r"```mermaid\n(.*?)```", markdown, re.S)
+    assert found, markdown
+    return found[1]
+
+
+def styled(block: str) -> tuple[set[tuple[str, str, str]], set[tuple[str, str, str]],
+                                set[str], set[str]]:
+    """Reads a Mermaid state diagram: its transitions (source, first word of the label,
+    target) with a bold label and without, the states given the `counterexample` class, and
+    the composite states, each by name."""
+    names = {sid: name for name, sid in re.findall(r'state "([^" ]+)[^"]*" as (s\d+)$', block,
+                                                   re.M)}
+    names |= {sid: name for name, sid in re.findall(r"%% (\S+)\n *state (s\d+) <<choice>>",
+                                                    block)}
+    bold, plain = set(), set()
+    for source, target, label in re.findall(r"^ *(s\d+) --> (s\d+): (.*)$", block, re.M):
+        move = (names[source], re.sub(r"</?b>", "", label).split(" ")[0], names[target])
+        (bold if label.startswith("<b>") and "</b>" in label else plain).add(move)
+    classed = {names[sid] for ids in re.findall(r"^    class (\S+) counterexample$", block,
+                                                re.M) for sid in ids.split(",")}
+    composites = {names[sid] for sid in re.findall(r"state (s\d+) \{$", block, re.M)}
+    return bold, plain, classed, composites
+
+
+@pytest.fixture(scope="module")
+def failing_markdown(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[list[str]]]:
+    """Gives the Markdown report of a campaign that fails (the naive triage issues a credit
+    twice) and the path its counterexample took, as the JSON report tells it."""
+    from harness import FuzzOptions
+    from harness.adapters.targets import Target
+    from harness.engines.campaign import fuzz_target
+
+    folder = tmp_path_factory.mktemp("markdown")
+    definition = load_definition(SCENARIOS / "naive" / "triage_credit_twice.yaml")
+    report, section = fuzz_target(Target("triage", definition),
+                                  FuzzOptions(runs=20, replay_dir=folder / "replays"))
+    assert report.failures
+    files = write_reports(document("fuzz", [section]), folder, stem="fuzz")
+    path = json.loads(files.json.read_text())["targets"][0]["diagram"]["path"]
+    return files.markdown.read_text(), path
+
+
+class TestMarkdownPath:
+    def test_the_paths_transitions_and_only_they_have_bold_labels(
+            self, failing_markdown: tuple[str, list[list[str]]]) -> None:
+        """Each move the shrunk trace made is a transition drawn in bold (and still said in
+        words); no other transition is."""
+        markdown, path = failing_markdown
+        bold, plain, _, _ = styled(mermaid_block(markdown))
+        moves = {tuple(move) for move in path}
+        assert bold == moves and len(moves) >= 5
+        assert not bold & plain
+        block = mermaid_block(markdown)
+        assert block.count("<b>") == block.count("(counterexample)") == len(bold)
+
+    def test_the_paths_states_and_only_they_are_in_the_counterexample_class(
+            self, failing_markdown: tuple[str, list[list[str]]]) -> None:
+        """The states the path entered or left, except a composite one (Mermaid styles no
+        composite state), are given the class; the class is defined in the report's red,
+        bold; no other state is given it."""
+        markdown, path = failing_markdown
+        block = mermaid_block(markdown)
+        _, _, classed, composites = styled(block)
+        passed = {name for move in path for name in (move[0], move[2]) if name}
+        assert classed == passed - composites
+        assert "fetching" in passed & composites  # the parallel state the path went through
+        assert {"awaiting_supervisor", "escalating"}.isdisjoint(classed)
+        (definition,) = re.findall(r"^    classDef counterexample (.*)$", block, re.M)
+        assert "stroke:#d62728" in definition and "font-weight:bold" in definition
+        within_grammar(block)
+
+    def test_a_campaign_that_held_styles_nothing(self, tmp_path: Path) -> None:
+        """No counterexample: no bold label, no class, not a word of it."""
+        definition = load_definition(SCENARIOS / "refund_escalation.yaml")
+        section = target_section("refund", "fuzz", definition, "reference", {"runs": 1}, None)
+        markdown = write_reports(document("fuzz", [section]), tmp_path).markdown.read_text()
+        block = mermaid_block(markdown)
+        assert "<b>" not in block and "classDef" not in block
+        assert "counterexample" not in block
+        within_grammar(block)
+
+
 # -- reports ---------------------------------------------------------------------------------
 
 
@@ -720,7 +823,7 @@ class TestReports:
         doc = load_report(files.json)
         assert render_html(doc) == files.html.read_text()
         assert "```mermaid\nstateDiagram-v2\n" in files.markdown.read_text()
-        assert 'id="region&#45;s1"' in files.html.read_text()
+        assert 'id="region-s1"' in files.html.read_text()
 
     @pytest.mark.parametrize(("change", "problem"), [
         (lambda d: d["states"][0].update(regions=[["left", "nowhere"]]),
