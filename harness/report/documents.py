@@ -852,10 +852,17 @@ def _coverage_line(coverage: Mapping[str, Any]) -> str:
 
 
 def target_verdict(section: Mapping[str, Any]) -> str:
-    """Gives a target's verdict in a word: held, violated or vacuous."""
+    """Gives a target's verdict in a word: held, violated, broke as expected (a campaign of
+    the plugin's `expect=` that broke as it said) or vacuous."""
     if section["held"]:
         return "held"
+    if _as_expected(section):
+        return "broke as expected"
     return "violated" if section["failures"] else "vacuous"
+
+
+def _as_expected(section: Mapping[str, Any]) -> bool:
+    return bool(section.get("expected", {}).get("met")) and bool(section["failures"])
 
 
 def doc_verdict(doc: Mapping[str, Any]) -> str:
@@ -863,9 +870,20 @@ def doc_verdict(doc: Mapping[str, Any]) -> str:
     nothing exercised (no violation, and a target that exercised nothing)."""
     if doc["held"]:
         return "every invariant held"
+    broken = [section for section in doc["targets"] if not section["held"]]
+    if broken and all(_as_expected(section) for section in broken):
+        return "every invariant held but the breaks expected"
     if any(section["failures"] for section in doc["targets"]):
         return "violations found"
     return "nothing exercised"
+
+
+def _held_cell(section: Mapping[str, Any]) -> str:
+    if section["held"]:
+        return "yes"
+    if _as_expected(section):
+        return f"no, as expected ({_md(', '.join(section['expected']['invariants']))})"
+    return f"**no** ({target_verdict(section)})"
 
 
 def render_markdown(doc: Mapping[str, Any]) -> str:
@@ -876,7 +894,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
            "|---|---|---|---|---|---|"]
     for section in doc["targets"]:
         out.append(f"| {_md(section['name'])} | {_md(section['engine'])} | "
-                   f"{'yes' if section['held'] else f'**no** ({target_verdict(section)})'} | "
+                   f"{_held_cell(section)} | "
                    f"{section['runs']} | "
                    f"{_amount(section)} | {_md(_coverage_line(section['coverage']))} |")
     for section in doc["targets"]:
@@ -1307,6 +1325,10 @@ def _html_section(index: int, section: Mapping[str, Any]) -> str:
              f'</small></h2>']
     definition = section["definition"]
     facts = [("test", section["test"])] if section.get("test") else []
+    if section.get("expected"):
+        expected = section["expected"]
+        facts.append(("expected to break", ", ".join(expected["invariants"])
+                      + ("" if expected["met"] else " (it did not break as expected)")))
     facts += [("definition", f"{definition['name']} {definition['version']}"),
               ("machine", section["machine"]), ("runs", f"{section['runs']:,}")]
     if section["engine"] == "explore":

@@ -9,6 +9,7 @@ The examples of the documentation (`DOCS_*`) run here as written: a page that sh
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -466,47 +467,30 @@ class TestNames:
 
 # --- the documentation's examples -----------------------------------------------------------
 
-README_EXAMPLE = '''\
-import pytest
+ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.fsm_fuzz("workflow_refund.yaml", runs=50, faults="crash,duplicate_event")
-def test_refund_survives_crashes_and_duplicates(fsm_report):
-    assert fsm_report.held and {"refunded", "rejected"} <= fsm_report.coverage.states
-'''
-
-DOCS_EXPECT = '''\
-import pytest
-
-
-@pytest.mark.fsm_fuzz("naive/triage_credit_twice.yaml", runs=200,
-                      expect="no_duplicate_effect")
-def test_naive_triage_still_credits_twice(fsm_report):
-    assert fsm_report.failures[0].rule == "no_duplicate_effect"
+def _documented(page: str, test: str) -> str:
+    """Gives the Python block the page says this test runs (`<!-- docs: run by ...::test -->`
+    just above it): the page and the test cannot drift apart."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    marker = f"<!-- docs: run by tests/plugin/test_campaign_reports.py::{test} -->\n```"
+    assert text.count(marker) == 1, f"{page} has no example run by {test}"
+    block = text.split(marker, 1)[1].split("\n", 1)[1]
+    return block.split("```", 1)[0]
 
 
-def test_naive_triage_by_fixture(fsm_fuzz):
-    report = fsm_fuzz("naive/triage_credit_twice.yaml", runs=200,
-                      expect=["no_duplicate_effect", "retries_within_bounds"])
-    assert report.failures[0].replay_file.exists()
-'''
-
-DOCS_FIXTURE = '''\
-def test_refund_holds_and_reaches_both_outcomes(fsm_fuzz):
-    report = fsm_fuzz("workflow_refund.yaml", runs=50, faults="crash,duplicate_event")
-    assert report.held, report
-    assert {"refunded", "rejected"} <= report.coverage.states
+def _tour_marker_test() -> str:
+    """Gives the README tour's marker test (the one Python block of its tour)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    tour = readme.split("\n## A short tour\n", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```python\n(.*?)```", tour, flags=re.DOTALL)
+    return block
 
 
-def test_refund_holds(fsm_fuzz):
-    fsm_fuzz("workflow_refund.yaml", runs=50, check=True)
-
-
-def test_naive_triage_breaks_only_idempotency(fsm_fuzz):
-    report = fsm_fuzz("naive/triage_credit_twice.yaml", runs=200)
-    assert not report.held
-    assert {failure.rule for failure in report.failures} == {"no_duplicate_effect"}
-'''
+README_EXAMPLE = _tour_marker_test()
+DOCS_EXPECT = _documented("docs/pytest-plugin.md", "test_docs_expect")
+DOCS_FIXTURE = _documented("docs/pytest-plugin.md", "test_docs_fixture")
 
 
 @pytest.fixture
@@ -567,3 +551,16 @@ def test_docs_names(docs_project: pytest.Pytester) -> None:
         "  faults injected: *",
         "  report: reports/pytest.html (and pytest.json, pytest.md)",
     ])
+    # the report says the breaks were expected, as the session does (it passed)
+    reports = docs_project.path / "reports"
+    markdown = (reports / "pytest.md").read_text(encoding="utf-8")
+    assert markdown.startswith("# fsmharness pytest: every invariant held but the breaks "
+                               "expected\n")
+    assert markdown.count(r"| no, as expected (no\_duplicate\_effect) |") == 1
+    assert r"| no, as expected (no\_duplicate\_effect, retries\_within\_bounds) |" in markdown
+    assert "**no**" not in markdown
+    doc = json.loads((reports / "pytest.json").read_text(encoding="utf-8"))
+    jsonschema.validate(doc, report_schema())
+    assert sorted(t["expected"]["met"] for t in doc["targets"] if "expected" in t) == [True,
+                                                                                     True]
+    assert "expected to break" in (reports / "pytest.html").read_text(encoding="utf-8")
