@@ -31,6 +31,7 @@ from harness.sim.history import (
     Decided,
     Delivered,
     Dispatched,
+    FaultInjected,
     Finished,
     HistoryRecord,
     MachineFailed,
@@ -1532,6 +1533,12 @@ def _approval_decisions(definition: WorkflowDefinition, history: History
     return list(_each_approval_decision(definition, history))
 
 
+#: the faults in the middle of a delivery after which the machine may rightly answer that the
+#: event is a duplicate: a crash or a failed write after its commit, or a second worker that
+#: took the event first
+_MIDWAY = frozenset({"crash", "store_write_failure", "second_worker"})
+
+
 def _each_approval_decision(definition: WorkflowDefinition, history: History
                             ) -> Iterator[tuple[int, str, Event, str, str]]:
     commits = _has_commits(history)
@@ -1541,14 +1548,33 @@ def _each_approval_decision(definition: WorkflowDefinition, history: History
     contexts: dict[str, Mapping[str, Any]] = {}
     regions: dict[str, tuple[tuple[str, str, str], ...]] = {}
     delivered: dict[tuple[str, str], Delivered] = {}
+    # without commits: the state each delivery met, and the deliveries no answer came back for
+    # (the machine crashed in them), whose copy it may later call a duplicate
+    met: dict[tuple[str, str], tuple[str, Observed | None, int]] = {}
+    delivered_at: dict[tuple[str, str], int] = {}
+    awaiting: set[tuple[str, str]] = set()  # delivered, not answered yet
+    unanswered: set[tuple[str, str]] = set()
+    taken: set[tuple[str, str]] = set()  # the deliveries counted as accepted
     for index, record in enumerate(history):
         if type(record) is Observed:
             requests[record.execution] = record
             if not commits:
                 states[record.execution] = record.state
             continue
+        if type(record) is FaultInjected and not commits and record.fault in _MIDWAY:
+            unanswered.update(key for key in awaiting if key[0] == record.execution)
+            continue  # a delivery cut midway: its answer may be a duplicate's
         if type(record) is Delivered:
-            delivered[(record.execution, record.event_id)] = record
+            sent_key = (record.execution, record.event_id)
+            if not commits:
+                if sent_key in awaiting:  # sent again: the one before got no answer
+                    unanswered.add(sent_key)
+                elif sent_key not in delivered:  # its first delivery
+                    met[sent_key] = (states.get(record.execution, ""),
+                                     requests.get(record.execution), index)
+                awaiting.add(sent_key)
+                delivered_at[sent_key] = index
+            delivered[sent_key] = record
             continue
         if type(record) is Committed:
             if record.decision != "accepted":
@@ -1571,15 +1597,43 @@ def _each_approval_decision(definition: WorkflowDefinition, history: History
                 if asking:
                     state, before_context = max(asking, key=lambda pair: len(pair[0]))[1], None
         elif type(record) is Decided and not commits:
-            if record.decision.partition(":")[0] != "accepted":
-                continue
             eid = record.execution
-            sent = delivered.get((eid, record.event_id))
+            sent_key = (eid, record.event_id)
+            awaiting.discard(sent_key)
+            first_crashed = sent_key in unanswered
+            unanswered.discard(sent_key)
+            request = requests.get(eid)
+            # the grant counts from its delivery: a machine that crashed in it may have
+            # recovered and acted on it (dispatched its effect) before it answered
+            at = delivered_at.get(sent_key, index)
+            if record.decision.partition(":")[0] == "accepted":
+                state = states.get(eid, "")
+                taken.add(sent_key)
+            elif (record.decision == "ignored:duplicate" and first_crashed
+                  and sent_key not in taken):
+                # a delivery cut midway may have been taken (committed, then no answer, or
+                # taken by a second worker): the copy is then a duplicate. Judged as of its
+                # first delivery, and counted only when it was a genuine grant then: the
+                # machine may as well have refused it (nothing tells, without commits)
+                state, request, at = met.get(sent_key, ("", None, index))
+                sent = delivered.get(sent_key)
+                if sent is None or sent.type not in _APPROVALS:
+                    continue
+                event = Event(sent.event_id, sent.type, sent.source, sent.payload or {},
+                              sent.answers)
+                if not _not_genuine(definition, event, state, request, None):
+                    taken.add(sent_key)
+                    yield at, eid, event, state, ""
+                continue
+            else:
+                continue
+            sent = delivered.get(sent_key)
             if sent is None or sent.type not in _APPROVALS:
                 continue
             event = Event(sent.event_id, sent.type, sent.source, sent.payload or {},
                           sent.answers)
-            state, before_context = states.get(eid, ""), None
+            yield at, eid, event, state, _not_genuine(definition, event, state, request, None)
+            continue
         else:
             continue
         yield index, eid, event, state, _not_genuine(definition, event, state,

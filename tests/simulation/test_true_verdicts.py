@@ -33,6 +33,7 @@ from harness import (
     Finished,
     FuzzOptions,
     HistoryRecord,
+    ReferenceMachine,
     SimOptions,
     Simulator,
     ToolWorld,
@@ -647,3 +648,24 @@ def test_a_definition_whose_start_is_refused_is_stuck_not_the_machines_nonsense(
     assert result.failure is None, result.failure
     assert {obs.state for obs in result.final.values()} == {"begin"}
     assert {v.rule for v in check(definition, result.history)} == {"no_stuck_execution"}
+
+
+class _Unwatched(ReferenceMachine):
+    """The reference machine, correct, offering no `watch()`: the checkers judge it on what
+    `deliver` answers and what `observe` shows."""
+
+    watch = None
+
+
+@pytest.mark.parametrize("seed", [172, 189, 397, 677, 2786])
+def test_a_correct_machine_without_watch_is_not_blamed_for_a_grant_cut_midway(
+        seed: int) -> None:
+    """Each seed cuts a delivery of an approval midway (a crash after its commit, a second
+    worker that took it first, a duplicate copy of it): the machine acts on the grant, and
+    answers the copy sent again `ignored:duplicate` (or answers after its recovery acted).
+    Without commits to read, these were blamed as effects with no approval
+    (approved_effects) or as grants taken in the wrong state (approval_genuine)."""
+    report = fuzz(ROOT / "scenarios" / "refund_escalation.yaml",
+                  FuzzOptions(runs=1, seed=seed, replay_dir=None, shrink=False),
+                  machine=_Unwatched)
+    assert report.held, [v.message for f in report.failures for v in f.violations]
