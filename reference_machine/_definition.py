@@ -1570,7 +1570,7 @@ def _compile_template(
         if isinstance(value, str) and value.startswith("="):
             dynamic = True
             try:
-                expression = compile_expression(value[1:])
+                expression = compile_expression(value[1:], reads_event=False)
             except ExpressionSyntaxError as exc:
                 report(where, exc)
                 continue

@@ -84,8 +84,9 @@ class ExpressionSyntaxError(ValueError):
         super().__init__(message)
 
 
-def compile_expression(text: str) -> Compiled:
-    """Gives a function `(context, event) -> value` for a whitelisted expression."""
+def compile_expression(text: str, *, reads_event: bool = True) -> Compiled:
+    """Gives a function `(context, event) -> value` for a whitelisted expression; one that
+    may not read the event (`reads_event=False`: a step's input) is refused if it does."""
     if not isinstance(text, str) or not text.strip():
         raise ExpressionSyntaxError("expected a non-empty expression")
     if len(text) > _LENGTH_MAX:
@@ -97,6 +98,10 @@ def compile_expression(text: str) -> Compiled:
         for node in ast.walk(tree):  # `context.x`, `context["x"]`: read through, not copied
             if isinstance(node, ast.Attribute | ast.Subscript):
                 node.value._read_through = True  # type: ignore[attr-defined]
+            if not reads_event and isinstance(node, ast.Name) and node.id == "event":
+                raise _fail(node, "a step's input reads only context: no event is at hand "
+                                  "when the step is called (copy what it needs from the event "
+                                  "into the context with an assign on the transition)")
         compiled = _compile(tree.body)
         _fold_constants(tree.body)
         return compiled

@@ -628,6 +628,21 @@ def test_action_with_both_assign_and_function() -> None:
         load_definition(data, functions={"bump": lambda context, event: None})
 
 
+@pytest.mark.parametrize("text", ["=event.payload.amount", "=context.count + event.payload.n",
+                                  "=event"])
+def test_a_step_input_that_reads_the_event_is_refused(text: str) -> None:
+    """A step's input is made when the step is called, with no event at hand: reading one was
+    accepted at load and failed at run time (the entering event refused)."""
+    data = _base()
+    _step(data)["input"] = {"n": {"deep": text}}
+    with pytest.raises(DefinitionError,
+                       match=r"states\.work\.step\.input\.n\.deep: expression at column \d+: "
+                             r"a step's input reads only context: .*\[bad-expression\]"):
+        load_definition(data)
+    _step(data)["input"] = {"n": "=context.count"}
+    assert load_definition(data).states["work"].step is not None
+
+
 def test_bad_step_input_expression() -> None:
     """A step input starting with '=' must be a valid expression."""
     data = _base()
