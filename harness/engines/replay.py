@@ -34,7 +34,15 @@ from harness.errors import HarnessError, words_of
 from harness.files import write_output
 from harness.report.redact import redact, secret_values
 from harness.report.trace import describe_steps
-from harness.sim.choices import BRANCH, FAULT, Choice, ScriptedChoices, default, labels_of
+from harness.sim.choices import (
+    BRANCH,
+    FAULT,
+    Choice,
+    ScriptedChoices,
+    default,
+    labels_of,
+    planned_index,
+)
 from harness.sim.history import Delivered, FaultInjected, HistoryRecord
 from harness.sim.identity import definition_digest, machine_path
 from harness.sim.machine import MachineFactory, Observation
@@ -392,14 +400,10 @@ class _EditedChoices(ScriptedChoices):
         coarse = [text.partition(" | ")[0] for text in labels]
         for position in range(self.cursor, len(self.planned)):
             step, wanted = self.planned[position]
-            if wanted in labels:  # the very action, or one that does the same
-                index = labels.index(wanted)
-            elif wanted.partition(" | ")[0] in coarse:
-                index = coarse.index(wanted.partition(" | ")[0])
-            else:
+            found = planned_index(wanted, labels, coarse)
+            if found is None or not self._sends(step, actions[found]):
                 continue
-            if not self._sends(step, actions[index]):
-                continue
+            index = found
             self.skipped += self.planned[self.cursor:position]
             self.cursor, self.source = position + 1, step
             self.used.add((step, BRANCH, self._counts.get(BRANCH, 0)))

@@ -288,12 +288,10 @@ class ScriptedChoices(RecordingChoices):
         coarse = [text.partition(" | ")[0] for text in labels]
         for position in range(self.cursor, len(self.planned)):
             step, wanted = self.planned[position]
-            if wanted in labels:  # the very action, or one that does the same
-                index = labels.index(wanted)
-            elif wanted.partition(" | ")[0] in coarse:
-                index = coarse.index(wanted.partition(" | ")[0])
-            else:
+            found = planned_index(wanted, labels, coarse)
+            if found is None:
                 continue
+            index = found
             self.skipped += self.planned[self.cursor:position]
             self.cursor, self.source = position + 1, step
             break
@@ -346,6 +344,16 @@ def labels_of(actions: Sequence[Any], label: Callable[[Any], str]) -> list[str]:
         seen[text] = count
         labels.append(text if count == 1 else f"{text} #{count}")
     return labels
+
+
+def planned_index(wanted: str, labels: Sequence[str], coarse: Sequence[str]) -> int | None:
+    """Gives the position among `labels` of the action a schedule's label names: the very
+    action, or one that does the same (`coarse`: each label before its " | "); None when no
+    action here does."""
+    if wanted in labels:
+        return labels.index(wanted)
+    head = wanted.partition(" | ")[0]
+    return coarse.index(head) if head in coarse else None
 
 
 def script_of(recorded: Sequence[Choice]) -> dict[tuple[int, str, int], float]:

@@ -114,11 +114,15 @@ class TestRun:
         assert again.returncode == 1 and again.stdout == result.stdout
 
 
-class TestFuzz:
-    def test_the_context_reaches_every_run_and_its_replay_file(self, folder: Path) -> None:
-        """Held with the default context; with `vip=true` the double charge is found, and
-        the replay file carries the context, so `replay` breaks the rule again."""
-        args = ("fuzz", "vip.yaml", "--faults", "none", "--executions", "1", "--runs", "50")
+class TestFuzzAndExplore:
+    @pytest.mark.parametrize("engine", [["fuzz", "--runs", "50"], ["explore", "--depth", "6"]],
+                             ids=["fuzz", "explore"])
+    def test_the_context_reaches_every_run_and_its_replay_file(self, folder: Path,
+                                                               engine: list[str]) -> None:
+        """Held with the default context; with `vip=true` the double charge is found (by
+        the campaign, or by the search within its bound), and the replay file carries the
+        context, so `replay` breaks the rule again."""
+        args = (engine[0], "vip.yaml", "--faults", "none", "--executions", "1", *engine[1:])
         held = cli(*args, "--no-report", cwd=folder)
         assert held.returncode == 0, held.stdout + held.stderr
         broken = cli(*args, "--report", "reports", "--context", "vip=true", cwd=folder)
@@ -129,23 +133,6 @@ class TestFuzz:
         replayed = cli("replay", str(saved), cwd=folder)
         assert replayed.returncode == 1, replayed.stdout + replayed.stderr
         assert replayed.stdout.splitlines()[-1].startswith("reproduced no_duplicate_effect")
-
-
-class TestExplore:
-    def test_the_search_starts_from_the_context_and_its_replay_file_keeps_it(
-            self, folder: Path) -> None:
-        """Within the bound every schedule holds with the default context; with `vip=true`
-        the search finds the double charge, and its replay file breaks the rule again."""
-        args = ("explore", "vip.yaml", "--faults", "none", "--depth", "6")
-        held = cli(*args, "--no-report", cwd=folder)
-        assert held.returncode == 0, held.stdout + held.stderr
-        broken = cli(*args, "--report", "reports", "--context", "vip=true", cwd=folder)
-        assert broken.returncode == 1, broken.stdout + broken.stderr
-        assert "violated no_duplicate_effect" in broken.stdout
-        (saved,) = (folder / "reports" / "replays").glob("*.json")
-        assert json.loads(saved.read_text())["options"]["context"] == {"vip": True}
-        replayed = cli("replay", str(saved), cwd=folder)
-        assert replayed.returncode == 1, replayed.stdout + replayed.stderr
 
 
 class TestBadInput:
