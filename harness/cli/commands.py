@@ -269,7 +269,9 @@ def explore_command(targets: Sequence[str], machine: str | None, faults_text: st
     """Explore every schedule of each definition, breadth-first to a depth: a proof that every
     invariant holds within the bound, or the shortest trace that breaks one.
 
-    Exit 0 when every invariant held within the bound, 1 when one broke, 2 on bad input.
+    Exit 0 when no invariant broke: every one held within the bound, or (partial) as far as
+    the search went before --states-max or --budget stopped it, which the verdict says; 1 when
+    one broke; 2 on bad input.
     """
     context = start_context(context_pairs, context_path)
 
@@ -771,6 +773,8 @@ jobs:
       - uses: actions/checkout@v4
       - uses: actions/setup-python@v5
         with: {python-version: "3.12"}
+      # fsmharness is not on PyPI yet: put what your team installs it from here (a wheel, or
+      # "fsmharness @ git+https://..." where you keep its repository)
       - run: pip install fsmharness pytest
       - run: python -m pytest --fsm-report fsm-reports
       - if: always()

@@ -254,6 +254,10 @@ def replay(path: str | os.PathLike[str], *, definition: WorkflowDefinition | Non
         definition = _find_definition(name, recorded, told, given_as)
     digest = definition_digest(definition)
     changed = digest != recorded.get("digest")
+    if changed and edited and definition.name != recorded.get("name"):
+        raise ReplayError(name, f"this file records definition {recorded.get('name')!r}; "
+                                f"{given_as} gives {definition.name!r}, another workflow (an "
+                                "edited definition keeps its name)")
     if changed and not edited:
         raise ReplayError(name, f"definition {definition.name!r} changed since this file was "
                                 f"written (digest {str(recorded.get('digest'))[:12]}, now "

@@ -188,6 +188,15 @@ class TestBadInput:
         one_error_line(cli("replay", replay_file(project), "--definition", str(broken),
                            cwd=project), f"--definition {broken}")
 
+    def test_another_workflow_is_no_edited_definition(self, project: Path,
+                                                       tmp_path: Path) -> None:
+        """A path to another workflow (a slip in CI) is refused, not judged `fixed`."""
+        other = tmp_path / "other.yaml"
+        other.write_text(FIXED.replace("name: looping", "name: another"))
+        one_error_line(cli("replay", replay_file(project), "--definition", str(other),
+                           cwd=project), "this file records definition 'looping'; "
+                       "--definition PATH gives 'another', another workflow")
+
     def test_a_missing_replay_file(self, project: Path) -> None:
         one_error_line(cli("replay", "nowhere.json", "--definition", "looping.yaml",
                            cwd=project), "nowhere.json: no such file")

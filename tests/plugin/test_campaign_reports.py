@@ -444,7 +444,7 @@ class TestNames:
             self, flows: pytest.Pytester) -> None:
         """Two cases of one parametrized test are two rows, each with its own id; the replay
         file keeps the definition's name, which is what `fsmharness replay` needs."""
-        flows.makepyfile(test_machines="""
+        flows.makepyfile(test_pay_machines="""
             import pytest
 
             @pytest.mark.parametrize("machine", [None, "naive_machine:KeyPerAttempt"])
@@ -455,12 +455,12 @@ class TestNames:
         result.assert_outcomes(passed=1, failed=1)
         result.stdout.fnmatch_lines([
             # `[[]` is fnmatch's literal `[`
-            "  held     test_machines.py::test_pay[[]None] (fuzz): 40 runs, *",
-            "  VIOLATED test_machines.py::test_pay[[]naive_machine:KeyPerAttempt] (fuzz): *",
+            "  held     test_pay_machines.py::test_pay[[]None] (fuzz): 40 runs, *",
+            "  VIOLATED test_pay_machines.py::test_pay[[]naive_machine:KeyPerAttempt] (fuzz): *",
         ])
         doc = json.loads((flows.path / "out" / "pytest.json").read_text())
         (broken,) = [t for t in doc["targets"] if not t["held"]]
-        assert broken["name"] == "test_machines.py::test_pay[naive_machine:KeyPerAttempt]"
+        assert broken["name"] == "test_pay_machines.py::test_pay[naive_machine:KeyPerAttempt]"
         assert Path(broken["failures"][0]["replay_file"]).name.startswith(
             "planted-no_duplicate_effect-")
 
@@ -539,7 +539,7 @@ def test_docs_names(docs_project: pytest.Pytester) -> None:
     result.assert_outcomes(passed=3 + 3)
     result.stdout.fnmatch_lines([
         "*= fsmharness =*",
-        "5 campaign(s): 22 invariants checked, * runs, * steps, * faults injected, 0 failing, "
+        "5 campaign(s): * invariants checked, * runs, * steps, * faults injected, 0 failing, "
         "2 broke as expected",
         "  invariants: *",
         "  expected tests/test_naive.py::test_naive_triage_by_fixture (fuzz): *",

@@ -169,6 +169,16 @@ def test_the_reference_pages_are_the_codes() -> None:
     for kind in FaultKind:
         assert f"| `{kind.value}` | {' '.join(DESCRIPTIONS[kind].split())}" in (
             pages["reference/faults.md"]), kind
+    commands = pages["reference/cli.md"]
+    for name, command in cli.commands.items():  # each command, with what its --help says
+        assert f"## fsmharness {name}\n" in commands, name
+        for option in command.params:
+            if isinstance(option, click.Option):
+                for flag in option.opts:
+                    assert flag in commands, f"{name} {flag}"
+    assert "Sentinel" not in commands  # no value that is none shown as an object
+    assert "| `no_duplicate_effect` |" in pages["reference/invariants.md"]
+    assert "`harness.checks.checkers.no_duplicate_effect`" in pages["reference/invariants.md"]
     schema = pages["reference/definition-schema.md"]
     for field in ("name", "states", "tools", "budgets", "secrets"):
         assert f"| `{field}` |" in schema
