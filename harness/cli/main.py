@@ -495,8 +495,12 @@ def _print_summary(console: Console, file: str, summary: dict[str, Any],
         if result.traceback:
             console.print(redact(result.traceback, secrets), markup=False)
     if result.failure is not None or violations:
+        again = redact(options, secrets)  # a secret given with --context stays hidden
         console.print(f"replay: fsmharness run {file} --seed {summary['seed']} "
-                      f"{options}".rstrip(), markup=False)
+                      f"{again}".rstrip(), markup=False)
+        if again != options:
+            console.print("  (a secret given with --context is shown redacted: give it again)",
+                          markup=False)
     else:
         console.print("  every invariant held")
 

@@ -37,7 +37,7 @@ from harness.checks.coverage import (
 )
 from harness.errors import HarnessError
 from harness.report.plot import growth_caption, growth_svg
-from harness.report.redact import redact, secret_values
+from harness.report.redact import REDACTED, redact, secret_values
 from harness.sim.history import Committed
 from harness.sim.identity import definition_digest
 from harness.sim.simulator import SimulationResult
@@ -436,13 +436,29 @@ def target_section(name: str, engine: str, definition: WorkflowDefinition, machi
     return redact(section, secrets)
 
 
+def _without_context_values(arguments: Sequence[str]) -> list[str]:
+    """Gives the command's arguments with each `--context KEY=VALUE`'s value redacted: a value
+    may be a secret, and which keys are secret is each definition's to say (the runs' start
+    contexts, which replaying needs, are in the replay files)."""
+    shown: list[str] = []
+    after_flag = False
+    for argument in arguments:
+        if after_flag and "=" in argument:
+            argument = argument.partition("=")[0] + "=" + REDACTED
+        elif argument.startswith("--context=") and argument.count("=") >= 2:
+            argument = argument.rsplit("=", argument.count("=") - 1)[0] + "=" + REDACTED
+        after_flag = argument == "--context"
+        shown.append(argument)
+    return shown
+
+
 def document(command: str, sections: Sequence[Mapping[str, Any]],
              arguments: Sequence[str] = ()) -> dict[str, Any]:
     """Gives the whole report: what ran, and one section per target."""
     return {
         "kind": REPORT_KIND, "format": REPORT_FORMAT,
         "tool": {"name": "fsmharness", "version": tool_version()},
-        "command": command, "arguments": list(arguments),
+        "command": command, "arguments": _without_context_values(arguments),
         "held": all(section["held"] for section in sections),
         "targets": list(sections),
     }

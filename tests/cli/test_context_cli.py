@@ -135,6 +135,29 @@ class TestFuzzAndExplore:
         assert replayed.stdout.splitlines()[-1].startswith("reproduced no_duplicate_effect")
 
 
+class TestSecrets:
+    def test_a_secret_given_in_the_context_stays_out_of_what_is_printed_and_reported(
+            self, tmp_path: Path) -> None:
+        """The card (a declared secret) given with --context: not in `run`'s printed replay
+        command, nor in the fuzz report's arguments (JSON, HTML, Markdown)."""
+        card = "4111111111111111"
+        (tmp_path / "s.yaml").write_text(VIP.replace("context:\n", "secrets: [card]\ncontext:"
+                                                     "\n  card: null\n"))
+        args = ("--executions", "1", "--context", f"card={card}", "--context", "vip=true")
+        ran = cli("run", "s.yaml", "--no-faults", *args, cwd=tmp_path)
+        assert ran.returncode == 1, ran.stdout + ran.stderr
+        assert "replay: fsmharness run s.yaml" in ran.stdout
+        assert card not in ran.stdout + ran.stderr
+        assert "--context card=[redacted]" in ran.stdout
+        fuzzed = cli("fuzz", "s.yaml", "--faults", "none", *args, "--runs", "20", "--report",
+                     "out", cwd=tmp_path)
+        assert fuzzed.returncode == 1, fuzzed.stdout + fuzzed.stderr
+        assert card not in fuzzed.stdout + fuzzed.stderr
+        for name in ("fuzz.json", "fuzz.html", "fuzz.md"):
+            assert card not in (tmp_path / "out" / name).read_text(), name
+        assert "card=[redacted]" in (tmp_path / "out" / "fuzz.json").read_text()
+
+
 class TestBadInput:
     @pytest.mark.parametrize(("args", "fragments"), [
         (["--context", "vip"], ["--context 'vip': expected KEY=VALUE"]),
