@@ -3,6 +3,7 @@ start context given at the command line."""
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import json
 import math
@@ -115,7 +116,7 @@ def start_context(pairs: Sequence[str], path: str | None) -> dict[str, Any]:
                                "a field in a mapping (customer.email)")
         node = context
         for depth, part in enumerate(parents):
-            inner = node.setdefault(part, {})
+            inner = node.setdefault(part, _Fields())
             if not isinstance(inner, dict):
                 taken = ".".join(parents[:depth + 1])
                 raise UsageProblem(f"--context {pair!r}: {taken} is {json.dumps(inner)}, "
@@ -123,6 +124,11 @@ def start_context(pairs: Sequence[str], path: str | None) -> dict[str, Any]:
             node = inner
         node[leaf] = _context_value(text)
     return context
+
+
+class _Fields(dict[str, Any]):
+    """A mapping a dotted `--context` key made: fields to set in the definition's mapping,
+    which `context_for` refuses where the definition's default is no mapping."""
 
 
 def _context_value(text: str) -> Any:
@@ -174,18 +180,29 @@ def context_for(definition: WorkflowDefinition, given: Mapping[str, Any]) -> dic
     """Gives the start context of `definition`'s executions: each key given, a mapping merged
     field by field over the definition's default for it; a key the definition does not
     declare is passed on all the same, with a warning on stderr (a typo leaves the declared
-    key at its default)."""
+    key at its default). Exits 2 when a dotted key sets a field of a default that is no
+    mapping (`amount.x=1` where `amount` defaults to 40)."""
     declared = definition.initial_context
     for key in given:
         if key not in declared:
             known = ", ".join(sorted(declared)) or "none"
+            near = difflib.get_close_matches(key, list(declared), n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else f" (its keys: {known})"
             click.echo(f"fsmharness: warning: --context {key}: {definition.name!r} declares "
-                       f"no context key {key!r} (its keys: {known}); passed on as given",
-                       err=True)
-    return {key: _merged(declared.get(key), value) for key, value in given.items()}
+                       f"no context key {key!r}{hint}; passed on as given", err=True)
+    return {key: _merged(declared.get(key), value, key, definition.name)
+            for key, value in given.items()}
 
 
-def _merged(default: Any, value: Any) -> Any:
-    if isinstance(default, Mapping) and isinstance(value, Mapping):
-        return {**default, **{k: _merged(default.get(k), v) for k, v in value.items()}}
-    return value
+def _merged(default: Any, value: Any, path: str, workflow: str) -> Any:
+    """Gives `value` merged field by field over `default` where both are mappings."""
+    if not isinstance(value, Mapping):
+        return value
+    if isinstance(value, _Fields) and default is not None and not isinstance(default, Mapping):
+        field = next(iter(value))
+        raise UsageProblem(f"--context {path}.{field}: {workflow!r} declares {path} as "
+                           f"{json.dumps(default, default=str)}, not a mapping with fields; give "
+                           f"{path}=VALUE instead")
+    base = default if isinstance(default, Mapping) else {}
+    return {**base, **{key: _merged(base.get(key), inner, f"{path}.{key}", workflow)
+                       for key, inner in value.items()}}

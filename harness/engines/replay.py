@@ -449,13 +449,14 @@ class _EditedChoices(ScriptedChoices):
 
     def skipped_steps(self) -> list[str]:
         """Gives a line for each recorded step that was not performed (scheduled but never
-        possible, or never reached), and for each performed one whose recorded faults were
+        possible, or never reached; numbered as the replay file's trace numbers it, not as
+        the edited run's), and for each performed one whose recorded faults were
         not drawn; in the order of the recorded steps."""
         gone = dict(self.skipped)
         gone.update(self.planned[self.cursor:])
         lines: dict[int, str] = {}
         for step, label in sorted(gone.items()):
-            lines[step] = (f"step {step}: {self._what(step, label)}: "
+            lines[step] = (f"recorded step {step}: {self._what(step, label)}: "
                            f"{self.refused.get(step) or _why(label)}")
         undrawn: dict[int, list[str]] = {}
         for step, tag, _ in sorted(set(self.script) - self.used):
@@ -466,8 +467,8 @@ class _EditedChoices(ScriptedChoices):
             others = len(tags) - len(faults)
             said = faults + ([f"{others} recorded draw{'s' if others > 1 else ''} "
                               "(values, choices)"] if others else [])
-            lines[step] = (f"step {step}: {', '.join(said)} not drawn: the edited run did not "
-                           "come where the recorded one drew "
+            lines[step] = (f"recorded step {step}: {', '.join(said)} not drawn: the edited "
+                           "run did not come where the recorded one drew "
                            f"{'it' if len(tags) == 1 else 'them'}")
         return [lines[step] for step in sorted(lines)]
 

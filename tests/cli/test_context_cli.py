@@ -99,7 +99,11 @@ class TestRun:
         result = cli("run", "vip.yaml", "--no-faults", "--context", "vipp=true", cwd=folder)
         assert result.returncode == 0, result.stdout + result.stderr
         assert ("fsmharness: warning: --context vipp: 'vip_orders' declares no context key "
-                "'vipp' (its keys: customer, vip); passed on as given") in result.stderr
+                "'vipp'; did you mean 'vip'?; passed on as given") in result.stderr
+        result = cli("run", "vip.yaml", "--no-faults", "--context", "tier=gold", cwd=folder)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert ("fsmharness: warning: --context tier: 'vip_orders' declares no context key "
+                "'tier' (its keys: customer, vip); passed on as given") in result.stderr
 
     def test_the_printed_replay_command_gives_the_context_again(self, folder: Path) -> None:
         """With `vip=true` the run breaks; the command it prints runs it again, context and
@@ -165,9 +169,13 @@ class TestBadInput:
         (["--context", "customer..email=x"], ["'customer..email' is no key"]),
         (["--context", "vip=1", "--context", "vip.level=2"],
          ["--context 'vip.level=2': vip is 1, not a mapping"]),
+        (["--context", "vip.level=2"],
+         ["--context vip.level: 'vip_orders' declares vip as false, not a mapping with "
+          "fields; give vip=VALUE instead"]),
         (["--context-file", "nowhere.yaml"], ["--context-file nowhere.yaml: no such file"]),
         (["--context-file", "."], ["--context-file .: is a folder"]),
-    ], ids=["no-equals", "no-key", "empty-part", "not-a-mapping", "missing-file", "folder"])
+    ], ids=["no-equals", "no-key", "empty-part", "not-a-mapping", "default-not-a-mapping",
+            "missing-file", "folder"])
     @pytest.mark.parametrize("command", ["run", "fuzz", "explore"])
     def test_one_line_exit_2(self, folder: Path, command: str, args: list[str],
                              fragments: list[str]) -> None:

@@ -95,9 +95,9 @@ class TestReplayOnAnEditedDefinition:
         skipped = lines.index("skipped 2 recorded steps that no longer apply to the edited "
                               "definition:")
         assert lines[skipped + 1:skipped + 3] == [
-            "  step 3: send again to x1: x1 in waiting takes again no longer (it takes "
+            "  recorded step 3: send again to x1: x1 in waiting takes again no longer (it takes "
             "finish)",
-            "  step 4: complete x1 pay.charge: x1 had no call of pay.charge in flight"]
+            "  recorded step 4: complete x1 pay.charge: x1 had no call of pay.charge in flight"]
 
     def test_an_edit_that_fixes_nothing_exits_1_with_the_violation(
             self, project: Path, tmp_path: Path) -> None:
@@ -122,7 +122,8 @@ class TestReplayOnAnEditedDefinition:
         assert first.stdout == second.stdout
         data = json.loads(first.stdout)
         assert data["edited"] is True and data["reproduced"] is False
-        assert [line.partition(":")[0] for line in data["skipped"]] == ["step 3", "step 4"]
+        assert [line.partition(":")[0] for line in data["skipped"]] == [
+            "recorded step 3", "recorded step 4"]
 
     def test_the_recorded_definition_given_again_replays_as_recorded(
             self, project: Path) -> None:
