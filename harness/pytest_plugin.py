@@ -956,6 +956,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
                 wanted = names[0] if len(names) == 1 else f"one of {', '.join(names)}"
                 detail = f"{detail}; expected {wanted} to break"
         write(f"  {verdict:8} {section['name']} ({section['engine']}): {detail}")
+        for note in section.get("notes", ()):
+            write(f"           note: {note}")
     if faults:
         write("  faults injected: " + ", ".join(f"{kind} {count:,}"
                                                 for kind, count in sorted(faults.items())))

@@ -33,6 +33,7 @@ from reference_machine import WorkflowDefinition
 __all__ = [
     "UNSEEN_EVENT",
     "Coverage",
+    "correlation_blind_spot",
     "coverage_of",
     "covered_transitions",
     "transition_label",
@@ -160,6 +161,28 @@ def vacuity(definition: WorkflowDefinition, coverage: Coverage,
         return (f"{taken} of {len(declared)} declared transitions taken ({share:.0f}%), under "
                 f"the floor of {coverage_min:g}%")
     return ""
+
+
+def correlation_blind_spot(definition: WorkflowDefinition, coverage: Coverage) -> str:
+    """Says which untaken transitions wait on an event with `correlate:` fields, when the runs
+    had a machine that reported no commits (its moves seen in observations only: no
+    `watch()`): the simulator fills those fields from the context as last committed, which
+    such a machine never shows, so they carry the start context's values, and an event
+    correlated on a value the run set later (a tracking number, a ticket id) never matches.
+    Gives "" when no such transition was missed, or the machine reported its commits."""
+    if not any(event == UNSEEN_EVENT for _, event, _ in coverage.transitions):
+        return ""
+    declared = _universe(definition)["transitions"]
+    missed = declared - covered_transitions(coverage.transitions, declared)
+    events = sorted({event for _, event, _ in missed
+                     if event in definition.events and definition.events[event].correlate})
+    if not events:
+        return ""
+    count = sum(1 for _, event, _ in missed if event in events)
+    return (f"{count} transition{'s' if count > 1 else ''} on {', '.join(events)} never "
+            "taken; the machine reports no commits (no watch()), so those events' "
+            "`correlate:` fields carried the start context's values, not the run's: give the "
+            "machine watch() to have them follow its context (the machine-under-test guide)")
 
 
 def transition_label(record: Committed) -> str:

@@ -344,16 +344,21 @@ def _print_section(out: Console, section: dict[str, Any], quiet: bool) -> None:
         what = (f"{section['runs']:,} runs, {section['steps']:,} steps "
                 f"({section['steps_per_second']:,.0f} steps/s), {faults:,} faults injected"
                 + (f"; coverage {coverage}" if coverage else "") + _on_cluster(section))
+    notes = [f"      note: {note}" for note in section.get("notes", ())]
     if section["held"]:
         partial = section["engine"] == "explore" and not section["options"].get("complete")
-        if not quiet or partial:  # a bound not covered is no proof: always say so
+        if not quiet or partial or notes:  # a bound not covered is no proof: always say so
             label = "[yellow]partial[/yellow]" if partial else "[green]held[/green]"
             out.print(f"{label}  {name}: {what}")
+        for line in notes:  # a blind spot in a held campaign: always said
+            out.print(line, markup=False)
         return
     vacuous = not section["failures"] and section.get("vacuous")
     out.print(f"{'[yellow]VACUOUS[/yellow]' if vacuous else '[red]FAIL[/red]'}  {name}: {what}")
     for line in describe_failure(section):
         out.print(f"      {line}", markup=False)
+    for line in notes:
+        out.print(line, markup=False)
     if vacuous:
         return
     unsaved = [failure for failure in section["failures"]

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from fault_injection import TOOL_FAULTS, FaultPlan
 from harness.checks.behaviour import behaviours_of
 from harness.checks.checkers import Invariant, Violation, invariants
-from harness.checks.coverage import Coverage, coverage_of, vacuity
+from harness.checks.coverage import Coverage, correlation_blind_spot, coverage_of, vacuity
 from harness.checks.determinism import CAUSES, difference
 from harness.checks.determinism import RULE as DETERMINISTIC
 from harness.checks.lines import LineCoverage, check_sources
@@ -210,6 +210,13 @@ class FuzzReport:
         return "violated" if self.failures else "vacuous" if self.vacuous else "held"
 
     @property
+    def notes(self) -> tuple[str, ...]:
+        """Gives what a verdict should be read with: where the runs were blind (events sent
+        with values that could not match, see `correlation_blind_spot`)."""
+        blind = correlation_blind_spot(self.definition, self.coverage)
+        return (blind,) if blind else ()
+
+    @property
     def steps_per_second(self) -> float:
         """Gives simulated steps per second of wall time (checking included)."""
         return self.steps / self.elapsed_s if self.elapsed_s > 0 else 0.0
@@ -219,7 +226,7 @@ class FuzzReport:
         return {
             "definition": self.definition.name, "version": self.definition.version,
             "machine": self.machine, "held": self.held, "verdict": self.verdict,
-            "vacuous": self.vacuous, "runs": self.runs,
+            "vacuous": self.vacuous, "notes": list(self.notes), "runs": self.runs,
             "steps": self.steps, "elapsed_s": round(self.elapsed_s, 3),
             "steps_per_second": round(self.steps_per_second),
             "invariants": list(self.invariants),

@@ -419,6 +419,7 @@ def target_section(name: str, engine: str, definition: WorkflowDefinition, machi
         "steps_per_second": float(summary.get("steps_per_second", 0.0)),
         "verdict": str(summary.get("verdict", "")),
         "vacuous": str(summary.get("vacuous", "")),
+        "notes": [str(note) for note in summary.get("notes", [])],
         "invariants": list(summary.get("invariants", [])),
         "faults": dict(summary.get("faults", {})),
         "coverage": dict(summary.get("coverage", {})),
@@ -917,6 +918,8 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         out += ["", f"## {_md(section['name'])}", ""]
         if section["verdict"] and not section["failures"]:  # a violation is told below
             out += [_md(section["verdict"]), ""]
+        out += [line for note in section.get("notes", ()) for line in (f"> note: {_md(note)}",
+                                                                      "")]
         out += ["```mermaid", mermaid(section["diagram"]).rstrip(), "```", ""]
         if section.get("growth"):
             out += [_md(growth_caption(section["growth"])), ""]
@@ -1356,6 +1359,7 @@ def _html_section(index: int, section: Mapping[str, Any]) -> str:
               ("invariants checked", len(section["invariants"]))]
     if section["verdict"] and not section["failures"]:  # a violation is told below
         facts.append(("verdict", section["verdict"]))
+    facts += [("note", note) for note in section.get("notes", ())]
     parts.append(_table([], facts))
     try:
         drawing = svg(section["diagram"])

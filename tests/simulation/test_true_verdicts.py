@@ -669,3 +669,23 @@ def test_a_correct_machine_without_watch_is_not_blamed_for_a_grant_cut_midway(
                   FuzzOptions(runs=1, seed=seed, replay_dir=None, shrink=False),
                   machine=_Unwatched)
     assert report.held, [v.message for f in report.failures for v in f.violations]
+
+
+def test_a_machine_without_watch_is_told_where_correlated_events_could_not_match() -> None:
+    """The authoring guide's refund waits for `carrier.parcel_returned`, correlated on a
+    tracking number a tool's output put in the context. Without commits to read, the sender
+    fills the field from the start context, the event never matches, and the campaign holds
+    with that transition untaken: the report says so, and why. With watch(), every transition
+    is taken and there is nothing to say."""
+    path = ROOT / "docs" / "examples" / "authoring" / "refund_4_approval.yaml"
+    options = FuzzOptions(runs=60, seed=0, replay_dir=None)
+    blind = fuzz(path, options, machine=_Unwatched)
+    missing = blind.coverage.report(blind.definition)["transitions"]["missing"]
+    assert any(event == "carrier.parcel_returned" for _, event, _ in missing)
+    (note,) = blind.notes
+    assert note.startswith("1 transition on carrier.parcel_returned never taken; the machine "
+                           "reports no commits (no watch())"), note
+    assert blind.summary()["notes"] == [note]
+    seen = fuzz(path, options)
+    assert seen.notes == () and seen.summary()["notes"] == []
+    assert not seen.coverage.report(seen.definition)["transitions"]["missing"]
