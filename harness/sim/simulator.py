@@ -377,6 +377,16 @@ class _Nonsense(Exception):
     """The machine answered something that cannot be."""
 
 
+def _check_said(said: object, call: str) -> None:
+    """Raises `_Nonsense` unless a machine's answer to `call` is a decision or None."""
+    if said is not None and (not isinstance(said, str) or said.partition(":")[0] not in
+                             _DECISIONS):
+        shown = repr(said)
+        shown = shown if len(shown) <= 120 else f"{shown[:117]}..."
+        raise _Nonsense(f"{call} answered {shown}; expected accepted, ignored[:reason], "
+                        "rejected[:reason] or None")
+
+
 class _Run:
     """The state of one run; built fresh by each `Simulator.run` (or `Simulator.begin`, for an
     engine that drives it a step at a time: `start`, then `step`, `heal` and `finish`)."""
@@ -793,9 +803,10 @@ class _Run:
     def _start(self, eid: str) -> None:
         context = dict(self.options.context)
         self.emit(Started(self.clock.step, self.clock.now, eid, context))
-        done, _ = self._guard("start", self.calls.start, eid, dict(context),
-                              self._machine_now())
+        done, said = self._guard("start", self.calls.start, eid, dict(context),
+                                 self._machine_now())
         if done:
+            _check_said(said, f"start({eid!r}, ...)")
             self.unstarted.remove(eid)
             self._seen(eid, self._observation(eid))
 
@@ -974,10 +985,7 @@ class _Run:
         done, said = self._guard(via, self.calls.deliver, eid, handed, self._machine_now())
         self.current = None
         if done:
-            if said is not None and (not isinstance(said, str) or said.partition(":")[0] not in
-                                     _DECISIONS):
-                raise _Nonsense(f"deliver({eid!r}, {event.id!r}) answered {said!r}; expected "
-                                "accepted, ignored[:reason], rejected[:reason] or None")
+            _check_said(said, f"deliver({eid!r}, {event.id!r})")
             self.emit(Decided(clock.step, clock.now, eid, event.id, said or "unknown"))
             return True
         # the sender got no answer: it sends the same event again (a forgery, a late or

@@ -5,6 +5,7 @@ bad options are refused up front, naming the field at fault."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -167,6 +168,15 @@ class SaysNonsense(ReferenceMachine):
         return "maybe"
 
 
+class StartsWithAnExecution(ReferenceMachine):
+    """Answers a start with the execution's record, not a decision (as a runtime's own start
+    returns it)."""
+
+    def start(self, execution_id: str, context: Mapping[str, Any], now: int) -> Any:
+        super().start(execution_id, context, now)
+        return self.runtime.store.load(execution_id)
+
+
 class CannotBeBuilt(ReferenceMachine):
     """Raises while it is being built."""
 
@@ -243,6 +253,15 @@ def test_version_that_is_not_a_number_is_nonsense() -> None:
 def test_decision_outside_the_protocol_is_nonsense() -> None:
     """A delivery answered with a decision that is none of the protocol's is nonsense."""
     assert_failed(run(SaysNonsense), "nonsense")
+
+
+def test_a_start_answered_outside_the_protocol_is_nonsense() -> None:
+    """A start answered with something other than a decision is nonsense too (it was let
+    through: only deliveries' answers were read)."""
+    failure = assert_failed(run(StartsWithAnExecution), "nonsense")
+    assert re.fullmatch(r"start\('x\d+', \.\.\.\) answered StoredExecution\(.{101}\.\.\.; "
+                        r"expected accepted, ignored\[:reason\], rejected\[:reason\] or None",
+                        failure.message), failure.message
 
 
 def test_machine_that_cannot_be_built_is_reported_raised() -> None:
