@@ -1050,6 +1050,7 @@ def _judgements(definition: WorkflowDefinition, history: History
     guards its move was chosen by and what was wrong with the choice."""
     found: list[tuple[int, Committed, _Judged]] = []
     last: dict[str, Committed] = {}
+    chart = _chart(definition)
     for index, record in enumerate(history):
         if type(record) is not Committed or record.decision != "accepted":
             continue
@@ -1057,6 +1058,11 @@ def _judgements(definition: WorkflowDefinition, history: History
         last[record.execution] = record
         if record.moved:
             judged = _judged(definition, record, prev)
+            if record.inner and chart.used:
+                inside = _judged_regions(definition, chart, record, prev)
+                if inside is not _NOTHING:
+                    judged = _Judged((*judged.outcomes, *inside.outcomes),
+                                     judged.problem or inside.problem, judged.whole)
             if judged is not _NOTHING:
                 found.append((index, record, judged))
     return found
@@ -1133,6 +1139,93 @@ def _judged(definition: WorkflowDefinition, record: Committed, prev: Committed |
         return _Judged((*base, *replayed.outcomes), replayed.problem, replayed.whole) if (
             base or replayed is not _NOTHING) else _NOTHING
     return _replay(definition, chart, record, before, event, first, target)
+
+
+def _judged_regions(definition: WorkflowDefinition, chart: _Chart, record: Committed,
+                    prev: Committed | None) -> _Judged:
+    """Evaluates again the guards that chose where a parallel state's regions went in a
+    commit: a region's first eventless choice as it starts (on the context it starts with,
+    the execution's, when no entry action ran on the way in), and the transitions a region
+    took on the commit's event (on the region's context the previous commit recorded). A
+    region that went where no transition whose guard held could lead (its eventless moves
+    and forced moves after it included) is told. Map items are not judged (they share their
+    states, and a move is not told by item)."""
+    states = definition.states
+    event = Event(record.event_id, record.event_type, record.event_source,
+                  record.payload or {}, record.answers)
+    outcomes: list[GuardOutcome] = []
+    problem = ""
+    for source, moved, target in record.inner:
+        scope = states[target].scope if target in states else None
+        owner = chart.owner.get(scope or "")
+        if scope is None or owner is None or states[owner].kind != "parallel":
+            continue
+        if not source:  # a region starting, with the execution entering its parallel state
+            node = chart.starts.get(scope, "")
+            if (owner != record.state or record.from_state == owner or record.context is None
+                    or node not in states or any(
+                        states[name].entry for name in _chain_below(states, node, owner))):
+                continue
+            context: Mapping[str, Any] | None = record.context
+            candidates, label = states[node].always, _ALWAYS
+        else:
+            if (moved != record.event_type or source not in states or source in chart.scoped
+                    or states[source].final):
+                continue  # a substituted event (a timeout, an invalid output), a nested join
+            node, context = source, _region_before(prev, scope, source)
+            candidates, label = states[source].on.get(moved, ()), moved
+        if context is None or not any(t.guard is not None for t in candidates):
+            continue
+        chosen, raised = _first_held(candidates, context, event, node, label, outcomes)
+        if raised or problem:
+            continue
+        allowed = _region_reach(definition, chart, node, chosen, bool(source))
+        if allowed is not None and target not in allowed:
+            region = f"a region of {owner!r}"
+            how = (f"started in {target!r}" if not source else
+                   f"moved {source!r} -> {target!r} on {moved}")
+            problem = (f"{region} {how}, but " + (
+                f"the first {'eventless ' if not source else ''}transition of {node!r} whose "
+                f"guard holds goes to {chosen.target_leaf!r}"
+                + (f" (guard {chosen.guard_text!r})" if chosen.guard_text else "")
+                if chosen is not None else "no guard of " + ", ".join(
+                    repr(t.guard_text) for t in candidates) + " held"))
+    return _Judged(tuple(outcomes), problem) if outcomes or problem else _NOTHING
+
+
+def _region_before(prev: Committed | None, scope: str, state: str
+                   ) -> Mapping[str, Any] | None:
+    """Gives the context the previous commit recorded for the region of `scope` in `state`
+    (None when not exactly one region is found so)."""
+    if prev is None or len(prev.regions) != len(prev.region_contexts):
+        return None
+    found = [context for (rid, at, _), context in zip(prev.regions, prev.region_contexts,
+                                                        strict=True)
+             if at == state and rid.rpartition("/")[2] == scope]
+    return found[0] if len(found) == 1 else None
+
+
+def _region_reach(definition: WorkflowDefinition, chart: _Chart, node: str,
+                  chosen: CompiledTransition | None, evented: bool) -> frozenset[str] | None:
+    """Gives the leaves a region may be in after `chosen` (None: no judgement): its target's
+    landings and the eventless moves on from them; for an event's move, also a forced move on
+    that event (a region records no reason) and where it leads. With no transition chosen, a
+    starting region stays where its eventless choice is, an evented move goes nowhere."""
+    if chosen is None:
+        return frozenset({node}) if not evented else frozenset()
+    if chosen.internal:
+        return None
+    first = set(chart.landings.get(chosen.target, ())) or {chosen.target_leaf}
+    reach = set(first)
+    for leaf in first:
+        reach.update(chart.onward.get(leaf, ()))
+    if evented:
+        for reason in ("ambiguous_failure", "retries_exhausted", "approval_expired"):
+            forced = _legal_table(definition).get((node, "*", reason), ())
+            reach.update(forced)
+            for leaf in forced:
+                reach.update(chart.onward.get(leaf, ()))
+    return frozenset(reach)
 
 
 def _first_held(candidates: Sequence[CompiledTransition], context: Mapping[str, Any],
@@ -2244,6 +2337,7 @@ class _Join(NamedTuple):
     record: Committed
     state: str  # the parallel or map state joined
     view: _JoinView
+    prev: Committed | None  # the execution's commit before: its regions as they were
 
 
 def _joins(definition: WorkflowDefinition, history: History) -> Iterator[_Join]:
@@ -2270,7 +2364,7 @@ def _joins(definition: WorkflowDefinition, history: History) -> Iterator[_Join]:
                 continue  # entered again on the same path: its visits cannot be told apart
             view = _join_view(definition, chart, record, prev, state)
             if view is not None:
-                yield _Join(index, record, state, view)
+                yield _Join(index, record, state, view, prev)
 
 
 @_builtin("join_after_regions", "a parallel or map state takes its done: only once every region "
@@ -2296,7 +2390,8 @@ def join_after_regions(definition: WorkflowDefinition, history: History
 
 
 @_builtin("map_results_per_item", "after a map state's join, its results key holds a list with "
-                                  "one entry per item (the item's final context; none for an "
+                                  "one entry per item (the item's own final context, as "
+                                  "recorded when it finished before the join; none for an "
                                   "item that failed or was abandoned)")
 def map_results_per_item(definition: WorkflowDefinition, history: History
                          ) -> Iterator[Violation]:
@@ -2315,10 +2410,14 @@ def map_results_per_item(definition: WorkflowDefinition, history: History
         elif len(results) != view.regions:
             problem = f"holds {len(results)} entries for {view.regions} items"
         elif view.outcomes is not None:
+            finished = _finished_items(join)
             for (index, outcome), result in zip(view.outcomes, results, strict=True):
                 if outcome == "success" and not isinstance(result, Mapping):
                     problem = (f"holds {_short(repr(result), 40)} for item {index}, which "
                                "succeeded (its final context was expected)")
+                elif outcome == "success" and index in finished and result != finished[index]:
+                    problem = (f"holds {_short(repr(result), 40)} for item {index}, whose "
+                               f"final context was {_short(repr(finished[index]), 40)}")
                 elif outcome != "success" and result is not None:
                     problem = (f"holds {_short(repr(result), 40)} for item {index}, which "
                                f"{'failed' if outcome else 'never finished'} (None was "
@@ -2329,6 +2428,22 @@ def map_results_per_item(definition: WorkflowDefinition, history: History
             yield Violation("map_results_per_item",
                             f"{eid} joined map {join.state!r}, and context.{state.results} "
                             f"{problem}", eid, record.step, (join.position,))
+
+
+def _finished_items(join: _Join) -> dict[str, Mapping[str, Any]]:
+    """Gives the final context of each map item the commit before the join recorded final
+    (by item index): what the join must keep as its result. An item that finished in the
+    joining commit itself was never recorded, and is not in it."""
+    prev = join.prev
+    if join.view.instant or prev is None or len(prev.regions) != len(prev.region_contexts):
+        return {}
+    base = f"{join.record.execution}/{join.state}/"
+    finished: dict[str, Mapping[str, Any]] = {}
+    for (rid, _, status), context in zip(prev.regions, prev.region_contexts, strict=True):
+        visit, _, index = rid.removeprefix(base).partition("/")
+        if rid.startswith(base) and visit.isdigit() and index.isdigit() and status == "final":
+            finished[index] = context
+    return finished
 
 
 @_builtin("no_region_effect_after_leaving", "no region (map item) commands an effect once its "
