@@ -1155,6 +1155,12 @@ def _judged_regions(definition: WorkflowDefinition, chart: _Chart, record: Commi
                   record.payload or {}, record.answers)
     outcomes: list[GuardOutcome] = []
     problem = ""
+    # regions start with the event the execution entered with: the commit's own, unless it
+    # was substituted (a timeout's or an invalid output's failure, an expiry's denial) or a
+    # join's `done` on the way; and on the context it entered with, unless the path entered
+    # the parallel state twice (each visit's regions start anew)
+    starts_judged = record.moved == record.event_type and record.from_state not in (
+        chart.scoped) and not any(node in chart.scoped for node in record.via)
     for source, moved, target in record.inner:
         scope = states[target].scope if target in states else None
         owner = chart.owner.get(scope or "")
@@ -1162,7 +1168,7 @@ def _judged_regions(definition: WorkflowDefinition, chart: _Chart, record: Commi
             continue
         if not source:  # a region starting, with the execution entering its parallel state
             node = chart.starts.get(scope, "")
-            if (owner != record.state or record.from_state == owner or record.context is None
+            if (not starts_judged or owner != record.state or record.context is None
                     or node not in states or any(
                         states[name].entry for name in _chain_below(states, node, owner))):
                 continue
@@ -1209,17 +1215,20 @@ def _region_reach(definition: WorkflowDefinition, chart: _Chart, node: str,
                   chosen: CompiledTransition | None, evented: bool) -> frozenset[str] | None:
     """Gives the leaves a region may be in after `chosen` (None: no judgement): its target's
     landings and the eventless moves on from them; for an event's move, also a forced move on
-    that event (a region records no reason) and where it leads. With no transition chosen, a
-    starting region stays where its eventless choice is, an evented move goes nowhere."""
-    if chosen is None:
-        return frozenset({node}) if not evented else frozenset()
-    if chosen.internal:
+    that event (a region records no reason: an escalation, retries exhausted, an approval
+    expired) and where it leads, chosen or not. With no transition chosen, a starting region
+    stays where its eventless choice is, an evented move goes only where a forced one does."""
+    if chosen is not None and chosen.internal:
         return None
-    first = set(chart.landings.get(chosen.target, ())) or {chosen.target_leaf}
+    first: set[str] = set()
+    if chosen is not None:
+        first = set(chart.landings.get(chosen.target, ())) or {chosen.target_leaf}
+    elif not evented:
+        first = {node}
     reach = set(first)
     for leaf in first:
         reach.update(chart.onward.get(leaf, ()))
-    if evented:
+    if evented:  # forced whatever the guards say
         for reason in ("ambiguous_failure", "retries_exhausted", "approval_expired"):
             forced = _legal_table(definition).get((node, "*", reason), ())
             reach.update(forced)
@@ -2410,7 +2419,7 @@ def map_results_per_item(definition: WorkflowDefinition, history: History
         elif len(results) != view.regions:
             problem = f"holds {len(results)} entries for {view.regions} items"
         elif view.outcomes is not None:
-            finished = _finished_items(join)
+            finished = _finished_items(definition, join)
             for (index, outcome), result in zip(view.outcomes, results, strict=True):
                 if outcome == "success" and not isinstance(result, Mapping):
                     problem = (f"holds {_short(repr(result), 40)} for item {index}, which "
@@ -2430,19 +2439,26 @@ def map_results_per_item(definition: WorkflowDefinition, history: History
                             f"{problem}", eid, record.step, (join.position,))
 
 
-def _finished_items(join: _Join) -> dict[str, Mapping[str, Any]]:
+def _finished_items(definition: WorkflowDefinition, join: _Join
+                    ) -> dict[str, Mapping[str, Any]]:
     """Gives the final context of each map item the commit before the join recorded final
     (by item index): what the join must keep as its result. An item that finished in the
-    joining commit itself was never recorded, and is not in it."""
+    joining commit itself was never recorded, and is not in it; nor is one the join ran exit
+    actions on (its final leaf, or a state above it in the item, has some)."""
     prev = join.prev
     if join.view.instant or prev is None or len(prev.regions) != len(prev.region_contexts):
         return {}
     base = f"{join.record.execution}/{join.state}/"
+    states = definition.states
     finished: dict[str, Mapping[str, Any]] = {}
-    for (rid, _, status), context in zip(prev.regions, prev.region_contexts, strict=True):
+    for (rid, at, status), context in zip(prev.regions, prev.region_contexts, strict=True):
         visit, _, index = rid.removeprefix(base).partition("/")
-        if rid.startswith(base) and visit.isdigit() and index.isdigit() and status == "final":
-            finished[index] = context
+        if not (rid.startswith(base) and visit.isdigit() and index.isdigit()
+                and status == "final" and at in states):
+            continue
+        if any(states[name].exit for name in _chain_below(states, at, join.state)):
+            continue  # the join ran its exit actions on it: the result is not the recorded one
+        finished[index] = context
     return finished
 
 

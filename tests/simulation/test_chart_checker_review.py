@@ -8,6 +8,8 @@ import dataclasses
 from types import MappingProxyType
 from typing import Any
 
+import pytest
+
 from harness import Applied, Committed, ReferenceMachine, SimOptions, Simulator, check
 from reference_machine import (
     Accepted,
@@ -259,3 +261,85 @@ def test_a_region_move_on_an_event_taking_its_default_though_the_guarded_one_hol
     held = _history(EVENT, ReferenceMachine, seed)
     assert any(type(r) is Committed and ("w", "go", "hi") in r.inner for r in held)
     assert not check(EVENT, held)
+
+
+# -- false alarms a review found in the checks above, each on the correct reference machine ---
+
+#: Regions started by a join's `done` on the way into `par` (the commit records another event).
+JOIN_INTO_PAR = {"name": "join_into_par", "states": {
+    "p1": {"initial": True, "type": "parallel", "done": "par"},
+    "r1": {"parent": "p1"},
+    "r1w": {"parent": "r1", "initial": True, "type": "wait",
+            "after": {"delay": 60, "target": "r1ok"}},
+    "r1ok": {"parent": "r1", **FINAL},
+    "par": {"type": "parallel", "done": "end"},
+    "ra": {"parent": "par"},
+    "route": {"parent": "ra", "initial": True, "type": "choice",
+              "always": [{"target": "a", "guard": "event.type == 'done'"}, "b"]},
+    "a": {"parent": "ra", **FINAL}, "b": {"parent": "ra", **FINAL},
+    **WAITING_REGION, "end": FINAL}}
+
+#: Regions started by a step's timeout (recorded: timer.fired; entered on: step.failed).
+TIMEOUT_INTO_PAR = {"name": "timeout_into_par", "tools": {"t": {"idempotency_keys": True}},
+                    "states": {
+    "s": {"initial": True, "step": {"tool": "t", "timeout": "5s", "retry": {"attempts_max": 1}},
+          "on": {"step.succeeded": "end", "step.failed": "par"}},
+    "par": {"type": "parallel", "done": "end"},
+    "ra": {"parent": "par"},
+    "route": {"parent": "ra", "initial": True, "type": "choice",
+              "always": [{"target": "a", "guard": "event.type == 'step.failed'"}, "b"]},
+    "a": {"parent": "ra", **FINAL}, "b": {"parent": "ra", **FINAL},
+    **WAITING_REGION, "end": FINAL}}
+
+#: `par` entered twice on one path: its first visit's regions start on another context.
+TWO_ROUNDS = {"name": "par_two_rounds", "context": {"n": 0}, "states": {
+    "par": {"initial": True, "type": "parallel",
+            "done": [{"target": "par", "guard": "context.n == 0",
+                      "actions": [{"assign": {"n": "context.n + 1"}}]}, "end"]},
+    "ra": {"parent": "par"},
+    "route": {"parent": "ra", "initial": True, "type": "choice",
+              "always": [{"target": "ra_done", "guard": "context.n == 0"}, "ra_wait"]},
+    "ra_wait": {"parent": "ra", "type": "wait", "after": {"delay": 60, "target": "ra_done"}},
+    "ra_done": {"parent": "ra", **FINAL},
+    "end": FINAL}}
+
+#: A region's ambiguous failure escalates (`escalate_to`) though no step.failed guard holds.
+AMBIGUOUS = {"name": "region_ambiguous", "tools": {"t": {}}, "states": {
+    "par": {"initial": True, "type": "parallel", "done": "end"},
+    "ra": {"parent": "par"},
+    "s": {"parent": "ra", "initial": True,
+          "step": {"tool": "t", "retry": {"attempts_max": 1}, "escalate_to": "check",
+                   "reversible": False},
+          "on": {"step.succeeded": "ok", "step.failed": [
+              {"target": "given_up", "guard": "event.payload.category != 'timeout'"}]}},
+    "check": {"parent": "ra", **FINAL}, "given_up": {"parent": "ra", **FAILED},
+    "ok": {"parent": "ra", **FINAL},
+    **WAITING_REGION, "end": FINAL}}
+
+#: Map items whose states' exit actions run at the join, on the final contexts.
+MAP_EXIT = {"name": "map_exit", "context": {"items": [{"id": "a"}, {"id": "b"}], "res": []},
+            "tools": {"ocr": {"idempotency_keys": True}}, "states": {
+    "each": {"initial": True, "type": "map", "items": "context.items", "results": "res",
+             "done": "end"},
+    "work": {"parent": "each", "initial": True, "exit": [{"assign": {"stamped": "True"}}]},
+    "read": {"parent": "work", "initial": True,
+             "step": {"tool": "ocr", "input": {"id": "=context.id"}},
+             "on": {"step.succeeded": "ok", "step.failed": "ok"}},
+    "ok": {"parent": "work", **FINAL},
+    "end": FINAL}}
+
+
+@pytest.mark.parametrize(("spec", "seeds"), [
+    (JOIN_INTO_PAR, range(5)), (TIMEOUT_INTO_PAR, range(30)), (TWO_ROUNDS, range(5)),
+    (AMBIGUOUS, range(30)), (MAP_EXIT, range(5))],
+    ids=["regions-started-by-a-join", "regions-started-by-a-timeout", "parallel-entered-twice",
+         "region-escalated-past-its-guards", "map-item-exit-actions"])
+def test_the_correct_machine_is_not_blamed(spec: dict[str, Any], seeds: range) -> None:
+    """Regions started on an event the machine made (a join's `done`, a timeout's failure),
+    a parallel state entered twice on one path, a region's forced move where no guard held,
+    and map items whose exit actions run at the join: each was blamed on the reference
+    machine by the region checks (guards_held, map_results_per_item) when they were new."""
+    definition = load_definition(spec)
+    for seed in seeds:
+        history = Simulator(definition, SimOptions(seed=seed, executions=1)).run().history
+        assert [v.message for v in check(definition, history)] == [], seed
