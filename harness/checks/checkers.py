@@ -417,6 +417,7 @@ class _Chart(NamedTuple):
     results_kept: frozenset[str]  # maps whose results key no action can overwrite
     memo: dict[tuple[str, str], frozenset[str]]  # region moves' targets, filled as asked
     guarded: frozenset[tuple[str, str]]  # (state, event) whose transitions have a guard
+    exiting: frozenset[str]  # parallel and map states a state inside has exit actions in
 
 
 @per_definition
@@ -492,7 +493,9 @@ def _chart(definition: WorkflowDefinition) -> _Chart:
     return _Chart(used, states, scoped, roots, owner,
                   {root: scope.initial for root, scope in definition.scopes.items()},
                   landings, onward, frozenset(internal), resumed, conditional,
-                  _results_kept(definition, scoped), {}, guarded)
+                  _results_kept(definition, scoped), {}, guarded,
+                  frozenset(name for name in scoped if any(
+                      inner.exit for inner in states.values() if name in inner.ancestors)))
 
 
 def _results_kept(definition: WorkflowDefinition, scoped: frozenset[str]) -> frozenset[str]:
@@ -1373,6 +1376,8 @@ def _judged_join(definition: WorkflowDefinition, chart: _Chart, record: Committe
     out, when it is the one recorded."""
     source = record.from_state
     state = definition.states[source]
+    if source in chart.exiting:
+        return _NOTHING  # the join runs its regions' exit actions after it chose: not recorded
     view = _join_view(definition, chart, record, prev, source)
     if view is None or view.outcomes is None or prev is None or prev.context is None or (
             record.context is None):
@@ -1443,7 +1448,10 @@ def _join_view(definition: WorkflowDefinition, chart: _Chart, record: Committed,
     come to: their states after the previous commit, and the moves this commit made in them
     (a region by its scope, an item by the call, timer or request its event answers, or by
     being the only one where the move began). None when the previous commit did not record
-    the regions."""
+    the regions, or when the commit's path entered `parallel` again after joining it (the new
+    visit's regions start in the same commit: its moves cannot be told from the old ones')."""
+    if record.from_state == parallel and parallel in (*record.via, record.state):
+        return None
     states = definition.states
     state = states[parallel]
     roots = chart.roots.get(parallel, frozenset())
@@ -2417,7 +2425,8 @@ def map_results_per_item(definition: WorkflowDefinition, history: History
         if not isinstance(results, list):
             problem = f"holds {type(results).__name__}, not a list"
         elif len(results) != view.regions:
-            problem = f"holds {len(results)} entries for {view.regions} items"
+            if not view.instant:  # joined as entered: an item that could not start shows no move
+                problem = f"holds {len(results)} entries for {view.regions} items"
         elif view.outcomes is not None:
             finished = _finished_items(definition, join)
             for (index, outcome), result in zip(view.outcomes, results, strict=True):
