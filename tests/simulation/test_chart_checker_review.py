@@ -401,3 +401,34 @@ def test_the_correct_machine_is_not_blamed(spec: dict[str, Any], seeds: range) -
     for seed in seeds:
         history = Simulator(definition, SimOptions(seed=seed, executions=1)).run().history
         assert [v.message for v in check(definition, history)] == [], seed
+
+
+#: A region's approved credit of `amount` waits to retry while an internal transition of the
+#: parallel state adds 50 to `amount`, which is pushed into the region.
+PUSHED_UNDER_RETRY = load_definition({
+    "name": "push_under_retry", "context": {"amount": 500},
+    "events": {"bump": {"sources": ["human"]}},
+    "tools": {"credit": {"idempotency_keys": True}},
+    "states": {
+        "par": {"initial": True, "type": "parallel", "done": "end",
+                "on": {"bump": {"actions": [{"assign": {"amount": "context.amount + 50"}}]}}},
+        "ra": {"parent": "par"},
+        "ask": {"parent": "ra", "initial": True, "type": "wait", "approval": {
+            "for_state": "issue", "summary": "credit {amount}", "roles": ["supervisor"],
+            "expires_after": "1h"},
+            "on": {"approval.granted": "issue", "approval.denied": "ra_ok"}},
+        "issue": {"parent": "ra", "step": {
+            "tool": "credit", "input": {"amount": "=context.amount"}, "needs_approval": True,
+            "reversible": False, "retry": {"attempts_max": 3, "delay_initial": "1s"}},
+            "on": {"step.succeeded": "ra_ok", "step.failed": "ra_ok"}},
+        "ra_ok": {"parent": "ra", **FINAL},
+        "end": FINAL}})
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="the reference machine's retry computes a step's input "
+                   "again from the context, which a parallel state's internal transition may "
+                   "have changed: the credit runs under its key with an input never approved")
+def test_a_retry_runs_the_input_that_was_approved() -> None:
+    """Found by a review of the region checks: a true alarm, on the reference machine."""
+    history = _history(PUSHED_UNDER_RETRY, ReferenceMachine, 10)
+    assert [v.message for v in check(PUSHED_UNDER_RETRY, history)] == []
