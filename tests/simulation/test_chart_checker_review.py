@@ -425,9 +425,10 @@ PUSHED_UNDER_RETRY = load_definition({
         "end": FINAL}})
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="the reference machine's retry computes a step's input "
-                   "again from the context, which a parallel state's internal transition may "
-                   "have changed: the credit runs under its key with an input never approved")
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "the reference machine's retry computes a step's input again from the context, which a "
+    "parallel state's internal transition may have changed: the credit runs under its key "
+    "with an input never approved"))
 def test_a_retry_runs_the_input_that_was_approved() -> None:
     """Found by a review of the region checks: a true alarm, on the reference machine."""
     history = _history(PUSHED_UNDER_RETRY, ReferenceMachine, 10)
