@@ -41,7 +41,6 @@ from harness.sim.choices import (
     ScriptedChoices,
     default,
     labels_of,
-    planned_index,
 )
 from harness.sim.history import Delivered, FaultInjected, HistoryRecord
 from harness.sim.identity import definition_digest, machine_path
@@ -401,19 +400,15 @@ class _EditedChoices(ScriptedChoices):
         if not self.planned:
             return super().action(actions, label)
         labels = labels_of(actions, label)
-        coarse = [text.partition(" | ")[0] for text in labels]
-        for position in range(self.cursor, len(self.planned)):
-            step, wanted = self.planned[position]
-            found = planned_index(wanted, labels, coarse)
-            if found is None or not self._sends(step, actions[found]):
-                continue
-            index = found
+        found = self._next_planned(actions, labels)
+        if found is not None:
+            position, index = found
+            step = self.planned[position][0]
             self.skipped += self.planned[self.cursor:position]
             self.cursor, self.source = position + 1, step
             self.used.add((step, BRANCH, self._counts.get(BRANCH, 0)))
             self.unscheduled += self.waiting
             self.waiting = 0
-            break
         else:  # counted once a scheduled step comes after it: else the schedule had ended
             index, self.source = 0, None
             self.waiting += self.cursor < len(self.planned)
@@ -421,7 +416,7 @@ class _EditedChoices(ScriptedChoices):
         self.actions[self.step] = labels[index]
         return index
 
-    def _sends(self, step: int, action: Sequence[Any]) -> bool:
+    def _fits(self, step: int, action: Sequence[Any]) -> bool:
         """Tells whether the scheduled `step` may be performed as `action`: yes, unless it
         sent an event whose type the execution's state, as edited, takes no longer."""
         wanted = self.events.get(step)

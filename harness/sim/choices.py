@@ -285,16 +285,11 @@ class ScriptedChoices(RecordingChoices):
         if not self.planned:
             return super().action(actions, label)
         labels = labels_of(actions, label)
-        coarse = [text.partition(" | ")[0] for text in labels]
-        for position in range(self.cursor, len(self.planned)):
-            step, wanted = self.planned[position]
-            found = planned_index(wanted, labels, coarse)
-            if found is None:
-                continue
-            index = found
+        found = self._next_planned(actions, labels)
+        if found is not None:
+            position, index = found
             self.skipped += self.planned[self.cursor:position]
-            self.cursor, self.source = position + 1, step
-            break
+            self.cursor, self.source = position + 1, self.planned[position][0]
         else:
             self.skipped += self.planned[self.cursor:]
             self.cursor, self.source, index = len(self.planned), None, 0
@@ -303,6 +298,23 @@ class ScriptedChoices(RecordingChoices):
         self._record(BRANCH, (index + 0.5) / len(labels))
         self.actions[self.step] = labels[index]
         return index
+
+    def _next_planned(self, actions: Sequence[Any], labels: Sequence[str]
+                      ) -> tuple[int, int] | None:
+        """Gives (its position in the schedule, its index among `actions`) of the first
+        scheduled action from the cursor on that is enabled now and `_fits`; None when none."""
+        coarse = [text.partition(" | ")[0] for text in labels]
+        for position in range(self.cursor, len(self.planned)):
+            step, wanted = self.planned[position]
+            found = planned_index(wanted, labels, coarse)
+            if found is not None and self._fits(step, actions[found]):
+                return position, found
+        return None
+
+    def _fits(self, step: int, action: Sequence[Any]) -> bool:
+        """Tells whether the scheduled `step` may be performed as `action` (a replay on an
+        edited definition says more)."""
+        return True
 
     def _draw(self, tag: str) -> float:
         n = self._counts.get(tag, 0)
