@@ -8,6 +8,23 @@ caller times out, the service applies it later) or malformed output. A tool that
 idempotency keys applies a key once and answers its first output again; one that does not
 applies every call. Every application is an entry of the ledger: the ground truth for
 side-effect checks, whatever the machine believes it did.
+
+A service that honours keys keeps one contract for every state of a key, as real idempotent
+APIs do (see `_ANSWERS`):
+
+- a key applied answers its first result: a fault that is the service's own answer
+  (permanent, malformed) does not strike it;
+- a key refused (answered `permanent`) is refused again, and never applies: as an idempotent
+  service keeps the first answer to a key, failure included (Stripe does);
+- a key in flight (a slow call the service has not applied yet) is held until that call lands,
+  and answered its result: the held call lands at once (blocking services answer so; a
+  retryable conflict would say no more). A fault that is the service's own answer does not
+  strike it either: a `permanent` refusal of a request the service is about to apply would
+  contradict what the key does;
+- a fault before the request reaches the service (transient, rate limited, timeout before
+  apply) strikes any call: nothing is said about the key. A timeout after apply lands the key
+  and loses its answer; a slow call is held past the caller's timeout, and the key still
+  applies once.
 """
 
 from __future__ import annotations
@@ -41,6 +58,9 @@ _TOOL_KINDS = (*_FAILURES, FaultKind.SLOW_TOOL, FaultKind.MALFORMED_OUTPUT)
 #: reaches it (transient, rate limited, timeout before apply), or after it answered (timeout
 #: after apply, slow), still strikes a retry.
 _ANSWERS = frozenset({FaultKind.TOOL_PERMANENT, FaultKind.MALFORMED_OUTPUT})
+#: The faults that strike before the request reaches the service: they say nothing of its key.
+_BEFORE = frozenset({FaultKind.TOOL_TRANSIENT, FaultKind.TOOL_RATE_LIMITED,
+                     FaultKind.TOOL_TIMEOUT_BEFORE_APPLY})
 
 
 class LedgerEntry(NamedTuple):
@@ -109,10 +129,12 @@ class ToolWorld:
         self._on_call = on_call or (lambda: None)  # the simulator counts calls per step
         self._activity = activity or (lambda: "")
         self._healed = False
+        self.calls = 0  # calls made while faults were on: each a place a tool fault can strike
         self.ledger = EffectLedger()
         self.agent_noise: list[str] = []  # executions an agent emitted an unknown event for
         self._landings: list[_Landing] = []
         self._outputs: dict[tuple[str, str], Any] = {}
+        self._refused: set[tuple[str, str]] = set()  # keys the service answered `permanent`
         overrides = honour_keys or {}
         tables = tables if tables is not None else fault_tables(plan, definition)
         self.tools: dict[str, Tool] = {}
@@ -137,13 +159,21 @@ class ToolWorld:
     def _call(self, tool: str, honours: bool, table: tuple[tuple[float, FaultKind], ...],
               input: Mapping[str, Any], key: str) -> ToolOutcome:
         self._on_call()
+        if not self._healed:
+            self.calls += 1
         clock = self._clock
         execution = self._execution_of(key)
         self._emit(Dispatched(clock.step, clock.now, execution, tool, key, self._activity()))
         fault = self._rng.pick(f"tool:{tool}", table) if table and not self._healed else None
+        if honours and (tool, key) in self._refused and fault not in _BEFORE:
+            return self._refusal(fault)  # the service answers the key as it first did
+        if honours and (fault is None or fault in _ANSWERS) and self._in_flight(tool, key):
+            self._land_key(tool, key)  # the service answers once the held call has landed
         if fault is None or (fault in _ANSWERS and honours and (tool, key) in self._outputs):
             return Success(self._apply(execution, tool, honours, key, input))
         self._emit(FaultInjected(clock.step, clock.now, fault, execution, f"{tool} {key}"))
+        if fault is FaultKind.TOOL_PERMANENT and honours:
+            self._refused.add((tool, key))
         failure = _FAILURES.get(fault)
         if failure is not None:
             category, message, applies = failure
@@ -191,6 +221,26 @@ class ToolWorld:
         if honours:
             self._outputs[(tool, key)] = output
         return output
+
+    def _refusal(self, fault: FaultKind | None) -> ToolOutcome:
+        """Gives the answer to a key the service refused: the refusal again, or (a fault on
+        the way back) a timeout; nothing applies."""
+        if fault in (FaultKind.TOOL_TIMEOUT_AFTER_APPLY, FaultKind.SLOW_TOOL):
+            return Failure("timeout", "injected: the answer was lost (the service refused "
+                                      "this key before)")
+        return Failure("permanent", "the service refused this key before: it answers so again")
+
+    def _in_flight(self, tool: str, key: str) -> bool:
+        """Tells whether a slow call under `key` waits to land at `tool`."""
+        return any(landing.key == key and landing.tool == tool for landing in self._landings)
+
+    def _land_key(self, tool: str, key: str) -> None:
+        """Lands, now, the slow calls under `key` at `tool` (the first applies the key)."""
+        held = [landing for landing in self._landings
+                if landing.key == key and landing.tool == tool]
+        self._landings = [landing for landing in self._landings if landing not in held]
+        for landing in held:
+            self._apply(landing.execution, tool, True, key, landing.input)
 
     def heal(self, rng: Choices) -> None:
         """Stops injecting tool faults (the liveness phase) and draws from `rng` from now on."""
