@@ -380,6 +380,12 @@ class LangGraphMachine:
                  moves: dict[str, list[tuple[str, str]]] | None = None) -> None:
         self.target, self._tools, self._probe = target, tools, probe
         self.durability = target.durability
+        # the points a run can pass: after a tool call only where the graph has tools; a
+        # checkpoint ahead of its writes only where writes wait (with `exit` they land at once)
+        self.crash_points = tuple(
+            point for point in CRASH_POINTS
+            if (tools or point != "after_tool_call")
+            and (self.durability != "exit" or point != "put_ahead_of_writes"))
         self.owner = disk is None  # the first worker made the file, and removes it as it ends
         self.disk = disk if disk is not None else _Disk(target.new_file())
         self.dead = False

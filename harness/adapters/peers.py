@@ -340,15 +340,25 @@ def _outside_any_loop(call: Callable[[], Any]) -> Any:
     """Gives `call()`. Made again from inside one of an async machine's callbacks (a second
     worker injected mid-step, while that machine's event loop runs), it goes to a helper
     thread this one waits for, so the inner call ends before the callback goes on, as another
-    process's would; any other call runs here."""
+    process's would; any other call runs here (a loop of the caller's, a notebook's, running
+    around a machine with no async callback needs no thread)."""
     depth = getattr(_LOOP, "depth", 0)
-    if depth and _loop_running():
+    if depth and _on_our_loop():
         return _on_helper_thread(call)
     _LOOP.depth = depth + 1
     try:
         return call()
     finally:
         _LOOP.depth = depth
+
+
+def _on_our_loop() -> bool:
+    """Tells whether this thread runs its async machines' loop (`_settled`'s) right now."""
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return running is getattr(_LOOP, "loop", None)
 
 
 def _loop_running() -> bool:
@@ -391,6 +401,9 @@ class _PeerMachines:
     def __init__(self, target: PeerTarget, tools: Mapping[str, Tool], probe: Probe,
                  disk: dict[str, _Stored] | None = None) -> None:
         self.target, self._tools, self._probe = target, tools, probe
+        # the points a run can pass: after a tool call only where the machine has tools
+        self.crash_points = CRASH_POINTS if tools else tuple(
+            point for point in CRASH_POINTS if point != "after_tool_call")
         self.disk: dict[str, _Stored] = {} if disk is None else disk
         self._live: dict[str, tuple[int, Any, ToolBox]] = {}  # memory: lost in a crash
 

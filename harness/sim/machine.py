@@ -187,6 +187,9 @@ class ReferenceMachine:
                  probe: Probe | None = None, *, store: EventStore | None = None,
                  vault: Vault | None = None) -> None:
         self.definition = definition
+        if type(self).crash_points is CRASH_POINTS:  # a variant naming its own keeps them
+            # the points this definition can pass: a call's two only where a state calls one
+            self.crash_points = crash_points_of(definition)
         self._tools = tools
         self._probe: Probe = probe or (lambda point: None)
         self.store = ProbedStore(store if store is not None else MemoryStore(), self._probe)
@@ -270,6 +273,17 @@ class ReferenceMachine:
         twin = copy.copy(self)  # the same disk (store, vault), its own memory (runtime)
         twin.runtime = twin._runtime()
         return twin
+
+
+def crash_points_of(definition: WorkflowDefinition) -> tuple[str, ...]:
+    """Gives the reference runtime's crash points a run of `definition` can pass: all of
+    `CRASH_POINTS`, less the two around a tool call when no state calls a tool."""
+    if definition.tools:
+        return CRASH_POINTS
+    return tuple(point for point in CRASH_POINTS if point not in _CALL_POINTS)
+
+
+_CALL_POINTS = frozenset({"after_apply_before_record", "after_record_before_event"})
 
 
 def _wait(approval: PendingApproval) -> ApprovalWait:

@@ -99,7 +99,8 @@ from reference_machine import (
 )
 from reference_machine._findings import did_you_mean
 
-__all__ = ["FROZEN_EPOCH", "SimOptions", "SimulationResult", "Simulator", "plan_for", "simulate"]
+__all__ = ["FROZEN_EPOCH", "Chances", "SimOptions", "SimulationResult", "Simulator", "plan_for",
+           "simulate"]
 
 #: The wall time virtual time 0 stands for, with `SimOptions(freeze_clock=True)`.
 FROZEN_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -108,6 +109,17 @@ _DECISIONS = frozenset({"accepted", "ignored", "rejected"})
 _KEEP_VIA = frozenset({"forged", "late", "duplicate", "agent"})
 _CHARTED = frozenset({"parallel", "map"})
 _START, _EXTERNAL, _COMPLETE, _APPROVE, _QUEUED, _ADVANCE = range(6)
+_BETWEEN = "between_steps"  # the crash point of a machine that names none
+# the fault kinds' names as Chances counts them; a send is a chance to drop or hold it back,
+# an answered delivery one to copy it (duplicate, late)
+_CRASH, _STORE, _WORKER = (str(FaultKind.CRASH), str(FaultKind.STORE_WRITE_FAILURE),
+                           str(FaultKind.SECOND_WORKER))
+_SKEW, _FORGED, _WRONG = (str(FaultKind.TIMER_SKEW), str(FaultKind.FORGED_APPROVAL),
+                          str(FaultKind.WRONG_CORRELATION))
+_SENT, _ANSWERED = "sent", "answered"
+_ON_SEND = (str(FaultKind.DROPPED_EVENT), str(FaultKind.REORDERED_EVENTS))
+_ON_ANSWER = (str(FaultKind.DUPLICATE_EVENT), str(FaultKind.LATE_EVENT))
+_ON_CALL = tuple(str(kind) for kind in FaultKind if kind in TOOL_FAULTS)
 
 
 _STEP_TIMEOUT = 10.0
@@ -202,6 +214,20 @@ class SimOptions:
             raise HarnessError(f"options: {exc}") from exc
 
 
+class Chances(NamedTuple):
+    """Where a run could have injected a fault, counted while faults were on (the safety
+    phase), whether or not its plan had that kind on: `passed` is how often the machine passed
+    each of its crash points ("between_steps" for a machine that names none), `chances` how
+    often each fault kind had a place to strike (a send, a tool call, a probe, a timer due, an
+    approval decided), `unoffered` the kinds the machine said it cannot take (no second
+    worker)."""
+
+    passed: Mapping[str, int]
+    chances: Mapping[str, int]
+    unoffered: frozenset[str] = frozenset()
+    points: tuple[str, ...] = ()  # the crash points the run's machine offered
+
+
 @dataclass(frozen=True, slots=True)
 class SimulationResult:
     """What a run did: its history, the effect ledger, how it ended, and what was seen last.
@@ -219,6 +245,7 @@ class SimulationResult:
     final: Mapping[str, Observation]
     failure: MachineFailed | None = None
     traceback: str = ""
+    chances: Chances = field(default_factory=lambda: Chances({}, {}))
 
     @property
     def ok(self) -> bool:
@@ -345,15 +372,18 @@ def check_points(plan: FaultPlan, named: Sequence[str]) -> None:
 
 def plan_for(definition: WorkflowDefinition, *, swarm: bool = False) -> FaultPlan:
     """Gives the default plan less what the definition cannot take (tool faults without
-    tools, wrong correlations without an event that declares `correlate:`)."""
+    tools, wrong correlations without an event that declares `correlate:`, forged approvals
+    without an approval)."""
     plan = default_plan(swarm=swarm)
     tools = bool(definition.tools)
     correlates = any(event.correlate for event in definition.events.values())
-    if tools and correlates:
+    approvals = any(state.approval is not None for state in definition.states.values())
+    if tools and correlates and approvals:
         return plan
     return replace(plan, rates=tuple(
         r for r in plan.rates if (tools or r.kind not in TOOL_FAULTS)
-        and (correlates or r.kind is not FaultKind.WRONG_CORRELATION)))
+        and (correlates or r.kind is not FaultKind.WRONG_CORRELATION)
+        and (approvals or r.kind is not FaultKind.FORGED_APPROVAL)))
 
 
 def simulate(definition: WorkflowDefinition, seed: int = 0, **options: Any) -> SimulationResult:
@@ -436,12 +466,18 @@ class _Run:
         self.loops: list[RunLoop] = []  # the run's event loops: the machine's, its worker's
         self.dying: BaseException | None = None  # a crash or bound struck in the machine
         self.points: frozenset[str] = frozenset()
+        self.offered: tuple[str, ...] = ()  # the crash points, in the machine's order
         self.between = False
         self.machine_time = 0  # the machine's clock: never goes back
         self.offset = 0  # how far the machine's clock runs ahead (an early timer skew)
         self.frozen: Any = None  # freezegun's handle, with `freeze_clock`
         self.healed = False
         self.healed_at = 0  # the last step of the safety phase, once healed
+        # where faults could strike, while they are on (Chances): crash points passed, and
+        # per fault kind its places; the tool world counts its calls
+        self.passed: dict[str, int] = {}
+        self.chances: Counter[str] = Counter()
+        self.unoffered: set[str] = set()
         self.failure: MachineFailed | None = None
         self.trace = ""
         self.watchdog = Watchdog(options.step_timeout_s)
@@ -462,7 +498,8 @@ class _Run:
         named = getattr(self.machine, "crash_points", ())
         check_points(self.plan, named)
         crash = self.plan.get(FaultKind.CRASH)
-        self.points = frozenset(crash.points if crash is not None and crash.points else named)
+        self.offered = tuple(crash.points if crash is not None and crash.points else named)
+        self.points = frozenset(self.offered)
         self.between = not named  # a machine without named points crashes between steps
         # a machine that tells what it commits and records is observed where it changed;
         # another, everywhere after each step
@@ -726,7 +763,21 @@ class _Run:
             status = "machine_failed"
         return SimulationResult(self.seed, status, clock.step, clock.now, self.plan,
                                 tuple(self.history), tuple(self.world.ledger.entries),
-                                dict(self.obs), self.failure, self.trace)
+                                dict(self.obs), self.failure, self.trace,
+                                Chances(dict(self.passed), self._chances(),
+                                        frozenset(self.unoffered),
+                                        (_BETWEEN,) if self.between else self.offered))
+
+    def _chances(self) -> dict[str, int]:
+        """Gives, per fault kind, how often it had a place to strike (see `Chances`)."""
+        counted = self.chances
+        chances = {kind: count for kind, count in counted.items()
+                   if kind not in (_SENT, _ANSWERED)}
+        for kinds, count in ((_ON_SEND, counted[_SENT]), (_ON_ANSWER, counted[_ANSWERED]),
+                             (_ON_CALL, self.world.calls)):
+            if count:
+                chances.update(dict.fromkeys(kinds, count))
+        return dict(sorted(chances.items()))
 
     def actions(self) -> list[tuple[Any, ...]]:
         """Gives the actions enabled now, in a fixed order: starts, then per execution its calls
@@ -738,8 +789,15 @@ class _Run:
         what = ""  # what the clock would move to: a timer, a queued delivery, a landing
         sim = self.sim
         external, charted, bounded = sim._external, sim._charted, sim._sends_max
+        told = self.machine_time
         for eid, obs in self.obs.items():
             if obs.status == "final":
+                # a timer a finished execution still shows fires as any other (once: one
+                # the machine was told the time of stays shown only as its leftover); what
+                # the machine then does is judged (terminal_stays_terminal)
+                for timer, fire_at in obs.timers:
+                    if fire_at > told and (soonest is None or fire_at - offset < soonest):
+                        soonest, what = fire_at - offset, timer
                 continue
             for call in obs.calls:
                 actions.append((_COMPLETE, eid, call))
@@ -837,6 +895,8 @@ class _Run:
         wrong = ""
         correlate = self.sim._correlated.get(name) if broken is None else None
         if correlate is not None:  # the sender's event is for this run (or, faulted, another)
+            if not self.healed:
+                self.chances[_WRONG] += 1
             payload, wrong = self._correlate(eid, name, payload, correlate, generator)
         if name in self.sim._sends_max and broken is None and not wrong:
             # a payload made invalid, or another run's, is a fault of the run, not one of the
@@ -862,6 +922,8 @@ class _Run:
 
     def _approve(self, eid: str, approval: ApprovalWait) -> None:
         rng = self.rng
+        if not self.healed:
+            self.chances[_FORGED] += 1
         self.topic = "approval"
         roles = sorted(approval.roles)
         role = roles[rng.below(len(roles))] if roles else "approver"
@@ -919,8 +981,10 @@ class _Run:
         due = target + self.offset  # the machine's time when the clock reaches the target
         sim_now = target
         timers = [fire_at for obs in self.obs.values() for _, fire_at in obs.timers]
-        if self.r_skew and any(t <= due for t in timers) and rng.chance(FaultKind.TIMER_SKEW,
-                                                                        self.r_skew):
+        falls_due = any(t <= due for t in timers)
+        if falls_due and not self.healed:
+            self.chances[_SKEW] += 1
+        if self.r_skew and falls_due and rng.chance(FaultKind.TIMER_SKEW, self.r_skew):
             skew = 1 + rng.below(self.max_skew)
             if rng.flip(0.5):  # the machine's clock runs fast: timers fire early
                 self.offset = skew
@@ -955,6 +1019,8 @@ class _Run:
         held back (overtaken), duplicated, or followed by a late copy."""
         rng, now = self.rng, self.clock.now
         self.topic = event.type
+        if not self.healed:
+            self.chances[_SENT] += 1
         if self.r_drop and rng.chance(FaultKind.DROPPED_EVENT, self.r_drop):
             self._fault(FaultKind.DROPPED_EVENT, eid, event.id)
             self._queue(now + self.redeliver_after, eid, event, "redelivered")
@@ -965,6 +1031,8 @@ class _Run:
             return
         if not self._deliver(eid, event, via):
             return  # no answer: it is sent again as it was, and copied only once it lands
+        if not self.healed:
+            self.chances[_ANSWERED] += 1
         if self.r_dup and rng.chance(FaultKind.DUPLICATE_EVENT, self.r_dup):
             self._fault(FaultKind.DUPLICATE_EVENT, eid, event.id)
             self._queue(now, eid, event, "duplicate")
@@ -1074,10 +1142,17 @@ class _Run:
             return
         rng = self.rng
         if point == STORE_WRITE:
+            if not self.healed:
+                self.chances[_STORE] += 1
             if self.r_store and rng.chance(FaultKind.STORE_WRITE_FAILURE, self.r_store):
                 self._fault(FaultKind.STORE_WRITE_FAILURE, "", f"during {self.activity}")
                 raise StoreWriteError(self.activity)
             return
+        if not self.healed:
+            if point in self.points:
+                self.passed[point] = self.passed.get(point, 0) + 1
+                self.chances[_CRASH] += 1
+            self.chances[_WORKER] += 1
         if self.r_crash and point in self.points and rng.chance(FaultKind.CRASH, self.r_crash,
                                                                 point):
             self._fault(FaultKind.CRASH, "", f"at {point} during {self.activity}")
@@ -1091,6 +1166,10 @@ class _Run:
         """A machine that names no crash points is crashed, and met by a second worker,
         between two steps (all it offers)."""
         rng = self.rng
+        if not self.healed:
+            self.passed[_BETWEEN] = self.passed.get(_BETWEEN, 0) + 1
+            self.chances[_CRASH] += 1
+            self.chances[_WORKER] += 1
         if self.r_crash and rng.chance(FaultKind.CRASH, self.r_crash, "between_steps"):
             self._fault(FaultKind.CRASH, "", "between steps")
             self.emit(Crashed(self.clock.step, self.clock.now, "between_steps", "idle"))
@@ -1116,6 +1195,7 @@ class _Run:
                 self.quiet = quiet
             if worker is None:
                 self.r_worker = 0.0  # this machine has no second worker to offer
+                self.unoffered.add(_WORKER)
                 return
             self.worker = (worker if not is_async(worker) else
                            AsyncCalls(worker, loop if loop is not None else self._new_loop()))
