@@ -7,8 +7,12 @@ Plans are read (YAML with a safe loader, JSON, or a dict) and validated with pyd
 converted into the frozen `FaultPlan` / `FaultRate` records the simulator reads on its hot path.
 
 With `swarm: true`, `FaultPlan.for_run` draws, per run, a random non-empty subset of the enabled
-kinds, each at a rate drawn from [rate/4, rate] (swarm testing: fewer faults at once, so the ones
-that are on get to interact).
+kinds (swarm testing: fewer faults at once, so the ones that are on get to interact), each at a
+rate drawn from [rate/4, rate]. With `hot: true` (the default plan's), a kind that is on runs hot
+in half of its runs instead, as FoundationDB's buggify has an enabled site fire often: at its hot
+rate (`HOT_RATES`, or its own rate when that is higher), so that a fault whose places are rare (an
+approval decided once a run, a crash point passed after the one tool call) still strikes in a
+default campaign. A plan of your own runs its own rates unless it says `hot: true`.
 
 `default_plan()` turns every kind on at a moderate rate, so a run of a few hundred steps sees a
 handful of each without drowning the workflow in faults:
@@ -48,6 +52,7 @@ from reference_machine.errors import DefinitionSyntaxError
 
 __all__ = [
     "DEFAULT_RATES",
+    "HOT_RATES",
     "SPECS",
     "CrashSpec",
     "DroppedEventSpec",
@@ -94,6 +99,34 @@ DEFAULT_RATES: Mapping[FaultKind, float] = MappingProxyType(
     }
 )
 """The rates of `default_plan()`, by kind."""
+
+PINNED_RATE = 0.5
+"""The least rate of a pinned kind in every run (`FaultPlan.pinned`)."""
+
+HOT_RATES: Mapping[FaultKind, float] = MappingProxyType(
+    {
+        FaultKind.CRASH: 0.2,
+        FaultKind.DUPLICATE_EVENT: 0.25,
+        FaultKind.LATE_EVENT: 0.25,
+        FaultKind.REORDERED_EVENTS: 0.25,
+        FaultKind.DROPPED_EVENT: 0.25,
+        FaultKind.TOOL_TRANSIENT: 0.15,
+        FaultKind.TOOL_RATE_LIMITED: 0.15,
+        FaultKind.TOOL_PERMANENT: 0.15,
+        FaultKind.TOOL_TIMEOUT_BEFORE_APPLY: 0.15,
+        FaultKind.TOOL_TIMEOUT_AFTER_APPLY: 0.15,
+        FaultKind.SLOW_TOOL: 0.15,
+        FaultKind.MALFORMED_OUTPUT: 0.15,
+        FaultKind.TIMER_SKEW: 0.3,
+        FaultKind.STORE_WRITE_FAILURE: 0.1,
+        FaultKind.SECOND_WORKER: 0.1,
+        FaultKind.FORGED_APPROVAL: 0.3,
+        FaultKind.WRONG_CORRELATION: 0.25,
+    }
+)
+"""The rate a kind runs at in a swarm run where it runs hot (per place it can strike: a crash
+point passed, an event sent, a tool call, an approval decided), by kind. A tool's seven kinds
+share its calls, so each stays low enough that most calls still get through."""
 
 _ORDER = {kind: index for index, kind in enumerate(FaultKind)}
 _KIND_NAMES = tuple(kind.value for kind in FaultKind)
@@ -241,6 +274,15 @@ class PlanSpec(BaseModel):
     swarm: StrictBool = Field(
         False, description="Draw a random non-empty subset of the faults, at lower rates, per run."
     )
+    hot: StrictBool = Field(
+        False, description="In swarm mode, run a kind that is on hot in half of its runs (at "
+                           "least its HOT_RATES rate), as the default plan does.",
+    )
+    pinned: list[str] = Field(
+        default_factory=list,
+        description="Kinds of `faults` on in every run, at least at `PINNED_RATE` (a campaign "
+                    "pins a kind it left untested in the runs it aims at it).",
+    )
 
 
 # -- the records the simulator reads ---------------------------------------------------------
@@ -324,6 +366,8 @@ class FaultPlan:
 
     rates: tuple[FaultRate, ...] = ()
     swarm: bool = False
+    pinned: tuple[FaultKind, ...] = ()  # on in every run, at least at PINNED_RATE
+    hot: bool = False  # swarm runs a kind that is on hot in half its runs (HOT_RATES)
     _by_kind: Mapping[FaultKind, FaultRate] = field(init=False, repr=False, compare=False)
     _kinds: tuple[FaultKind, ...] = field(init=False, repr=False, compare=False)
 
@@ -336,6 +380,10 @@ class FaultPlan:
             by_kind[entry.kind] = entry
         object.__setattr__(self, "rates", rates)
         object.__setattr__(self, "_by_kind", MappingProxyType(by_kind))
+        for index, kind in enumerate(self.pinned):
+            if kind not in by_kind:
+                raise FaultPlanError(f"pinned[{index}]", f"{kind} is pinned but not among the "
+                                                         "plan's faults")
         object.__setattr__(self, "_kinds", tuple(e.kind for e in rates if e.rate > 0))
 
     @property
@@ -356,22 +404,39 @@ class FaultPlan:
         """Gives the plan one run uses: this plan, or in swarm mode a drawn non-swarm plan.
 
         Swarm mode keeps each enabled kind with probability 1/2 (drawing again until at least
-        one is kept) and gives each kept kind a rate drawn uniformly from [rate/4, rate]. The draw
-        goes in catalogue order, so the same rng state always gives the same plan.
+        one is kept) and gives each kept kind a rate drawn uniformly from [rate/4, rate]; with
+        `hot`, a kept kind runs hot with probability 1/2 instead, at the higher of its rate and
+        its hot rate (`HOT_RATES`). The draw goes in catalogue order, so the same rng state
+        always gives the same plan (and a plan without `hot` draws as plans did before it).
         """
         if not self.swarm:
-            return self
+            return self if not self.pinned else self._with_pinned(self.rates)
         enabled = [entry for entry in self.rates if entry.rate > 0]
         if not enabled:
-            return FaultPlan(self.rates, swarm=False)
+            return self._with_pinned(self.rates)
         kept: list[FaultRate] = []
         while not kept:
             kept = [entry for entry in enabled if rng.random() < 0.5]
         drawn = []
         for entry in kept:
+            if self.hot and rng.random() < 0.5:
+                drawn.append(entry.with_rate(max(entry.rate, HOT_RATES[entry.kind])))
+                continue
             low, high = entry.rate / 4, entry.rate
             drawn.append(entry.with_rate(min(max(rng.uniform(low, high), low), high)))
-        return FaultPlan(tuple(drawn), swarm=False)
+        return self._with_pinned(tuple(drawn))
+
+    def _with_pinned(self, rates: tuple[FaultRate, ...]) -> FaultPlan:
+        """Gives the run's plan of `rates`, each pinned kind on at least at `PINNED_RATE` (no
+        draw: the run draws as it would unpinned up to the pinned kind's first chance)."""
+        if not self.pinned:
+            return FaultPlan(rates, swarm=False)
+        drawn = {entry.kind: entry for entry in rates}
+        for kind in self.pinned:
+            entry = drawn.get(kind, self._by_kind[kind])
+            drawn[kind] = entry.with_rate(max(entry.rate if kind in drawn else 0.0,
+                                              PINNED_RATE))
+        return FaultPlan(tuple(drawn.values()), swarm=False)
 
     def check(self, definition: WorkflowDefinition) -> None:
         """Raises `FaultPlanError` when a tool fault cannot apply to `definition`.
@@ -404,6 +469,9 @@ class FaultPlan:
         return {
             "faults": {str(entry.kind): entry.to_dict() for entry in self.rates},
             "swarm": self.swarm,
+            # each said only when set: a plan without keeps the bytes it had
+            **({"hot": True} if self.hot else {}),
+            **({"pinned": [str(kind) for kind in self.pinned]} if self.pinned else {}),
         }
 
 
@@ -433,8 +501,10 @@ def load_plan(
 
 
 def default_plan(*, swarm: bool = False) -> FaultPlan:
-    """Gives a plan with every kind on at its `DEFAULT_RATES` rate."""
-    return FaultPlan(tuple(FaultRate(kind, DEFAULT_RATES[kind]) for kind in FaultKind), swarm)
+    """Gives a plan with every kind on at its `DEFAULT_RATES` rate (hot in swarm mode: see
+    `FaultPlan.for_run`)."""
+    return FaultPlan(tuple(FaultRate(kind, DEFAULT_RATES[kind]) for kind in FaultKind), swarm,
+                     hot=True)
 
 
 def no_faults() -> FaultPlan:
@@ -568,7 +638,13 @@ def _compile(
             elif parameter in _DURATION_FIELDS:
                 values[_DURATION_FIELDS[parameter]] = value
         rates.append(FaultRate(kind, fault.rate, **values))
-    return FaultPlan(tuple(rates), spec.swarm)
+    pinned = []
+    for index, kind_name in enumerate(spec.pinned):
+        if kind_name not in _KIND_NAMES:
+            raise FaultPlanError(f"pinned[{index}]", _unknown_kind(kind_name), name,
+                                 lines.get(f"pinned.{index}"))
+        pinned.append(FaultKind(kind_name))
+    return FaultPlan(tuple(rates), spec.swarm, tuple(pinned), spec.hot)
 
 
 def _names(
