@@ -10,6 +10,7 @@ simulated world), `checks` (invariants, coverage, metrics), `adapters`, `report`
 `check` and `explore`: those are the functions `harness.check` and `harness.explore`.)
 """
 
+from harness.checks.adequacy import Adequacy, Gap
 from harness.checks.checkers import INVARIANTS, Invariant, StepView, Violation, check, invariant
 from harness.checks.coverage import Coverage, coverage_of
 from harness.checks.targets import target
@@ -57,6 +58,7 @@ from harness.sim.world import EffectLedger, LedgerEntry, ToolWorld
 
 __all__ = [
     "INVARIANTS",
+    "Adequacy",
     "Applied",
     "ApprovalWait",
     "AsyncMachineUnderTest",
@@ -79,6 +81,7 @@ __all__ = [
     "FuzzFailure",
     "FuzzOptions",
     "FuzzReport",
+    "Gap",
     "HarnessError",
     "Healed",
     "HistoryRecord",

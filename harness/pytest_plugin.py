@@ -41,6 +41,7 @@ import pytest
 
 from fault_injection import FaultKind, FaultPlan, default_plan, no_faults
 from harness.adapters.targets import Target, resolve_machine
+from harness.checks.adequacy import Gap, check_acknowledged
 from harness.checks.checkers import invariants as registered_invariants
 from harness.checks.coverage import Coverage
 from harness.engines.campaign import (
@@ -56,7 +57,13 @@ from harness.engines.fleet import example_database
 from harness.engines.fuzz import DEFAULT_STRATEGY, EXECUTORS, FuzzFailure, FuzzOptions, FuzzReport
 from harness.engines.guided import STRATEGIES
 from harness.errors import HarnessError
-from harness.report.documents import ReportError, document, ensure_writable, write_reports
+from harness.report.documents import (
+    ReportError,
+    document,
+    ensure_writable,
+    runs_told,
+    write_reports,
+)
 from harness.sim.choices import Choices
 from harness.sim.machine import MachineFactory, ReferenceMachine
 from harness.sim.simulator import FROZEN_EPOCH, SimOptions, Simulator
@@ -357,10 +364,11 @@ class _CampaignOptions:
     invariants: tuple[str, ...] | None = None
     min_coverage: float | None = None
     expect: tuple[str, ...] = ()  # the invariants one of which the campaign must break
+    untested: Mapping[str, str] = field(default_factory=dict)  # gaps accepted, with reasons
 
 
 _MARKER_KEYS = ("machine", "runs", "seed", "faults", "executions", "invariants",
-                "min_coverage", "expect")
+                "min_coverage", "expect", "untested")
 
 
 def _campaign_options(given: Mapping[str, Any]) -> _CampaignOptions:
@@ -387,9 +395,15 @@ def _campaign_options(given: Mapping[str, Any]) -> _CampaignOptions:
             msg = (f"expect: {', '.join(unchecked)} cannot break: invariants= checks only "
                    f"{', '.join(checked)}")
             raise HarnessError(msg)
+    untested = given.get("untested") or {}
+    if not isinstance(untested, Mapping):
+        raise HarnessError(f"untested: expected a mapping of gap codes to reasons "
+                           f"({{'crash_point:after_save': 'why'}}), got {untested!r}")
+    check_acknowledged(untested, where="untested")
     return _CampaignOptions(runs=given.get("runs"), seed=given.get("seed"), faults=faults,
                             executions=given.get("executions"), invariants=checked,
-                            min_coverage=given.get("min_coverage"), expect=expect)
+                            min_coverage=given.get("min_coverage"), expect=expect,
+                            untested=dict(untested))
 
 
 def _invariant_names(key: str, given: Any) -> tuple[str, ...]:
@@ -439,7 +453,7 @@ class CampaignReport:
 
     @property
     def verdict(self) -> str:
-        """Gives the verdict: held, violated, vacuous or nondeterministic."""
+        """Gives the verdict: held, violated, vacuous, untested or nondeterministic."""
         self._read = True
         return self.fuzz_report.verdict
 
@@ -455,6 +469,13 @@ class CampaignReport:
         """Gives why the campaign exercised nothing worth a verdict ("" when it did)."""
         self._read = True
         return self.fuzz_report.vacuous
+
+    @property
+    def untested(self) -> tuple[Gap, ...]:
+        """Gives what the campaign left untested that it claims (the crash points, fault
+        kinds and moves of `harness.checks.adequacy`): empty when it exercised them."""
+        self._read = True
+        return self.fuzz_report.adequacy.gaps
 
     @property
     def coverage(self) -> Coverage:
@@ -521,7 +542,7 @@ def _run_fuzz(config: pytest.Config, target: Target, test_id: str,
                       settings.min_coverage),
         strategy=settings.strategy,
         corpus_dir=settings.corpus, example_db=config.stash[_SESSION].example_db,
-        executor=settings.executor, scheduler=settings.scheduler)
+        executor=settings.executor, scheduler=settings.scheduler, untested=given.untested)
     return fuzz_target(target, options)
 
 
@@ -555,11 +576,16 @@ def _missed(report: FuzzReport, expect: tuple[str, ...]) -> str:
     one of them and nothing else)."""
     wanted = expect[0] if len(expect) == 1 else f"one of {', '.join(expect)}"
     if report.verdict == "held":
-        runs = f"{report.runs:,} run{'s' if report.runs != 1 else ''}"
+        aimed = sum(int(part["runs"]) for part in report.aimed.values())
+        runs = (f"{report.runs - aimed:,} run{'s' if report.runs - aimed != 1 else ''}"
+                + (f" + {aimed} aimed" if aimed else ""))
         return (f"expected {wanted} to break, but every invariant held in {runs} (fixed? then "
                 f"drop expect= and keep the test as a guard)")
     if report.verdict == "vacuous":
         return f"expected {wanted} to break, but the campaign was vacuous: {report.vacuous}"
+    if report.verdict == "untested":
+        return (f"expected {wanted} to break, but nothing broke and the campaign left "
+                f"untested what it could have broken at: {report.adequacy.summary}")
     if report.verdict == "nondeterministic":
         return (f"expected {wanted} to break, but the campaign was nondeterministic: the same "
                 f"seed gave two histories")
@@ -927,6 +953,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     write = terminalreporter.write_line
     terminalreporter.section("fsmharness")
     invariants = sorted({name for s in sections for name in s["invariants"]})
+    checked = sorted({name for s in sections for name in s.get("checked", s["invariants"])})
     runs = sum(s["runs"] for s in sections)
     steps = sum(s["steps"] for s in sections)
     faults: dict[str, int] = {}
@@ -935,17 +962,20 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
             faults[kind] = faults.get(kind, 0) + count
     failing = [s for s in sections if not _passes(s)]
     expected = [s for s in sections if s.get("expected") and _passes(s)]
-    write(f"{len(sections)} campaign(s): {len(invariants)} invariants checked, {runs:,} runs, "
+    write(f"{len(sections)} campaign(s): {len(checked)} of {len(invariants)} invariants "
+          f"checked, {runs:,} runs, "
           f"{steps:,} steps, {sum(faults.values()):,} faults injected, {len(failing)} failing"
           + (f", {len(expected)} broke as expected" if expected else ""))
-    write(f"  invariants: {', '.join(invariants)}")
+    write(f"  invariants checked: {', '.join(checked)}")
+    if len(checked) < len(invariants):
+        write(f"  checking nothing: {', '.join(n for n in invariants if n not in checked)}")
     for section in sections:
         coverage = ", ".join(f"{name} {part['reached']}/{part['of']}"
                              for name, part in section["coverage"].items())
         verdict = "held" if section["held"] else "VIOLATED" if section["failures"] else (
-            "VACUOUS")
+            "UNTESTED" if section.get("untested") else "VACUOUS")
         detail = (section["verdict"] if section["engine"] == "explore" else
-                  f"{section['runs']:,} runs, {section['steps']:,} steps; coverage {coverage}")
+                  f"{runs_told(section)}, {section['steps']:,} steps; coverage {coverage}")
         if section.get("expected"):
             names = section["expected"]["invariants"]
             if _passes(section):
@@ -956,6 +986,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
                 wanted = names[0] if len(names) == 1 else f"one of {', '.join(names)}"
                 detail = f"{detail}; expected {wanted} to break"
         write(f"  {verdict:8} {section['name']} ({section['engine']}): {detail}")
+        if not section["failures"]:
+            for gap in section.get("untested", ()):
+                write(f"           untested: {gap['what']}; {gap['how']}")
         for note in section.get("notes", ()):
             write(f"           note: {note}")
     if faults:

@@ -15,6 +15,7 @@ from reference_machine._decide import (
     start_event,
 )
 from reference_machine._definition import (
+    UNTESTED_KINDS,
     Budgets,
     CompiledState,
     CompiledStep,
@@ -108,6 +109,7 @@ __all__ = [
     "STEP_FAILED",
     "STEP_SUCCEEDED",
     "TIMER_FIRED",
+    "UNTESTED_KINDS",
     "Accepted",
     "Acknowledged",
     "Budgets",

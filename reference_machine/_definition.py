@@ -53,6 +53,8 @@ Guard = Callable[[Mapping[str, Any], Any], Any]
 Action = Callable[[Mapping[str, Any], Any], Mapping[str, Any] | None]
 PayloadCheck = Callable[[Mapping[str, Any]], str | None]
 _RESERVED_PREFIXES = ("execution.", "step.", "approval.", "timer.", "compensation.")
+#: The kinds of gap a definition may accept a campaign leaves untested (`untested:`).
+UNTESTED_KINDS = ("crash_point", "fault", "moves")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SCHEMA_DATA = frozenset({"enum", "const", "default", "examples"})
 
@@ -205,6 +207,8 @@ class WorkflowDefinition:
     source: str = "<definition>"
     warnings: tuple[Finding, ...] = field(default=())
     acknowledged: tuple[Acknowledged, ...] = field(default=())
+    #: what a campaign may leave untested here (`untested:`): gap code -> reason
+    untested: Mapping[str, str] = field(default_factory=dict)
     #: some state has entry or exit actions or history: moves compute what they exit and enter
     scoped: bool = False
     #: a region's or map item's own definition (same states; its initial; no budgets), by scope
@@ -430,6 +434,7 @@ class _Builder:
             if start is not None:
                 self._check_graph(start, self._leaves(root), compiled_states, leaf_of, root)
         self._check_approval_entries(own, charted, leaf_of, initial)
+        untested = self._check_untested()
         self._acknowledge()
         if any(f.severity is Severity.ERROR for f in self.findings) or initial is None:
             return None
@@ -459,6 +464,7 @@ class _Builder:
             source=source,
             warnings=tuple(f for f in self.findings if f.severity is Severity.WARNING),
             acknowledged=tuple(self.acknowledged),
+            untested=MappingProxyType(untested),
             scoped=any(s.entry or s.exit or s.history for s in compiled_states.values()),
             scopes={},
         )
@@ -1286,6 +1292,34 @@ class _Builder:
             if any(t.guard is None for t in self.states[state].transitions(APPROVAL_GRANTED)):
                 return False
         return False
+
+    # -- untested ---------------------------------------------------------------------------------
+
+    def _check_untested(self) -> dict[str, str]:
+        """Gives the gaps the definition accepts a campaign leaves untested (`untested:
+        {code: reason}`), and reports an entry that cannot stand: a code of no gap's form, a
+        state the definition lacks, no reason. (A fault kind and a crash point are the
+        harness's to check: a crash point is the machine's.)"""
+        accepted: dict[str, str] = {}
+        for code, reason in self.spec.untested.items():
+            location = f"untested.{code}"
+            kind, _, name = code.partition(":")
+            if kind not in UNTESTED_KINDS or not name:
+                self.error("untested-code", location,
+                           f"{code!r} names no gap; expected crash_point:<name>, "
+                           "fault:<kind> or moves:<state> (or <kind>:* for every gap of the "
+                           f"kind){did_you_mean(kind, UNTESTED_KINDS)}", code)
+            elif kind == "moves" and name != "*" and name not in self.states:
+                self.error("untested-code", location,
+                           f"no state {name!r}"
+                           f"{did_you_mean(name, list(self.states))}", code)
+            elif reason is None or not reason.strip():
+                self.error("untested-reason", location,
+                           f"leaving {code!r} untested needs a reason: `{code}: <why it is "
+                           "acceptable here>`", code)
+            else:
+                accepted[code] = reason.strip()
+        return accepted
 
     # -- lint: ignore ----------------------------------------------------------------------------
 

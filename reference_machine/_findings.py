@@ -79,7 +79,7 @@ _ERROR_CODES = (
     "reserved-event", "retry-bounds", "schema", "step-cost", "step-timeout", "trap-state",
     "unhandled-approval", "unhandled-step", "unknown-event", "unknown-function",
     "unknown-parent", "unknown-secret", "unknown-target", "unknown-tool", "unreachable-state",
-    "unreadable", "wait-step", "wait-timeout",
+    "unreadable", "untested-code", "untested-reason", "wait-step", "wait-timeout",
 )
 #: Every code the checks of a native definition report, with its severity: the codes a
 #: `lint: ignore:` entry may name (only warnings are acknowledged; naming an error is refused).

@@ -377,6 +377,15 @@ class WorkflowSpec(_Spec):
                     "liveness asks only that something can still move each execution.",
     )
 
+    untested: dict[str, str | None] = Field(
+        default_factory=dict,
+        # like `lint:`, what a campaign is told changes nothing the machine does
+        exclude=True,
+        description="What a campaign may leave untested here, each with the reason it is "
+                    "acceptable: `untested: {crash_point:<name>: <reason>}`, `fault:<kind>` or "
+                    "`moves:<state>` (`<kind>:*` for every one of the kind). A campaign with a "
+                    "gap not listed here is `untested`, not `held`.",
+    )
     lint: LintSpec = Field(
         default_factory=LintSpec,
         # what the linter is told changes nothing the machine does: it stays out of dumps, so

@@ -61,6 +61,7 @@ from harness.report.documents import (
     ensure_writable,
     load_report,
     mermaid,
+    runs_told,
     svg,
     write_reports,
 )
@@ -211,7 +212,9 @@ def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
 
     TARGETS are definition files, folders of them, or MODULE:ATTR naming a Python definition
     or a machine under test. Exit 0 when every invariant held in campaigns that exercised
-    the machine, 1 when one broke or a campaign was vacuous, 2 on bad input.
+    the machine and what it claims, 1 when one broke or a campaign was vacuous or left
+    untested a crash point, a fault kind or the moves into a state (docs: what a held
+    proves), 2 on bad input.
     """
     usable = min(processes, runs, os.cpu_count() or 1)
     if usable < processes:
@@ -341,9 +344,11 @@ def _print_section(out: Console, section: dict[str, Any], quiet: bool) -> None:
             f"{section['states_explored']:,} distinct states explored")
     else:
         faults = sum(section["faults"].values())
-        what = (f"{section['runs']:,} runs, {section['steps']:,} steps "
+        checked = f", {len(section['checked'])} of {len(section['invariants'])} invariants checked"
+        what = (f"{runs_told(section)}, {section['steps']:,} steps "
                 f"({section['steps_per_second']:,.0f} steps/s), {faults:,} faults injected"
-                + (f"; coverage {coverage}" if coverage else "") + _on_cluster(section))
+                + checked + (f"; coverage {coverage}" if coverage else "")
+                + _on_cluster(section))
     notes = [f"      note: {note}" for note in section.get("notes", ())]
     if section["held"]:
         partial = section["engine"] == "explore" and not section["options"].get("complete")
@@ -354,12 +359,15 @@ def _print_section(out: Console, section: dict[str, Any], quiet: bool) -> None:
             out.print(line, markup=False)
         return
     vacuous = not section["failures"] and section.get("vacuous")
-    out.print(f"{'[yellow]VACUOUS[/yellow]' if vacuous else '[red]FAIL[/red]'}  {name}: {what}")
+    untested = not section["failures"] and not vacuous and section.get("untested")
+    label = ("[yellow]VACUOUS[/yellow]" if vacuous else "[yellow]UNTESTED[/yellow]" if untested
+             else "[red]FAIL[/red]")
+    out.print(f"{label}  {name}: {what}")
     for line in describe_failure(section):
         out.print(f"      {line}", markup=False)
     for line in notes:
         out.print(line, markup=False)
-    if vacuous:
+    if vacuous or untested:
         return
     unsaved = [failure for failure in section["failures"]
                if not failure.get("replay_command") and failure.get("rule") != DETERMINISTIC]
@@ -385,18 +393,25 @@ def _finish(out: Console, command: str, sections: list[dict[str, Any]], folder: 
         click.echo(json.dumps(doc, indent=2, sort_keys=True))
     else:
         broken = sum(1 for section in sections if section["failures"])
+        untested = sum(1 for section in sections if not section["held"] and not
+                       section["failures"] and section.get("untested")
+                       and not section.get("vacuous"))
         vacuous = sum(1 for section in sections if not section["held"] and not
-                      section["failures"])
+                      section["failures"]) - untested
         partial = sum(1 for section in sections if section["held"] and section["engine"] ==
                       "explore" and not section["options"].get("complete"))
         verdict = ("[red]violations found[/red]" if broken else
                    "[yellow]nothing exercised[/yellow]" if vacuous else
+                   "[yellow]left untested[/yellow]" if untested else
                    "[green]every invariant held[/green]")
         if vacuous and broken:
             verdict += f" [yellow]({vacuous} vacuous: nothing exercised)[/yellow]"
+        if untested and (broken or vacuous):
+            verdict += f" [yellow]({untested} untested)[/yellow]"
         if partial and not broken:
             verdict += f" [yellow](as far as explored: {partial} bound(s) not covered)[/yellow]"
-        counted = f", {vacuous} vacuous" if vacuous else ""
+        counted = (f", {vacuous} vacuous" if vacuous else "") + (
+            f", {untested} untested" if untested else "")
         out.print(f"{len(sections)} target(s), {broken} failing{counted}: {verdict}")
         if files is not None:
             out.print(f"report: {escape(str(files.html))} (and {escape(files.json.name)}, "

@@ -71,6 +71,7 @@ def fuzz_target(target: Target, options: FuzzOptions,
     """Fuzzes one target; gives the engine's report and the target's report section."""
     report = fuzz(target.definition, options, machine=target.machine, progress=progress)
     told = {"vacuous": f"vacuous: {report.vacuous}",
+            "untested": f"untested: {report.adequacy.summary}",
             "nondeterministic": "nondeterministic: the same seed gave two histories"}
     summary = {**report.summary(), "verdict": told.get(report.verdict, "")}
     section = target_section(
@@ -116,6 +117,9 @@ def describe_failure(section: dict[str, Any]) -> Sequence[str]:
     lines: list[str] = []
     if section.get("vacuous") and not section["failures"]:
         lines.append(f"vacuous: {section['vacuous']}")
+    elif section.get("untested") and not section["failures"]:
+        for gap in section["untested"]:
+            lines += [f"untested: {gap['what']}", f"  how: {gap['how']}"]
     for failure in section["failures"]:
         lines.append(f"violated {failure.get('message') or failure.get('rule')}")
         if failure.get("trace"):

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from fault_injection import TOOL_FAULTS, FaultPlan
+from fault_injection import TOOL_FAULTS, FaultKind, FaultPlan
+from harness.checks.adequacy import Adequacy, Exercised, adequacy, check_acknowledged, exercised
 from harness.checks.behaviour import behaviours_of
 from harness.checks.checkers import Invariant, Violation, invariants
 from harness.checks.coverage import Coverage, correlation_blind_spot, coverage_of, vacuity
@@ -84,7 +85,11 @@ class FuzzOptions:
     `example_db` (a Hypothesis `ExampleDatabase`, see `harness.engines.fleet`) keeps the seeds that
     failed, per definition and machine: a swarm campaign runs the saved ones first (before its
     own range, where they are not run again; they count among its runs), saves its failing
-    seeds, and drops the saved seeds that held."""
+    seeds, and drops the saved seeds that held.
+
+    `untested` acknowledges gaps the campaign may leave, each with its reason, as the
+    definition's `untested:` does (`harness.checks.adequacy`): a campaign with a gap neither
+    acknowledges is `untested`, not `held`."""
 
     runs: int | None = 200
     seed: int = 0
@@ -107,6 +112,7 @@ class FuzzOptions:
     example_db: Any = None  # a hypothesis ExampleDatabase the fleet shares (harness.engines.fleet)
     executor: str = "local"  # where the runs go: local processes, or a Dask cluster
     scheduler: str | None = None  # the Dask scheduler's address (None: a local cluster)
+    untested: Mapping[str, str] = field(default_factory=dict)  # gap code -> why it may be
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -154,6 +160,10 @@ class FuzzOptions:
         if not isinstance(self.sim, SimOptions):
             raise HarnessError(f"options.sim: expected SimOptions, got "
                                f"{type(self.sim).__name__}")
+        if not isinstance(self.untested, Mapping):
+            raise HarnessError(f"options.untested: expected a mapping of gap codes to reasons, "
+                               f"got {type(self.untested).__name__}")
+        check_acknowledged(self.untested, where="options.untested")
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,27 +204,40 @@ class FuzzReport:
     targets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     guided: Mapping[str, Any] = field(default_factory=dict)  # the corpus and its mutations
     executor: Mapping[str, Any] = field(default_factory=dict)  # a cluster's workers, lost ones
+    adequacy: Adequacy = field(default_factory=Adequacy)  # what the runs exercised, the gaps
+    aimed: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # gap -> its runs
 
     @property
     def held(self) -> bool:
         """Tells whether every invariant held in every run of a campaign that exercised the
-        machine (a vacuous campaign does not hold)."""
-        return not self.failures and not self.vacuous
+        machine, and exercised what it claims (a vacuous or untested campaign does not
+        hold)."""
+        return not self.failures and not self.vacuous and not self.adequacy.gaps
 
     @property
     def verdict(self) -> str:
         """Gives the campaign's verdict: `nondeterministic` (a seed gave two histories),
-        `violated`, `vacuous` or `held`."""
+        `violated`, `vacuous`, `untested` (a crash point, a fault kind or the moves into a
+        state left untested: `adequacy.gaps`) or `held`."""
         if any(failure.rule == DETERMINISTIC for failure in self.failures):
             return "nondeterministic"
-        return "violated" if self.failures else "vacuous" if self.vacuous else "held"
+        if self.failures:
+            return "violated"
+        return "vacuous" if self.vacuous else "untested" if self.adequacy.gaps else "held"
+
+    @property
+    def checked(self) -> tuple[str, ...]:
+        """Gives the invariants that judged something in the campaign's runs (those that
+        could check nothing, or found nothing to judge, are left out)."""
+        return self.adequacy.checked
 
     @property
     def notes(self) -> tuple[str, ...]:
         """Gives what a verdict should be read with: where the runs were blind (events sent
-        with values that could not match, see `correlation_blind_spot`)."""
+        with values that could not match, see `correlation_blind_spot`), the invariants that
+        could check nothing here, the fault kinds never tried."""
         blind = correlation_blind_spot(self.definition, self.coverage)
-        return (blind,) if blind else ()
+        return ((blind,) if blind else ()) + self.adequacy.notes()
 
     @property
     def steps_per_second(self) -> float:
@@ -226,10 +249,16 @@ class FuzzReport:
         return {
             "definition": self.definition.name, "version": self.definition.version,
             "machine": self.machine, "held": self.held, "verdict": self.verdict,
-            "vacuous": self.vacuous, "notes": list(self.notes), "runs": self.runs,
+            "vacuous": self.vacuous,
+            # what makes the verdict `untested` (the gaps of a campaign that broke a rule, or
+            # exercised nothing, are in `adequacy` only)
+            "untested": [gap.to_dict() for gap in self.adequacy.gaps]
+            if self.verdict == "untested" else [],
+            "notes": list(self.notes), "runs": self.runs,
             "steps": self.steps, "elapsed_s": round(self.elapsed_s, 3),
             "steps_per_second": round(self.steps_per_second),
-            "invariants": list(self.invariants),
+            "invariants": list(self.invariants), "checked": list(self.checked),
+            "adequacy": {**self.adequacy.report(), "aimed": dict(self.aimed)},
             "faults": dict(sorted(self.faults.items())),
             "coverage": self.coverage.report(self.definition, self.plan, self.crash_points),
             "metrics": self.metrics.report(),
@@ -261,6 +290,7 @@ class _Outcome:
     scores: tuple[tuple[str, float | str], ...] = ()
     trial: Trial | None = None  # a guided campaign's run
     learnt: Learnt | None = None
+    exercised: Exercised = field(default_factory=Exercised)
 
 
 class _Campaign:
@@ -273,6 +303,7 @@ class _Campaign:
         self.sim_options = _sim_options(definition, options, self.plan)
         self.simulator = Simulator(definition, self.sim_options, machine)
         self.invariants: tuple[Invariant, ...] = invariants(options.invariants)
+        self.names = tuple(rule.name for rule in self.invariants)
         self.targets = targets(options.targets)
         self.lines = LineCoverage(options.line_coverage) if options.line_coverage else None
         self.executor: dict[str, Any] = {}  # the cluster it ran on, noted as it ends
@@ -290,7 +321,8 @@ class _Campaign:
         scores = score(self.targets, self.definition, history) if self.targets else ()
         return _Outcome(seed, result.steps, tuple(found), coverage_of(self.definition, history),
                         faults, metrics_of(self.definition, history), _overran(result),
-                        scores)
+                        scores, exercised=exercised(self.definition, history, result.chances,
+                                                    self.names))
 
     def trial(self, trial: Trial) -> _Outcome:
         """Runs a guided campaign's trial, recording its draws, and learns what it did."""
@@ -347,7 +379,8 @@ def _died(seed: int, died: Died) -> _Outcome:
     """Gives the outcome of a seed whose run ended the process it ran in."""
     violation = Violation("machine_ok", f"the machine ended its process ({died.how}) in the "
                                         f"run of seed {seed}; the run's history ended with it")
-    return _Outcome(seed, 0, (violation,), Coverage(), Counter(), Metrics())
+    return _Outcome(seed, 0, (violation,), Coverage(), Counter(), Metrics(),
+                    exercised=Exercised(runs=1))
 
 
 def _plan(definition: WorkflowDefinition, options: FuzzOptions) -> FaultPlan:
@@ -380,27 +413,24 @@ def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any]
          options: FuzzOptions | None = None, *, machine: MachineFactory = ReferenceMachine,
          progress: Callable[[int, int, int], None] | None = None) -> FuzzReport:
     """Fuzzes a definition (or a definition file) on a machine: runs seeded simulations with
-    faults, checks every invariant, shrinks what fails and saves its replay file.
+    faults, checks every invariant, shrinks what fails and saves its replay file. A campaign
+    whose runs left a fault kind or a crash point untested that some of them had a chance at
+    ends with runs aimed at it (`_aimed`).
 
     `progress(runs, steps, failures)` is called after each batch of runs."""
     options = options if options is not None else FuzzOptions()
     definition = target if isinstance(target, WorkflowDefinition) else load_definition(
         Path(target) if isinstance(target, os.PathLike) else target)
+    named = getattr(machine, "crash_points", None)  # a class says before it is built
+    points = (tuple(named) or ("between_steps",)) if isinstance(named, tuple | list) else ()
+    check_acknowledged(definition.untested, points)
+    check_acknowledged(options.untested, points, where="options.untested")
     campaign = _Campaign(definition, machine, options)
     started = time.monotonic()
     deadline = None if options.time_budget_s is None else started + options.time_budget_s
-    # what every run adds up to, kept as the runs come: a run's outcome is not kept past its
-    # batch unless it failed, so memory does not grow with the runs
-    runs = steps = 0
-    failing: list[_Outcome] = []
-    covered = Coverage()
-    faults: Counter[str] = Counter()
-    metrics = Metrics()
-    best: dict[str, dict[str, Any]] = {}
+    totals = _Totals()
     guide = corpus = fleet = None
     saved: list[int] = []
-    ran: set[int] = set()
-    growth: list[tuple[int, int]] = []
     if options.strategy != "swarm":
         guide = Guide(options.seed, options.strategy)
         if options.corpus_dir is not None:
@@ -417,43 +447,173 @@ def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any]
     sample = _determinism_sample(campaign, options)  # before any run could leave state behind
     try:
         for batch in batches:
-            for outcome in batch:
-                runs += 1
-                ran.add(outcome.seed)
-                steps += outcome.steps
-                covered = covered.merge(outcome.coverage)
-                faults.update(outcome.faults)
-                metrics = metrics.merge(outcome.metrics)
-                _best(best, outcome)
-                if outcome.violations:
-                    failing.append(outcome)
-                    if options.stop_at_first:
-                        break
+            stop = totals.add(batch, options.stop_at_first)
             if guide is not None:
-                growth.append((runs, len(guide.hits)))
+                totals.growth.append((totals.runs, len(guide.hits)))
             if progress is not None:
-                progress(runs, steps, len(failing))
-            if failing and options.stop_at_first:
+                progress(totals.runs, totals.steps, len(totals.failing))
+            if stop:
                 break
     except BaseException:
         sample.cancel()
         raise
     batches.close()  # stops the worker processes, if any
     if fleet is not None:
-        broke = {outcome.seed for outcome in failing}
-        fleet.update(sorted(broke), [seed for seed in saved if seed in ran and seed not in broke])
+        broke = {outcome.seed for outcome in totals.failing}
+        fleet.update(sorted(broke), [seed for seed in saved
+                                     if seed in totals.ran and seed not in broke])
     unsteady = sample.result()
+    failures = _failures(campaign, options, totals.failing, unsteady)
+    if not totals.failing and unsteady is None and not vacuity(
+            definition, totals.covered, options.coverage_min):  # held: as much as it claims?
+        ran = totals.runs
+        failures += _aimed(campaign, options, totals, deadline)
+        if progress is not None and totals.runs > ran:
+            progress(totals.runs, totals.steps, len(failures))
     elapsed = time.monotonic() - started
-    failures = _failures(campaign, options, failing, unsteady)
-    kept = _keep(corpus, guide, failing) if corpus is not None and guide is not None else 0
-    points = tuple(getattr(machine, "crash_points", ()) or ("between_steps",))
+    kept = _keep(corpus, guide, totals.failing) if corpus is not None and guide is not None \
+        else 0
+    done = totals.done
+    points = done.points or tuple(getattr(machine, "crash_points", ()) or ("between_steps",))
     return FuzzReport(definition, getattr(machine, "__qualname__", type(machine).__name__),
-                      campaign.plan, runs, steps, elapsed,
-                      tuple(failures), covered, dict(faults),
-                      tuple(rule.name for rule in campaign.invariants), points, metrics,
-                      vacuity(definition, covered, options.coverage_min), options.strategy,
-                      tuple(growth), best, _guided_summary(guide, kept, options),
-                      campaign.executor)
+                      campaign.plan, totals.runs, totals.steps, elapsed,
+                      tuple(failures), totals.covered, dict(totals.faults), campaign.names,
+                      points, totals.metrics,
+                      vacuity(definition, totals.covered, options.coverage_min),
+                      options.strategy, tuple(totals.growth), totals.best,
+                      _guided_summary(guide, kept, options), campaign.executor,
+                      totals.adequacy(definition, campaign, options), dict(totals.aimed))
+
+
+#: How many runs of a campaign a gap's aimed runs start from (seeds whose runs had a chance
+#: at the fault, or passed the crash point): each runs again with the fault pinned. A campaign
+#: aims at most `AIMED_BUDGET_MIN` runs (or a quarter of its runs when that is more, four times
+#: its runs when that is less) at all its gaps.
+AIMED_RUNS_MAX = 8
+AIMED_BUDGET_MIN = 16
+
+
+class _Totals:
+    """What a campaign's runs add up to, kept as the runs come (a run's outcome is not kept
+    past its batch unless it failed, so memory does not grow with the runs), and, per fault
+    kind and crash point, the first seeds whose runs had a chance at it."""
+
+    def __init__(self) -> None:
+        self.runs = self.steps = 0
+        self.failing: list[_Outcome] = []
+        self.covered = Coverage()
+        self.faults: Counter[str] = Counter()
+        self.metrics = Metrics()
+        self.done = Exercised()
+        self.best: dict[str, dict[str, Any]] = {}
+        self.ran: set[int] = set()
+        self.growth: list[tuple[int, int]] = []
+        self.chanced: dict[str, list[int]] = {}
+        self.aimed: dict[str, dict[str, Any]] = {}  # gap code -> its aimed runs
+
+    def add(self, batch: Iterable[_Outcome], stop_at_first: bool) -> bool:
+        """Adds a batch's outcomes; tells whether the campaign stops (a failure, with
+        `stop_at_first`)."""
+        for outcome in batch:
+            self.runs += 1
+            self.ran.add(outcome.seed)
+            self.steps += outcome.steps
+            self.covered = self.covered.merge(outcome.coverage)
+            self.faults.update(outcome.faults)
+            self.metrics = self.metrics.merge(outcome.metrics)
+            self.done = self.done.merge(outcome.exercised)
+            _best(self.best, outcome)
+            if outcome.trial is None or outcome.trial.script is None:  # a seed's own run
+                self._chances(outcome)
+            if outcome.violations:
+                self.failing.append(outcome)
+                if stop_at_first:
+                    return True
+        return False
+
+    def _chances(self, outcome: _Outcome) -> None:
+        done = outcome.exercised
+        chanced = self.chanced
+        for key in (*(kind for kind, count in done.chances.items() if count),
+                    *(f"crash_point:{point}" for point, count in done.passed.items() if count)):
+            seeds = chanced.setdefault(key, [])
+            if len(seeds) < AIMED_RUNS_MAX:
+                seeds.append(outcome.seed)
+
+    def adequacy(self, definition: WorkflowDefinition, campaign: _Campaign,
+                 options: FuzzOptions) -> Adequacy:
+        """Gives what the runs so far were worth."""
+        return adequacy(definition, self.done, self.covered, campaign.plan, campaign.names,
+                        options.untested)
+
+
+def _aimed(campaign: _Campaign, options: FuzzOptions, totals: _Totals,
+           deadline: float | None) -> list[FuzzFailure]:
+    """Runs again, with the fault pinned on (`FaultPlan.pinned`), the seeds whose runs had a
+    chance at a fault kind (or passed a crash point) the campaign left untested: each runs as
+    it ran up to that chance, where the fault now strikes half the time. Gives the failures
+    they found (shrunk, with replay files: their options are not the campaign's, so their
+    seed alone does not run them again)."""
+    failures: list[FuzzFailure] = []
+    # a small campaign is not made a big one
+    budget = min(max(AIMED_BUDGET_MIN, totals.runs // 4), 4 * totals.runs)
+    for gap in totals.adequacy(campaign.definition, campaign, options).gaps:
+        kind, _, name = gap.code.partition(":")
+        key = name if kind == "fault" else gap.code
+        seeds = totals.chanced.get(key, [])[:budget]
+        if kind not in ("fault", "crash_point") or not seeds or _closes(totals.done, gap.code):
+            continue  # nothing to aim from, or an earlier gap's aimed run exercised it too
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+        aimed = _Campaign(campaign.definition, campaign.machine,
+                          replace(options, sim=replace(campaign.sim_options,
+                                                       plan=_pinned(campaign.plan, gap.code))))
+
+        def batch(seeds: Sequence[int], aimed: _Campaign = aimed, code: str = gap.code
+                  ) -> list[_Outcome]:
+            outcomes = []
+            for seed in seeds:
+                outcomes.append(aimed.run(seed))
+                if outcomes[-1].violations or _closes(outcomes[-1].exercised, code):
+                    break  # the gap is closed, or the campaign has what it stops at
+            return outcomes
+
+        outcomes = (next(isolation.map_ordered(batch, [seeds], 1, _died, _unexplained))
+                    if _isolated(options) else batch(seeds))
+        failing_before = len(totals.failing)
+        totals.add(outcomes, options.stop_at_first)
+        budget -= len(outcomes)
+        totals.aimed[gap.code] = {"runs": len(outcomes), "seeds": [o.seed for o in outcomes],
+                                  "closed": any(_closes(o.exercised, gap.code)
+                                                for o in outcomes)}
+        found = totals.failing[failing_before:]
+        if found:
+            failures += [replace(failure, mutant=f"aimed at {gap.code}")
+                         for failure in _failures(aimed, options, found, None)]
+            if options.stop_at_first:
+                break
+        if budget <= 0:
+            break
+    return failures
+
+
+def _pinned(plan: FaultPlan, code: str) -> FaultPlan:
+    """Gives `plan` with the fault a gap names pinned on (a crash point's crash there alone)."""
+    kind, _, name = code.partition(":")
+    pinned = FaultKind.CRASH if kind == "crash_point" else FaultKind(name)
+    rates = plan.rates
+    if kind == "crash_point":
+        rates = tuple(replace(rate, points=(name,)) if rate.kind is FaultKind.CRASH else rate
+                      for rate in rates)
+    return replace(plan, rates=rates, pinned=(pinned,))
+
+
+def _closes(done: Exercised, code: str) -> bool:
+    """Tells whether a run exercised what a gap names."""
+    kind, _, name = code.partition(":")
+    if kind == "crash_point":
+        return done.crashed.get(name, 0) > 0
+    return done.injected.get(name, 0) > 0
 
 
 def _best(best: dict[str, dict[str, Any]], outcome: _Outcome) -> None:

@@ -419,8 +419,10 @@ def target_section(name: str, engine: str, definition: WorkflowDefinition, machi
         "steps_per_second": float(summary.get("steps_per_second", 0.0)),
         "verdict": str(summary.get("verdict", "")),
         "vacuous": str(summary.get("vacuous", "")),
+        "untested": [dict(gap) for gap in summary.get("untested", [])],
         "notes": [str(note) for note in summary.get("notes", [])],
         "invariants": list(summary.get("invariants", [])),
+        "checked": list(summary.get("checked", summary.get("invariants", []))),
         "faults": dict(summary.get("faults", {})),
         "coverage": dict(summary.get("coverage", {})),
         "metrics": dict(summary.get("metrics", {})),
@@ -428,6 +430,7 @@ def target_section(name: str, engine: str, definition: WorkflowDefinition, machi
         "diagram": diagram_of(definition, coverage, path),
     }
     if engine == "fuzz":  # how the campaign drew its runs, and what its guidance found
+        section["adequacy"] = dict(summary.get("adequacy", {}))
         section.update({"strategy": str(summary.get("strategy", "swarm")),
                         "growth": [list(point) for point in summary.get("growth", [])],
                         "targets": dict(summary.get("targets", {})),
@@ -870,12 +873,15 @@ def _coverage_line(coverage: Mapping[str, Any]) -> str:
 
 def target_verdict(section: Mapping[str, Any]) -> str:
     """Gives a target's verdict in a word: held, violated, broke as expected (a campaign of
-    the plugin's `expect=` that broke as it said) or vacuous."""
+    the plugin's `expect=` that broke as it said), untested (it left untested what it claims:
+    a crash point, a fault kind, the moves into a state) or vacuous."""
     if section["held"]:
         return "held"
     if _as_expected(section):
         return "broke as expected"
-    return "violated" if section["failures"] else "vacuous"
+    if section["failures"]:
+        return "violated"
+    return "untested" if section.get("untested") else "vacuous"
 
 
 def _as_expected(section: Mapping[str, Any]) -> bool:
@@ -883,8 +889,9 @@ def _as_expected(section: Mapping[str, Any]) -> bool:
 
 
 def doc_verdict(doc: Mapping[str, Any]) -> str:
-    """Gives the report's verdict in words: every invariant held, violations found, or
-    nothing exercised (no violation, and a target that exercised nothing)."""
+    """Gives the report's verdict in words: every invariant held, violations found, left
+    untested (no violation, and a target that left untested what it claims) or nothing
+    exercised (no violation, and a target that exercised nothing)."""
     if doc["held"]:
         return "every invariant held"
     broken = [section for section in doc["targets"] if not section["held"]]
@@ -892,7 +899,32 @@ def doc_verdict(doc: Mapping[str, Any]) -> str:
         return "every invariant held but the breaks expected"
     if any(section["failures"] for section in doc["targets"]):
         return "violations found"
+    if any(section.get("untested") for section in broken):
+        return "left untested"
     return "nothing exercised"
+
+
+def runs_told(section: Mapping[str, Any]) -> str:
+    """Gives a fuzz campaign's runs as told: "200 runs", or "200 runs + 3 aimed" when it ran
+    some again aimed at what the others left untested."""
+    aimed = sum(int(part.get("runs", 0))
+                for part in section.get("adequacy", {}).get("aimed", {}).values())
+    runs = section["runs"] - aimed
+    return f"{runs:,} run{'s' if runs != 1 else ''}" + (f" + {aimed} aimed" if aimed else "")
+
+
+def _checked_line(section: Mapping[str, Any]) -> str:
+    """Gives how many invariants judged something in a fuzz campaign, of those it ran, and
+    why the others judged nothing (the reasons in short)."""
+    checked, ran = section.get("checked", []), section["invariants"]
+    line = f"{len(checked)} of {len(ran)} invariants checked"
+    judged = section.get("adequacy", {}).get("invariants", {})
+    kinds = [(kind, sum(1 for part in judged.values() if kind in part))
+             for kind in ("moot", "unable", "idle")]
+    words = {"moot": "nothing to check in this definition", "unable": "kept from it by the "
+             "machine", "idle": "nothing to judge in these runs"}
+    told = [f"{count} {words[kind]}" for kind, count in kinds if count]
+    return line + (f" ({'; '.join(told)})" if told else "")
 
 
 def _held_cell(section: Mapping[str, Any]) -> str:
@@ -918,6 +950,11 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         out += ["", f"## {_md(section['name'])}", ""]
         if section["verdict"] and not section["failures"]:  # a violation is told below
             out += [_md(section["verdict"]), ""]
+        if section.get("untested") and not section["failures"]:
+            out += [f"- untested: {_md(gap['what'])}; how: {_md(gap['how'])}"
+                    for gap in section["untested"]] + [""]
+        if section["engine"] == "fuzz":
+            out += [_md(_checked_line(section)), ""]
         out += [line for note in section.get("notes", ()) for line in (f"> note: {_md(note)}",
                                                                       "")]
         out += ["```mermaid", mermaid(section["diagram"]).rstrip(), "```", ""]
@@ -1356,9 +1393,13 @@ def _html_section(index: int, section: Mapping[str, Any]) -> str:
         facts += [("steps", f"{section['steps']:,}"),
                   ("steps/s", f"{section['steps_per_second']:,.0f}")]
     facts += [("time", f"{section['elapsed_s']:.2f} s"),
-              ("invariants checked", len(section["invariants"]))]
+              ("invariants checked", _checked_line(section) if section["engine"] == "fuzz"
+               else len(section["invariants"]))]
     if section["verdict"] and not section["failures"]:  # a violation is told below
         facts.append(("verdict", section["verdict"]))
+    if not section["failures"]:
+        facts += [("untested", f"{gap['what']}; how: {gap['how']}")
+                  for gap in section.get("untested", ())]
     facts += [("note", note) for note in section.get("notes", ())]
     parts.append(_table([], facts))
     try:
