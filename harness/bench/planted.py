@@ -2,10 +2,12 @@
 
 `HandRolled` is not the reference runtime: it keeps a dict of execution records as its
 database, handles its events itself and calls its one tool synchronously (no call is left in
-flight). What it keeps on its `_Disk` survives `crash()` and is shared with its `worker()`
-twins; the rest is its memory. It guards every save with a version check (compare-and-set),
-dedupes events by id, ignores events once final, cancels a wait's timer when it leaves the
-wait, and charges under one payment intent minted once and stored before the first call.
+flight), so it moves more than once inside one call: it tells each move in `observe`
+(`Observation.moves`). What it keeps on its `_Disk` survives `crash()` and is shared with its
+`worker()` twins; the rest is its memory. It guards every save with a version check
+(compare-and-set), dedupes events by id, ignores events once final, cancels a wait's timer when
+it leaves the wait, and charges under one payment intent minted once and stored before the
+first call.
 
 Each planted variant changes one of those things. `HANDROLLED` maps a short name to the
 variant and the invariant a campaign must report; `WORKFLOW` is the order they all run.
@@ -99,6 +101,7 @@ class Record:
     timers: tuple[Timer, ...] = ()
     intent: str = ""  # the payment intent (idempotency key) of the charge in progress
     left: str = ""  # the state it was in before this one
+    entered: bool = False  # this version entered its state (a move), not only changed it
 
 
 class _Conflict(Exception):
@@ -111,6 +114,7 @@ class _Disk:
     def __init__(self) -> None:
         self.records: dict[str, Record] = {}
         self.workers = 0
+        self.moves: dict[str, list[tuple[str, str]]] = {}  # made, not yet observed
 
 
 class HandRolled:
@@ -184,7 +188,8 @@ class HandRolled:
         state = self.definition.states[record.state]
         status = "final" if state.final else "waiting" if state.kind == "wait" else "running"
         return Observation(record.state, status, record.version, state.outcome,
-                           tuple((t.id, t.fire_at) for t in record.timers))
+                           tuple((t.id, t.fire_at) for t in record.timers),
+                           moves=tuple(self._disk.moves.pop(execution_id, ())))
 
     def worker(self) -> HandRolled:
         return type(self)(self.definition, self._tools, self._probe, disk=self._disk)
@@ -219,7 +224,8 @@ class HandRolled:
         # the payment intent is minted by the worker that commits the step, once
         intent = f"{execution_id}/{target}/{self.name}.{version}" if state.step else ""
         seen = record.seen | {cause} if cause else record.seen
-        return Record(target, version, record.context, seen, timers, intent, record.state)
+        return Record(target, version, record.context, seen, timers, intent, record.state,
+                      entered=True)
 
     def _save(self, execution_id: str, before: Record | None, after: Record) -> None:
         """Writes the record if nobody wrote it since `before` was loaded."""
@@ -229,6 +235,8 @@ class HandRolled:
         if (current.version if current else 0) != (before.version if before else 0):
             raise _Conflict(execution_id)
         self._disk.records[execution_id] = after
+        if before is not None and after.entered:
+            self._disk.moves.setdefault(execution_id, []).append((before.state, after.state))
         self._probe("after_save")
 
     def _step(self, execution_id: str, now: int) -> None:
@@ -277,7 +285,7 @@ class HandRolled:
             timer = min(due, key=lambda t: t.fire_at)
             target = self._timeout_target(record, timer)
             if target is None:
-                after = replace(record, version=record.version + 1,
+                after = replace(record, version=record.version + 1, entered=False,
                                 timers=tuple(t for t in record.timers if t != timer))
             else:
                 after = self._enter(execution_id, record, target, now, timer.id)
@@ -324,6 +332,8 @@ class LostUpdate(HandRolled):
         self._probe("before_save")
         self._probe("store_write")
         self._disk.records[execution_id] = after  # the bug: a blind write
+        if before is not None and after.entered:
+            self._disk.moves.setdefault(execution_id, []).append((before.state, after.state))
         self._probe("after_save")
 
 

@@ -269,6 +269,7 @@ class TestReportsAndReplays:
         report file and no text of the replay file does."""
         from planted import PLANTED
 
+        from fault_injection import load_plan
         from harness import FuzzOptions
         from harness.adapters.targets import Target
         from harness.engines.campaign import fuzz_target
@@ -276,8 +277,12 @@ class TestReportsAndReplays:
 
         machine, _ = PLANTED["key_per_attempt"]
         definition = load_definition(TWO_STEPS)
+        # the capture's answer lost after it applied: retried under a new key, it applies twice
+        plan = load_plan({"faults": {"tool_timeout_after_apply": {
+            "rate": 0.3, "tools": ["payments.capture"]}}})
         report, section = fuzz_target(Target("two.yaml", definition, machine),
-                                      FuzzOptions(runs=300, replay_dir=tmp_path / "replays"))
+                                      FuzzOptions(runs=300, replay_dir=tmp_path / "replays",
+                                                  sim=SimOptions(plan=plan)))
         failure = report.failures[0]
         shrunk = failure.counterexample
         tokens = {json.loads(r.input)["auth"] for r in shrunk.result.history

@@ -107,7 +107,7 @@ class TestExpect:
         result.assert_outcomes(failed=3)
         result.stdout.fnmatch_lines([
             "*_ test_holds _*",
-            "expected no_duplicate_effect to break, but every invariant held in 12 runs "
+            "expected no_duplicate_effect to break, but every invariant held in 12 runs* "
             "(fixed? then drop expect= and keep the test as a guard)",
             "*_ test_breaks_another _*",
             "expected one of terminal_stays_terminal, guards_held to break, but "
@@ -123,9 +123,9 @@ class TestExpect:
             "3 campaign(s): * 3 failing",
             "  VIOLATED test_naive.py::test_breaks_another (fuzz): *; expected one of "
             "terminal_stays_terminal, guards_held to break",
-            "  held     test_naive.py::test_by_fixture (fuzz): 9 runs, *; expected "
+            "  held     test_naive.py::test_by_fixture (fuzz): 9 runs*; expected "
             "no_duplicate_effect to break",
-            "  held     test_naive.py::test_holds (fuzz): 12 runs, *; expected "
+            "  held     test_naive.py::test_holds (fuzz): 12 runs*; expected "
             "no_duplicate_effect to break",
         ])
 
@@ -210,7 +210,7 @@ class TestExpect:
          "versions_increase"),
         ('expected="no_duplicate_effect"',
          "*: unknown option 'expected'; the options are machine, runs, seed, faults, "
-         "executions, invariants, min_coverage, expect"),
+         "executions, invariants, min_coverage, expect, untested"),
         ('faults="crash,gremlins"', "*: faults: unknown fault kind 'gremlins'*"),
     ])
     def test_a_misused_marker_stops_the_session_before_any_campaign(
@@ -302,8 +302,11 @@ class TestFsmFuzzFixture:
 
             def test_reads_a_hold(fsm_fuzz):
                 report = fsm_fuzz("flow.yaml", runs=6)
-                assert report.held and report.runs == 6 and report.invariants
-                assert str(report) == "test_fixture.py::test_reads_a_hold: held in 6 runs"
+                aimed = sum(part["runs"] for part in report.aimed.values())
+                assert report.held and report.runs == 6 + aimed and report.invariants
+                assert report.untested == () and report.checked
+                assert str(report) == (
+                    f"test_fixture.py::test_reads_a_hold: held in {6 + aimed} runs")
         """)
         result = flows.runpytest()
         result.assert_outcomes(passed=2)
@@ -423,11 +426,11 @@ class TestNames:
         result = pytester.runpytest("--fsm-report", "out")
         result.assert_outcomes(passed=5)
         result.stdout.fnmatch_lines([
-            "  held     tests/test_pay.py::test_refund (fuzz): 3 runs, *",
-            "  held     tests/test_pay.py::test_twice (fuzz): 4 runs, *",
-            "  held     tests/test_pay.py::test_twice #2 (fuzz): 2 runs, *",
+            "  held     tests/test_pay.py::test_refund (fuzz): 3 runs*",
+            "  held     tests/test_pay.py::test_twice (fuzz): 4 runs*",
+            "  held     tests/test_pay.py::test_twice #2 (fuzz): 2 runs*",
             "  held     tests/workflow_pay.yaml (explore): *",
-            "  held     tests/workflow_pay.yaml (fuzz): 5 runs, *",
+            "  held     tests/workflow_pay.yaml (fuzz): 5 runs*",
         ])
         doc = json.loads((pytester.path / "out" / "pytest.json").read_text())
         jsonschema.validate(doc, report_schema())
@@ -539,9 +542,9 @@ def test_docs_names(docs_project: pytest.Pytester) -> None:
     result.assert_outcomes(passed=3 + 3)
     result.stdout.fnmatch_lines([
         "*= fsmharness =*",
-        "5 campaign(s): * invariants checked, * runs, * steps, * faults injected, 0 failing, "
-        "2 broke as expected",
-        "  invariants: *",
+        "5 campaign(s): * of * invariants checked, * runs, * steps, * faults injected, 0 "
+        "failing, 2 broke as expected",
+        "  invariants checked: *",
         "  expected tests/test_naive.py::test_naive_triage_by_fixture (fuzz): *",
         "  expected tests/test_naive.py::test_naive_triage_still_credits_twice (fuzz): *",
         "  held     tests/test_refund.py::test_refund_survives_crashes_and_duplicates "

@@ -36,10 +36,10 @@ def test_a_definition_file_becomes_lint_fuzz_and_explore_items(project: pytest.P
         "*workflow_pay.yaml::fuzz PASSED*",
         "*workflow_pay.yaml::explore PASSED*",
         "*= fsmharness =*",
-        f"2 campaign(s): {len(INVARIANTS)} invariants checked, * runs, * steps, * faults "
+        f"2 campaign(s): * of {len(INVARIANTS)} invariants checked, * runs, * steps, * faults "
         "injected, 0 failing",  # the built-ins, and any a test module registered
         "  held     workflow_pay.yaml (explore): held within bound 4 (* distinct states)",
-        "  held     workflow_pay.yaml (fuzz): 30 runs, * steps; coverage states */10, "
+        "  held     workflow_pay.yaml (fuzz): 30 runs* steps; coverage states */10, "
         "transitions */13, *",
         "  faults injected: *crash *",
     ])
@@ -82,7 +82,7 @@ def test_the_marker_runs_a_campaign_and_hands_its_report_to_the_test(
 
         @pytest.mark.fsm_fuzz("flow.yaml", runs=12)
         def test_reference_holds(fsm_report):
-            assert fsm_report.held and fsm_report.runs == 12
+            assert fsm_report.held and fsm_report.runs >= 12  # and any aimed at gaps
 
         @pytest.mark.fsm_fuzz("flow.yaml", machine="naive_machine:KeyPerAttempt", runs=40)
         def test_naive_breaks(fsm_report):
@@ -220,7 +220,7 @@ def test_under_xdist_workers_results_are_merged_and_the_same_as_one_process(
     single.assert_outcomes(passed=6)
     spread = project.runpytest_subprocess("-n", "2", "--fsm-report", "two")
     spread.assert_outcomes(passed=6)
-    spread.stdout.fnmatch_lines(["*4 campaign(s): 22 invariants checked*0 failing"])
+    spread.stdout.fnmatch_lines(["*4 campaign(s): * of 22 invariants checked*0 failing"])
 
     def campaigns(folder: str) -> list[tuple[str, str, int, int]]:
         doc = json.loads((project.path / folder / "pytest.json").read_text())
@@ -296,9 +296,9 @@ def test_sections_are_named_by_their_test_and_ordered_by_it(pytester: pytest.Pyt
     result = pytester.runpytest_subprocess("-n", "2", "--fsm-report", "out")
     result.assert_outcomes(passed=2)
     doc = json.loads((pytester.path / "out" / "pytest.json").read_text())
-    assert [(t["test"], t["runs"]) for t in doc["targets"]] == [
+    assert [(t["test"], t["options"]["runs"]) for t in doc["targets"]] == [
         ("test_flows.py::test_a", 4), ("test_flows.py::test_b", 3)]
-    result.stdout.fnmatch_lines(["  invariants: approval_genuine, approved_effects, *"])
+    result.stdout.fnmatch_lines(["  invariants checked: approval_genuine, approved_effects, *"])
 
 
 def test_an_adapter_target_is_a_campaign_by_the_marker_and_the_fixture(
@@ -312,7 +312,7 @@ def test_an_adapter_target_is_a_campaign_by_the_marker_and_the_fixture(
 
         @pytest.mark.fsm_fuzz(peers.orders, runs=30)
         def test_correct(fsm_report):
-            assert fsm_report.held and fsm_report.runs == 30
+            assert fsm_report.held and fsm_report.runs >= 30  # and any aimed at gaps
 
         @pytest.mark.fsm_fuzz(peers.naive_orders, runs=300)
         def test_naive():
@@ -342,9 +342,12 @@ def test_a_vacuous_campaign_fails_its_test_and_says_what_never_happened(
         def test_stuck():
             pass
 
-        @pytest.mark.fsm_fuzz(peers.orders, runs=1, executions=1, min_coverage=0)
+        ONE_RUN = "one run checks the floor, not the faults"
+
+        @pytest.mark.fsm_fuzz(peers.orders, runs=1, executions=1, min_coverage=0,
+                              untested={"crash_point:*": ONE_RUN, "fault:*": ONE_RUN})
         def test_floor_lowered_by_the_marker(fsm_report):
-            assert fsm_report.held
+            assert fsm_report.held and fsm_report.adequacy.acknowledged
 
         def test_floor_of_the_ini(fsm_fuzz):  # one execution takes 2 of the 4 moves at most
             fsm_fuzz(peers.orders, runs=1, executions=1)

@@ -348,19 +348,10 @@ def commits(history: Sequence[HistoryRecord]) -> Iterator[Committed]:
     return (r for r in history if type(r) is Committed and r.decision == "accepted")
 
 
-#: what a 200-run campaign of each scenario does not reach, and why that is acceptable
-RARE = {
-    # forged_approval strikes at 2% of approvals; the matrix's forged_approval entry forges
-    # every one of the triage's, and the batch has no approval to forge
-    "parallel_triage": {"faults": ["forged_approval"]},
-    "batch_documents": {
-        "faults": ["forged_approval"],
-        # a failed batch whose request to resend then fails four times; a person who never
-        # finishes a run handed over (the rest of the paths into and out of both are taken)
-        "transitions": [["asking_sender", "step.failed", "failed"],
-                        ["needs_human", "timer.fired", "failed"]],
-    },
-}
+#: what a 200-run campaign of each scenario does not reach, and why that is acceptable: since
+#: swarm runs a kind hot in half its runs (and the default plan leaves forged approvals out of
+#: a definition without an approval), nothing
+RARE: dict[str, dict[str, list[Any]]] = {"parallel_triage": {}, "batch_documents": {}}
 
 
 @pytest.mark.parametrize("definition", [TRIAGE, BATCH], ids=lambda d: d.name)
@@ -371,7 +362,9 @@ def test_each_scenario_holds_when_fuzzed_as_the_readme_does(definition: Workflow
     reaches every state, region, eventless move, guard outcome, history resume and side of
     the conditional approval, every transition but the rare ones named in RARE."""
     report = fuzz(definition, FuzzOptions(runs=200, replay_dir=None))
-    assert report.held, "\n".join(str(v) for f in report.failures for v in f.violations)
+    assert report.held, "\n".join([*(str(v) for f in report.failures for v in f.violations),
+                                   *(str(gap) for gap in report.adequacy.gaps)])
+    assert not report.aimed  # the 200 runs exercised it all
     coverage = report.summary()["coverage"]
     rare = RARE[definition.name]
     for dimension, covered in coverage.items():

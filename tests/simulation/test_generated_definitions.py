@@ -60,7 +60,9 @@ def test_the_draws_cover_every_feature() -> None:
 @given(definition=workflow_definitions(), swarm=st.booleans())
 def test_the_reference_holds_every_invariant_on_drawn_definitions(
         definition: WorkflowDefinition, swarm: bool) -> None:
-    """Twenty seeded runs of each drawn definition, every fault kind on: nothing breaks."""
+    """Twenty seeded runs of each drawn definition, every fault kind on: nothing breaks
+    (twenty runs need not exercise every crash point and fault kind: held or untested)."""
     report = fuzz(definition, FuzzOptions(runs=20, swarm=swarm, shrink=False, replay_dir=None,
                                           sim=SimOptions(executions=2, steps_max=300)))
-    assert report.held, [str(v) for f in report.failures for v in f.violations]
+    assert not report.failures, [str(v) for f in report.failures for v in f.violations]
+    assert report.verdict in ("held", "untested")

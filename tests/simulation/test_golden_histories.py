@@ -10,6 +10,13 @@ Deliberate changes:
 
 - 2026-12-03, the guided campaign's summary: guided runs aim faults at the sites where faults
   struck least (issue 20), so a guided campaign draws other mutants. No seed's history changed.
+- 2026-12-05, every history (issue 34): the default plan runs hot in swarm mode (a kind that is
+  on strikes at its `HOT_RATES` rate in half its runs: one more draw per kind kept), says so in
+  the plan each run logs (`"hot": true`), and leaves forged approvals out of a definition with
+  no approval; and a service that honours keys lands a slow call under a key when a retry of
+  it arrives (the retry is answered its result), so a run with such a retry moves the clock to
+  no landing, and refuses again a key it refused. Replay files written before still replay: a plan that does not say `hot` draws
+  as plans did.
 """
 
 from __future__ import annotations

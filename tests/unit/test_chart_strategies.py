@@ -219,13 +219,14 @@ class TestDrawnStatechartsAreFuzzed:
     def test_the_reference_runs_them_under_faults_without_misbehaving(
             self, spec: dict[str, Any], swarm: bool) -> None:
         """A few faulty runs of a few drawn statecharts: every invariant holds (the property
-        test in tests/simulation/test_chart_properties.py runs more)."""
+        test in tests/simulation/test_chart_properties.py runs more; four runs need not
+        exercise every fault kind: held or untested)."""
         report = fuzz(load_definition(spec), FuzzOptions(
             runs=4, swarm=swarm, shrink=False, replay_dir=None,
             sim=SimOptions(executions=2, steps_max=150, liveness_steps=100)))
-        assert report.runs == 4 and report.steps > 0
-        assert report.held, [report.vacuous, *(str(v) for f in report.failures
-                                               for v in f.violations)]
+        assert report.runs >= 4 and report.steps > 0  # and any aimed at what it left
+        assert report.verdict in ("held", "untested"), [
+            report.vacuous, *(str(v) for f in report.failures for v in f.violations)]
 
     def test_a_compound_left_is_entered_again_where_it_was_left(self) -> None:
         """Runs of drawn definitions with history pause in a wait of the compound and resume:

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "authoring.md"
 EXAMPLES = ROOT / "docs" / "examples" / "authoring"
 STAGES = sorted(EXAMPLES.glob("*.yaml"))
-RUNS = 60
+RUNS = 100
 SNIPPET = re.compile(r'^--8<-- "([^"]+)"$', flags=re.MULTILINE)
 VERDICT = re.compile(r"^(\w+)\s+\S+: .*; coverage states (\d+)/(\d+), transitions (\d+)/(\d+)",
                      flags=re.MULTILINE)
@@ -152,7 +152,7 @@ class TestStages:
 
     @pytest.mark.parametrize("path", STAGES, ids=[path.name for path in STAGES])
     def test_fuzzes_to_held_taking_transitions(self, path: Path) -> None:
-        """`fsmharness fuzz FILE --runs 60 --no-report` exits 0, `held`, taking transitions."""
+        """`fsmharness fuzz FILE --runs 100 --no-report` exits 0, `held`, taking transitions."""
         result = CliRunner().invoke(cli, ["fuzz", str(path), "--runs", str(RUNS), "--no-report"])
         assert result.exit_code == 0, result.output
         verdict = VERDICT.search(result.output)

@@ -185,7 +185,8 @@ class TestTheTemplate:
         for move in (["cart", "checkout", "charging"], ["charging", "step.succeeded", "paid"]):
             assert move not in coverage["transitions"]["missing"], move  # the charge was made
         # every kind the definition can take: all but wrong_correlation (it has no `correlate:`)
-        assert coverage["faults"]["of"] == len(FaultKind) - 1
+        # and forged_approval (it has no approval)
+        assert coverage["faults"]["of"] == len(FaultKind) - 2
         assert set(report["faults"]) >= FAULTS_MET, report["faults"]
 
     def test_holds_with_more_executions_and_faults(self) -> None:

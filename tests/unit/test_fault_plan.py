@@ -515,6 +515,7 @@ def test_a_swarm_plans_rates_are_drawn_as_dataclasses_replace_would_make_them() 
     import random
 
     from fault_injection import default_plan
+    from fault_injection._plan import HOT_RATES
 
     plan = default_plan(swarm=True)
     for entry in plan.rates:
@@ -524,4 +525,6 @@ def test_a_swarm_plans_rates_are_drawn_as_dataclasses_replace_would_make_them() 
             entry.with_rate(1.5)
     drawn = plan.for_run(random.Random(7))
     assert drawn.rates and not drawn.swarm
-    assert all(0 < entry.rate <= plan.rate(entry.kind) for entry in drawn.rates)
+    assert all(plan.rate(entry.kind) / 4 <= entry.rate <= plan.rate(entry.kind)
+               or entry.rate == max(plan.rate(entry.kind), HOT_RATES[entry.kind])
+               for entry in drawn.rates)

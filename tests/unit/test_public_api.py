@@ -70,7 +70,7 @@ class TestExports:
             "Acknowledged", "LintReport", "lint_report",
             "load_definition", "load_spec", "new_execution", "parse_duration_ms",
             "register_function", "registered_functions", "start_event", "EVENTLESS_MAX",
-            "pending_approval", "pending_effect",
+            "pending_approval", "pending_effect", "UNTESTED_KINDS",
         }
 
     @pytest.mark.parametrize("package", [harness, fault_injection])
@@ -103,6 +103,8 @@ class TestExports:
             "Counterexample", "shrink", "describe_steps", "ExploreOptions", "ExploreReport",
             "explore", "ReplayError", "ReplayOutcome", "definition_digest", "replay",
             "write_replay",
+            # what a campaign exercised, and what it left untested
+            "Adequacy", "Gap",
         }
 
     def test_fault_injection_names_are_pinned(self) -> None:

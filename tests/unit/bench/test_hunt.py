@@ -25,7 +25,8 @@ def test_the_hunt_counts_runs_to_the_first_failure_and_tabulates_them() -> None:
 def test_a_sound_machine_is_a_miss_that_counts_its_whole_budget() -> None:
     (found,) = hunt([Bug("sound", WORKFLOW, HandRolled, "no_duplicate_effect")], ("swarm",),
                     seeds=1, runs_max=40)
-    assert found.missed == 1 and found.runs == (40,)
+    # its budget, and the runs it aimed at what those left untested (harness.engines.fuzz)
+    assert found.missed == 1 and 40 <= found.runs[0] <= 40 + 8 * 17
 
 
 def test_a_bug_caught_by_another_rule_is_refused() -> None:
