@@ -115,7 +115,8 @@ def _built(key: str, packed: bytes) -> tuple[Any, bool]:
     if built is None:
         import cloudpickle
 
-        definition, machine, options = cloudpickle.loads(packed)
+        definition, machine, options, modules = cloudpickle.loads(packed)
+        _register(modules, options.invariants)
         while len(_CAMPAIGNS) >= CAMPAIGNS_KEPT:  # a long-lived worker does not grow
             dropped = next(iter(_CAMPAIGNS))
             _CAMPAIGNS.pop(dropped)
@@ -125,6 +126,24 @@ def _built(key: str, packed: bytes) -> tuple[Any, bool]:
         built = _CAMPAIGNS[key] = (_Campaign(definition, machine, options),
                                    options.stop_at_first)
     return built
+
+
+def _register(modules: Sequence[str], names: Sequence[str]) -> None:
+    """Imports the modules that register the campaign's user invariants (on a worker), and
+    raises `HarnessError` naming an invariant the worker still lacks."""
+    import importlib
+
+    from harness.checks.checkers import INVARIANTS
+
+    for module in modules:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)
+    missing = [name for name in names if name not in INVARIANTS]
+    if missing:
+        msg = (f"the cluster's workers cannot check invariant {missing[0]!r}: the module that "
+               f"registers it ({', '.join(modules) or 'none known'}) does not import there; "
+               "put it on their path (PYTHONPATH), as the machine's")
+        raise HarnessError(msg)
 
 
 class DaskExecutor:

@@ -719,8 +719,14 @@ class _Cluster:
         self.campaign, self.scheduler = campaign, options.scheduler
         self.executor = DaskExecutor(options.scheduler, options.processes)
         self.workers = self.executor.workers
+        # the invariants by name, and the modules that register the user's: a worker imports
+        # those and checks each one, or refuses (it would otherwise check what it happens to
+        # have registered, and the report would claim the rest)
+        modules = sorted({rule.module for rule in campaign.invariants
+                          if not rule.builtin and rule.module and rule.module != "__main__"})
         self.recipe = (campaign.definition, campaign.machine,
-                       replace(options, example_db=None, executor="local", scheduler=None))
+                       replace(options, example_db=None, executor="local", scheduler=None,
+                               invariants=campaign.names), tuple(modules))
         # the same definition, machine and options: the same campaign, which a worker that
         # built it for an earlier campaign reuses
         self.key = hashlib.sha256(repr((definition_digest(campaign.definition),

@@ -225,3 +225,29 @@ def test_a_misbehaving_machine_gets_its_local_verdict_on_a_cluster(
     assert ([(v.rule, v.message) for f in on_dask.failures for v in f.violations]
             == [(v.rule, v.message) for f in local.failures for v in f.violations])
     assert on_dask.failures[0].seed == local.failures[0].seed
+
+
+def test_a_user_invariant_the_workers_import_is_checked_there_one_they_cannot_is_refused(
+        importable: None) -> None:
+    """The workers check the campaign's invariants by name: a user's invariant registered by
+    a module on their path is imported and checked there (the report is the local one's); one
+    whose module they cannot import stops the campaign, naming it, where it was checked
+    nowhere and reported as checked."""
+    import charge_rules  # noqa: F401  (registers one_charge_per_order, as --import does)
+    from charge_checks import charged_twice
+
+    from harness import INVARIANTS, invariant
+
+    try:
+        options = FuzzOptions(runs=40, replay_dir=None, processes=2)
+        local = fuzz(WORKFLOW, options, machine=ApprovalFromAgent)
+        on_dask = fuzz(WORKFLOW, replace(options, executor="dask"), machine=ApprovalFromAgent)
+        assert "one_charge_per_order" in on_dask.checked
+        assert _same(on_dask) == _same(local)
+        invariant(name="only_here")(charged_twice)  # registered by this test module alone
+        with pytest.raises(HarnessError, match=r"the cluster's workers cannot check invariant "
+                                               r"'only_here'"):
+            fuzz(WORKFLOW, replace(options, executor="dask"), machine=ApprovalFromAgent)
+    finally:
+        INVARIANTS.pop("only_here", None)
+        INVARIANTS.pop("one_charge_per_order", None)

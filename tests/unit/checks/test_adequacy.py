@@ -41,7 +41,10 @@ def done(**counts: Any) -> Exercised:
     return Exercised(**{**base, **counts})
 
 
-def gaps(exercised: Exercised, plan: FaultPlan = CRASH, coverage: Coverage = Coverage(),
+NOWHERE = Coverage()
+
+
+def gaps(exercised: Exercised, plan: FaultPlan = CRASH, coverage: Coverage = NOWHERE,
          accepted: dict[str, str] | None = None, definition: Any = BOT) -> list[str]:
     return [gap.code for gap in adequacy(definition, exercised, coverage, plan, NAMES,
                                          accepted).gaps]
