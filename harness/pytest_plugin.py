@@ -961,10 +961,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
         for kind, count in section["faults"].items():
             faults[kind] = faults.get(kind, 0) + count
     failing = [s for s in sections if not _passes(s)]
+    untested = [s for s in failing if s.get("untested") and not s["failures"]]
     expected = [s for s in sections if s.get("expected") and _passes(s)]
     write(f"{len(sections)} campaign(s): {len(checked)} of {len(invariants)} invariants "
           f"checked, {runs:,} runs, "
           f"{steps:,} steps, {sum(faults.values()):,} faults injected, {len(failing)} failing"
+          + (f" ({len(untested)} untested)" if untested else "")
           + (f", {len(expected)} broke as expected" if expected else ""))
     write(f"  invariants checked: {', '.join(checked)}")
     if len(checked) < len(invariants):

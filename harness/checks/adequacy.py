@@ -170,8 +170,9 @@ class Adequacy:
 
     def notes(self) -> tuple[str, ...]:
         """Gives what a verdict is read with: the invariants this machine keeps from checking
-        anything, the fault kinds never tried, the stale acknowledgements (what the definition
-        gives nothing to check is left to the count: it is no news)."""
+        anything, the fault kinds never tried, the gaps acknowledged (a held that left them
+        says so), the stale acknowledgements (what the definition gives nothing to check is
+        left to the count: it is no news)."""
         notes = []
         if self.unable:
             notes.append(f"{len(self.unable)} invariant{'s' if len(self.unable) > 1 else ''} "
@@ -180,6 +181,9 @@ class Adequacy:
         if self.untried:
             notes.append("fault kinds never tried (no place to strike): "
                          + "; ".join(f"{kind} ({why})" for kind, why in self.untried.items()))
+        if self.acknowledged:
+            notes.append("left untested, as acknowledged: " + "; ".join(
+                f"{gap.code} ({gap.reason})" for gap in self.acknowledged))
         notes += [f"untested.{code} is acknowledged, but the runs exercised it: remove the "
                   "entry" for code in self.stale]
         return tuple(notes)
@@ -396,6 +400,7 @@ def exercised(definition: WorkflowDefinition, history: Sequence[HistoryRecord],
     its chances and injections."""
     tally = _Tally(definition, history)
     features = _features(definition)
+    had = {"commits": tally.commits > 0, "replay": tally.replayed > 0}
     judged: dict[str, int] = {}
     for name in invariants:
         judge = JUDGES.get(name)
@@ -403,10 +408,12 @@ def exercised(definition: WorkflowDefinition, history: Sequence[HistoryRecord],
             judged[name] = 1
             continue
         needs, count = judge
-        if any(not features[need] for need in needs if need in features):
+        # without what it needs (the definition's construct, the machine's commits or
+        # replay), an invariant judges nothing, whatever records the run holds
+        if all(features[need] if need in features else had[need] for need in needs):
+            judged[name] = count(tally)
+        else:
             judged[name] = 0
-            continue
-        judged[name] = count(tally)
     injected = Counter(str(record.fault) for record in history
                        if type(record) is FaultInjected)
     return Exercised(1, judged, dict(chances.passed), dict(tally.crashed),

@@ -978,7 +978,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
                                     for m in part["missing"][:20])
                 more = f" and {len(part['missing']) - 20} more" if len(part["missing"]) > 20 \
                     else ""
-                out.append(f"- {_md(name)} never reached: {missing}{more}")
+                out.append(f"- {_md(name)} never seen: {missing}{more}")
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -1434,7 +1434,7 @@ def _html_section(index: int, section: Mapping[str, Any]) -> str:
         if part["missing"]:
             shown = ", ".join(" ".join(map(str, m)) if isinstance(m, list) else str(m)
                               for m in part["missing"][:30])
-            parts.append(f'<p class="missing">{_e(name)} never reached: {_e(shown)}</p>')
+            parts.append(f'<p class="missing">{_e(name)} never seen: {_e(shown)}</p>')
     if section.get("growth"):  # reports from before growth was measured lack it
         title = f"coverage growth ({section['strategy']})" if section.get("strategy") \
             else "coverage growth"

@@ -102,22 +102,14 @@ def campaign_of_the_sound_runtime(runs: int, seed: int, strategy: str) -> None:
 
 @pytest.mark.usefixtures("failed_moves_no_money")
 @pytest.mark.parametrize("strategy", ["swarm", "guided"])
-@pytest.mark.parametrize("seed", [0, 50_000])
+@pytest.mark.parametrize("seed", [0, 10_000, 20_000, 30_000])
 def test_a_sound_runtime_that_keeps_keys_and_escalates_doubt_holds(strategy: str,
                                                                    seed: int) -> None:
     """The runtime the false alarm blamed: keys kept across retries and restarts, escalation
-    when attempts run out after a timeout, failure only on a refusal; and its user's rule that
-    a failed refund moved no money (the world refused a retry of a slow refund, and the slow
-    one landed after the bot failed). 400 runs on each of two seeds, swarm and guided (1,000
-    runs on four seeds in the slow suite)."""
-    campaign_of_the_sound_runtime(400, seed, strategy)
-
-
-@pytest.mark.slow
-@pytest.mark.usefixtures("failed_moves_no_money")
-@pytest.mark.parametrize("strategy", ["swarm", "guided"])
-@pytest.mark.parametrize("seed", [0, 10_000, 20_000, 30_000])
-def test_a_sound_runtime_holds_a_thousand_runs(strategy: str, seed: int) -> None:
+    when attempts run out, failure only on a refusal; and its user's rule that a failed refund
+    moved no money (the world refused a retry of a slow refund, or a second worker's call under
+    a refused key, and the refund landed after the bot failed). 1,000 runs on each of four
+    seeds, swarm and guided (a run of this bot is a few steps: 0.6 ms)."""
     campaign_of_the_sound_runtime(1_000, seed, strategy)
 
 
