@@ -283,6 +283,12 @@ class PlanSpec(BaseModel):
         description="Kinds of `faults` on in every run, at least at `PINNED_RATE` (a campaign "
                     "pins a kind it left untested in the runs it aims at it).",
     )
+    pinned_points: list[str] = Field(
+        default_factory=list,
+        description="Crash points where a crash strikes at least at `PINNED_RATE` in every run "
+                    "(elsewhere at the run's own crash rate): a campaign's runs aimed at a "
+                    "crash point it left untested.",
+    )
 
 
 # -- the records the simulator reads ---------------------------------------------------------
@@ -368,6 +374,7 @@ class FaultPlan:
     swarm: bool = False
     pinned: tuple[FaultKind, ...] = ()  # on in every run, at least at PINNED_RATE
     hot: bool = False  # swarm runs a kind that is on hot in half its runs (HOT_RATES)
+    pinned_points: tuple[str, ...] = ()  # a crash strikes there at least at PINNED_RATE
     _by_kind: Mapping[FaultKind, FaultRate] = field(init=False, repr=False, compare=False)
     _kinds: tuple[FaultKind, ...] = field(init=False, repr=False, compare=False)
 
@@ -384,6 +391,9 @@ class FaultPlan:
             if kind not in by_kind:
                 raise FaultPlanError(f"pinned[{index}]", f"{kind} is pinned but not among the "
                                                          "plan's faults")
+        if self.pinned_points and FaultKind.CRASH not in by_kind:
+            raise FaultPlanError("pinned_points", "crash points are pinned but crash is not "
+                                                  "among the plan's faults")
         object.__setattr__(self, "_kinds", tuple(e.kind for e in rates if e.rate > 0))
 
     @property
@@ -410,7 +420,8 @@ class FaultPlan:
         always gives the same plan (and a plan without `hot` draws as plans did before it).
         """
         if not self.swarm:
-            return self if not self.pinned else self._with_pinned(self.rates)
+            return self if not (self.pinned or self.pinned_points) else self._with_pinned(
+                self.rates)
         enabled = [entry for entry in self.rates if entry.rate > 0]
         if not enabled:
             return self._with_pinned(self.rates)
@@ -429,14 +440,23 @@ class FaultPlan:
     def _with_pinned(self, rates: tuple[FaultRate, ...]) -> FaultPlan:
         """Gives the run's plan of `rates`, each pinned kind on at least at `PINNED_RATE` (no
         draw: the run draws as it would unpinned up to the pinned kind's first chance)."""
-        if not self.pinned:
+        if not (self.pinned or self.pinned_points):
             return FaultPlan(rates, swarm=False)
         drawn = {entry.kind: entry for entry in rates}
         for kind in self.pinned:
             entry = drawn.get(kind, self._by_kind[kind])
             drawn[kind] = entry.with_rate(max(entry.rate if kind in drawn else 0.0,
                                               PINNED_RATE))
-        return FaultPlan(tuple(drawn.values()), swarm=False)
+        if self.pinned_points and FaultKind.CRASH not in drawn:
+            # off in this run: a crash strikes at the pinned points alone
+            drawn[FaultKind.CRASH] = self._by_kind[FaultKind.CRASH].with_rate(0.0)
+        return FaultPlan(tuple(drawn.values()), swarm=False, pinned_points=self.pinned_points)
+
+    def crash_rate(self, point: str) -> float:
+        """Gives the rate a crash strikes at `point` in a run of this plan: the crash rate,
+        or at least `PINNED_RATE` at a pinned point."""
+        rate = self.rate(FaultKind.CRASH)
+        return max(rate, PINNED_RATE) if point in self.pinned_points else rate
 
     def check(self, definition: WorkflowDefinition) -> None:
         """Raises `FaultPlanError` when a tool fault cannot apply to `definition`.
@@ -472,6 +492,7 @@ class FaultPlan:
             # each said only when set: a plan without keeps the bytes it had
             **({"hot": True} if self.hot else {}),
             **({"pinned": [str(kind) for kind in self.pinned]} if self.pinned else {}),
+            **({"pinned_points": list(self.pinned_points)} if self.pinned_points else {}),
         }
 
 
@@ -644,7 +665,8 @@ def _compile(
             raise FaultPlanError(f"pinned[{index}]", _unknown_kind(kind_name), name,
                                  lines.get(f"pinned.{index}"))
         pinned.append(FaultKind(kind_name))
-    return FaultPlan(tuple(rates), spec.swarm, tuple(pinned), spec.hot)
+    return FaultPlan(tuple(rates), spec.swarm, tuple(pinned), spec.hot,
+                     tuple(spec.pinned_points))
 
 
 def _names(

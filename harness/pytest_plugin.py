@@ -399,7 +399,7 @@ def _campaign_options(given: Mapping[str, Any]) -> _CampaignOptions:
     if not isinstance(untested, Mapping):
         raise HarnessError(f"untested: expected a mapping of gap codes to reasons "
                            f"({{'crash_point:after_save': 'why'}}), got {untested!r}")
-    check_acknowledged(untested, where="untested")
+    check_acknowledged(untested, where="untested=")
     return _CampaignOptions(runs=given.get("runs"), seed=given.get("seed"), faults=faults,
                             executions=given.get("executions"), invariants=checked,
                             min_coverage=given.get("min_coverage"), expect=expect,
@@ -774,7 +774,8 @@ def fsm_frozen_clock() -> Iterator[Any]:
 def fsm_fuzz(request: pytest.FixtureRequest) -> Callable[..., CampaignReport]:
     """Runs a fuzz campaign from inside a test and gives its `CampaignReport`, for the test to
     assert on: `fsm_fuzz(definition, machine=None, *, runs=..., seed=..., faults=...,
-    executions=..., invariants=..., min_coverage=..., expect=..., check=False)`.
+    executions=..., invariants=..., min_coverage=..., expect=..., untested=..., check=False)`
+    (`untested`: the gaps the test accepts, `{code: reason}`, as a definition's `untested:`).
 
     It raises only when asked: `check=True` fails the test at the call when the campaign
     failed (the shrunk trace and the replay command, or what never happened when it was
@@ -786,10 +787,12 @@ def fsm_fuzz(request: pytest.FixtureRequest) -> Callable[..., CampaignReport]:
             runs: int | None = None, seed: int | None = None,
             faults: str | tuple[FaultKind, ...] | None = None, executions: int | None = None,
             invariants: str | Sequence[str] | None = None, min_coverage: float | None = None,
-            expect: str | Sequence[str] | None = None, check: bool = False
+            expect: str | Sequence[str] | None = None,
+            untested: Mapping[str, str] | None = None, check: bool = False
             ) -> CampaignReport:
         given = {"runs": runs, "seed": seed, "faults": faults, "executions": executions,
-                 "invariants": invariants, "min_coverage": min_coverage, "expect": expect}
+                 "invariants": invariants, "min_coverage": min_coverage, "expect": expect,
+                 "untested": untested}
         try:
             options = _campaign_options({key: value for key, value in given.items()
                                          if value is not None})

@@ -184,8 +184,8 @@ class Adequacy:
         if self.acknowledged:
             notes.append("left untested, as acknowledged: " + "; ".join(
                 f"{gap.code} ({gap.reason})" for gap in self.acknowledged))
-        notes += [f"untested.{code} is acknowledged, but the runs exercised it: remove the "
-                  "entry" for code in self.stale]
+        notes += [f"untested.{code} is acknowledged, but the campaign left no such gap: "
+                  "remove the entry, or keep it for campaigns that do" for code in self.stale]
         return tuple(notes)
 
     def report(self) -> dict[str, Any]:
@@ -534,7 +534,7 @@ _NO_PLACE = {
     str(FaultKind.LATE_EVENT): "no event was answered",
     str(FaultKind.REORDERED_EVENTS): "no event was sent",
     str(FaultKind.DROPPED_EVENT): "no event was sent",
-    str(FaultKind.TIMER_SKEW): "no timer fell due",
+    str(FaultKind.TIMER_SKEW): "no timer fell due, or the plan's max_skew is 0",
     str(FaultKind.STORE_WRITE_FAILURE): "the machine never calls probe('store_write')",
     str(FaultKind.SECOND_WORKER): "the machine passed no point a second worker can act at",
     str(FaultKind.FORGED_APPROVAL): "no approval was decided",
@@ -598,13 +598,14 @@ def _move_gaps(definition: WorkflowDefinition, coverage: Coverage) -> list[Gap]:
 
 
 def check_acknowledged(acknowledged: Mapping[str, str], points: Sequence[str] = (),
-                       where: str = "untested") -> None:
+                       where: str = "untested.") -> None:
     """Raises `HarnessError` for an acknowledgement that cannot stand: a fault kind that is
-    none, a crash point the machine does not offer (when `points` are known), no reason."""
+    none, a crash point the machine does not offer (when `points` are known), no reason.
+    Each message begins with `where` and the code (`untested.fault:x`)."""
     kinds = [str(kind) for kind in FaultKind]
     for code, reason in acknowledged.items():
         kind, _, name = code.partition(":")
-        location = f"{where}.{code}"
+        location = f"{where}{code}"
         if kind not in GAP_KINDS or not name:
             raise HarnessError(f"{location}: expected {', '.join(f'{k}:<name>' for k in GAP_KINDS)}"
                                f" (or <kind>:*){did_you_mean(kind, GAP_KINDS)}")
@@ -616,6 +617,9 @@ def check_acknowledged(acknowledged: Mapping[str, str], points: Sequence[str] = 
         if kind == "fault" and name not in kinds:
             raise HarnessError(f"{location}: no fault kind {name!r}"
                                f"{did_you_mean(name, kinds)}; known: {', '.join(kinds)}")
+        if kind == "fault" and name == _CRASH:
+            raise HarnessError(f"{location}: crashes are judged per crash point: acknowledge "
+                               "crash_point:<name>, or crash_point:* for every one")
         if kind == "crash_point" and points and name not in points:
             raise HarnessError(f"{location}: the machine offers no crash point {name!r}"
                                f"{did_you_mean(name, points)}; its points: "

@@ -29,6 +29,7 @@ from rich.table import Table
 from fault_injection import FaultKind, FaultPlan, FaultPlanError, load_plan
 from harness.adapters.targets import Target, resolve_targets
 from harness.bench import suite as bench
+from harness.checks.adequacy import check_acknowledged
 from harness.checks.determinism import RULE as DETERMINISTIC
 from harness.cli.common import (
     EXIT_FOUND,
@@ -197,6 +198,10 @@ click.option("--step-timeout", type=Finite(min=0, max=1_000_000), default=10.0, 
               metavar="PERCENT", help="Fail a target whose runs take fewer than this percent "
                                       "of its declared transitions (one that takes none always "
                                       "fails: vacuous).")
+@click.option("--untested", "untested_pairs", multiple=True, metavar="CODE=REASON",
+              help="Accept a gap the campaign may leave (crash_point:NAME, fault:KIND, "
+                   "moves:STATE, or KIND:* for every one of the kind), with the reason; "
+                   "repeatable. As a definition's `untested:` does.")
 @context_options
 def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
                  plan_path: str | None, executions: int | None, report_dir: str,
@@ -205,8 +210,8 @@ def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
                  no_swarm: bool, strategy: str, corpus_dir: str | None,
                  line_coverage: Sequence[str], executor: str, scheduler: str | None,
                  all_failures: bool, step_timeout: float, min_coverage: float | None,
-                 input_format: str | None, context_pairs: Sequence[str],
-                 context_path: str | None) -> None:
+                 untested_pairs: Sequence[str], input_format: str | None,
+                 context_pairs: Sequence[str], context_path: str | None) -> None:
     """Fuzz workflow definitions: many seeded simulations with faults injected, every
     invariant checked, failures shrunk to a minimal trace and saved as replay files.
 
@@ -222,8 +227,10 @@ def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
                    f"runs, {runs}, or the cores, {os.cpu_count() or 1})", err=True)
         processes = usable
     # the options no target changes, checked before any folder is made
+    untested = _untested(untested_pairs)
     FuzzOptions(runs=runs, strategy=strategy, corpus_dir=corpus_dir,
-                line_coverage=tuple(line_coverage), executor=executor, scheduler=scheduler)
+                line_coverage=tuple(line_coverage), executor=executor, scheduler=scheduler,
+                untested=untested)
     context = start_context(context_pairs, context_path)
 
     def each(target: Target, plan: FaultPlan, replays: Path | None, progress: Progress
@@ -237,7 +244,7 @@ def fuzz_command(targets: Sequence[str], machine: str | None, faults_text: str,
                               replay_dir=replays, sim=sim, coverage_min=min_coverage,
                               strategy=strategy, corpus_dir=corpus_dir,
                               line_coverage=tuple(line_coverage), executor=executor,
-                              scheduler=scheduler)
+                              scheduler=scheduler, untested=untested)
         task = progress.add_task(escape(target.name), total=runs, detail="")
 
         def advance(done: int, steps_done: int, failures: int) -> None:
@@ -295,6 +302,22 @@ def explore_command(targets: Sequence[str], machine: str | None, faults_text: st
 
     _run_engine("explore", targets, machine, modules, faults_text, plan_path,
                 None if no_report else report_dir, as_json, quiet, each, input_format)
+
+
+def _untested(pairs: Sequence[str]) -> dict[str, str]:
+    """Reads `--untested CODE=REASON` options: the gaps a campaign may leave, with reasons."""
+    accepted: dict[str, str] = {}
+    for pair in pairs:
+        code, equals, reason = pair.partition("=")
+        if not equals:
+            raise UsageProblem(f"--untested {pair!r}: expected CODE=REASON (crash_point:NAME, "
+                               "fault:KIND or moves:STATE, then why the gap is acceptable)")
+        accepted[code.strip()] = reason.strip()
+    try:
+        check_acknowledged(accepted, where="--untested ")
+    except HarnessError as exc:
+        raise UsageProblem(str(exc)) from exc
+    return accepted
 
 
 def _run_engine(command: str, names: Sequence[str], machine: str | None,

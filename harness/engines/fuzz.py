@@ -163,7 +163,7 @@ class FuzzOptions:
         if not isinstance(self.untested, Mapping):
             raise HarnessError(f"options.untested: expected a mapping of gap codes to reasons, "
                                f"got {type(self.untested).__name__}")
-        check_acknowledged(self.untested, where="options.untested")
+        check_acknowledged(self.untested, where="options.untested.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -424,10 +424,13 @@ def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any]
     named = getattr(machine, "crash_points", None)  # a class says before it is built
     points = (tuple(named) or ("between_steps",)) if isinstance(named, tuple | list) else ()
     check_acknowledged(definition.untested, points)
-    check_acknowledged(options.untested, points, where="options.untested")
+    check_acknowledged(options.untested, points, where="options.untested.")
     campaign = _Campaign(definition, machine, options)
     started = time.monotonic()
     deadline = None if options.time_budget_s is None else started + options.time_budget_s
+    # a campaign bounded by time leaves a tenth of it to the runs aimed at its gaps
+    runs_until = None if options.time_budget_s is None else (
+        started + RUNS_TIME_SHARE * options.time_budget_s)
     totals = _Totals()
     guide = corpus = fleet = None
     saved: list[int] = []
@@ -437,13 +440,13 @@ def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any]
             corpus = Corpus(options.corpus_dir, definition_digest(definition),
                             machine_path(machine))
             guide.queued = corpus.load()
-        batches = _guided_outcomes(campaign, options, deadline, guide)
+        batches = _guided_outcomes(campaign, options, runs_until, guide)
     else:
         fleet = (FailingSeeds(options.example_db, definition_digest(definition),
                               _fleet_shape(machine, options))
                  if options.example_db is not None else None)
         saved = fleet.load() if fleet is not None else []
-        batches = _outcomes(campaign, options, deadline, saved)
+        batches = _outcomes(campaign, options, runs_until, saved)
     sample = _determinism_sample(campaign, options)  # before any run could leave state behind
     try:
         for batch in batches:
@@ -491,6 +494,8 @@ def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any]
 #: its runs when that is less) at all its gaps.
 AIMED_RUNS_MAX = 8
 AIMED_BUDGET_MIN = 16
+#: Of a time budget, the share its own runs take; the rest is for runs aimed at its gaps.
+RUNS_TIME_SHARE = 0.9
 
 
 class _Totals:
@@ -511,9 +516,11 @@ class _Totals:
         self.chanced: dict[str, list[int]] = {}
         self.aimed: dict[str, dict[str, Any]] = {}  # gap code -> its aimed runs
 
-    def add(self, batch: Iterable[_Outcome], stop_at_first: bool) -> bool:
-        """Adds a batch's outcomes; tells whether the campaign stops (a failure, with
-        `stop_at_first`)."""
+    def add(self, batch: Iterable[_Outcome], stop_at_first: bool, *, aimed: bool = False
+            ) -> bool:
+        """Adds a batch's outcomes (`aimed`: runs aimed at a gap, which start no aimed run
+        and reach no target score a seed gives again); tells whether the campaign stops (a
+        failure, with `stop_at_first`)."""
         for outcome in batch:
             self.runs += 1
             self.ran.add(outcome.seed)
@@ -522,9 +529,10 @@ class _Totals:
             self.faults.update(outcome.faults)
             self.metrics = self.metrics.merge(outcome.metrics)
             self.done = self.done.merge(outcome.exercised)
-            _best(self.best, outcome)
-            if outcome.trial is None or outcome.trial.script is None:  # a seed's own run
-                self._chances(outcome)
+            if not aimed:
+                _best(self.best, outcome)
+            if not aimed and (outcome.trial is None or outcome.trial.script is None):
+                self._chances(outcome)  # a seed's own run: one an aimed run can start from
             if outcome.violations:
                 self.failing.append(outcome)
                 if stop_at_first:
@@ -581,15 +589,14 @@ def _aimed(campaign: _Campaign, options: FuzzOptions, totals: _Totals,
         outcomes = (next(isolation.map_ordered(batch, [seeds], 1, _died, _unexplained))
                     if _isolated(options) else batch(seeds))
         failing_before = len(totals.failing)
-        totals.add(outcomes, options.stop_at_first)
+        totals.add(outcomes, options.stop_at_first, aimed=True)
         budget -= len(outcomes)
         totals.aimed[gap.code] = {"runs": len(outcomes), "seeds": [o.seed for o in outcomes],
                                   "closed": any(_closes(o.exercised, gap.code)
                                                 for o in outcomes)}
         found = totals.failing[failing_before:]
         if found:
-            failures += [replace(failure, mutant=f"aimed at {gap.code}")
-                         for failure in _failures(aimed, options, found, None)]
+            failures += _failures(aimed, options, found, None, aimed=f"aimed at {gap.code}")
             if options.stop_at_first:
                 break
         if budget <= 0:
@@ -598,22 +605,22 @@ def _aimed(campaign: _Campaign, options: FuzzOptions, totals: _Totals,
 
 
 def _pinned(plan: FaultPlan, code: str) -> FaultPlan:
-    """Gives `plan` with the fault a gap names pinned on (a crash point's crash there alone)."""
+    """Gives `plan` with the fault a gap names pinned on: a fault kind on in every run, or a
+    crash at one crash point (the others keep the run's own rate, so the run draws as it did
+    up to that point)."""
     kind, _, name = code.partition(":")
-    pinned = FaultKind.CRASH if kind == "crash_point" else FaultKind(name)
-    rates = plan.rates
     if kind == "crash_point":
-        rates = tuple(replace(rate, points=(name,)) if rate.kind is FaultKind.CRASH else rate
-                      for rate in rates)
-    return replace(plan, rates=rates, pinned=(pinned,))
+        return replace(plan, pinned_points=(name,))
+    return replace(plan, pinned=(FaultKind(name),))
 
 
 def _closes(done: Exercised, code: str) -> bool:
-    """Tells whether a run exercised what a gap names."""
+    """Tells whether a run exercised what a gap names (or showed that the machine cannot take
+    it: a second worker it does not offer)."""
     kind, _, name = code.partition(":")
     if kind == "crash_point":
         return done.crashed.get(name, 0) > 0
-    return done.injected.get(name, 0) > 0
+    return done.injected.get(name, 0) > 0 or name in done.unoffered
 
 
 def _best(best: dict[str, dict[str, Any]], outcome: _Outcome) -> None:
@@ -818,11 +825,13 @@ def _died_trial(trial: Trial, died: Died) -> _Outcome:
 
 
 def _failures(campaign: _Campaign, options: FuzzOptions, failing: Iterable[_Outcome],
-              sampled: tuple[int, Violation] | None) -> list[FuzzFailure]:
+              sampled: tuple[int, Violation] | None, *, aimed: str = "") -> list[FuzzFailure]:
     """Shrinks the first failure of each rule and saves its replay file, after running its
     seed twice more: a history that differs, or a failure that does not come back, is a
     `deterministic` failure, and nothing is shrunk after it (a schedule that does not come
-    back cannot be made smaller). `sampled` is what the first seeds' two runs showed."""
+    back cannot be made smaller). `sampled` is what the first seeds' two runs showed.
+    `aimed` names the gap the runs were aimed at: as a mutant's, their seed alone under the
+    campaign's options does not run them again, so each gets a replay file, shrunk or not."""
     failures = []
     unsteady = None
     if sampled is not None:
@@ -835,8 +844,8 @@ def _failures(campaign: _Campaign, options: FuzzOptions, failing: Iterable[_Outc
         path = None
         # a mutant's run is no seed's own: only its schedule, in a replay file, runs it again,
         # so one is written, shrunk or not
-        mutant = "" if outcome.trial is None or outcome.trial.script is None else (
-            outcome.trial.how)
+        mutant = aimed or ("" if outcome.trial is None or outcome.trial.script is None else
+                           outcome.trial.how)
         if outcome.overran:  # run again, it would take the watchdog's bound each time
             failures.append(FuzzFailure(outcome.seed, outcome.violations, mutant=mutant))
             continue

@@ -277,8 +277,9 @@ class ReferenceMachine:
 
 def crash_points_of(definition: WorkflowDefinition) -> tuple[str, ...]:
     """Gives the reference runtime's crash points a run of `definition` can pass: all of
-    `CRASH_POINTS`, less the two around a tool call when no state calls a tool."""
-    if definition.tools:
+    `CRASH_POINTS`, less the two around a tool call when no state calls a tool (a step's, or
+    a compensation's)."""
+    if any(state.step is not None for state in definition.states.values()):
         return CRASH_POINTS
     return tuple(point for point in CRASH_POINTS if point not in _CALL_POINTS)
 

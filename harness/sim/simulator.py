@@ -284,6 +284,8 @@ class Simulator:
         self.options = options if options is not None else SimOptions()
         self.plan = self.options.plan if self.options.plan is not None else plan_for(definition)
         self.plan.check(definition)
+        skew = self.plan.get(FaultKind.TIMER_SKEW)
+        self.skews = skew is None or skew.max_skew_ms > 0  # a timer due is a chance to skew
         named = getattr(machine, "crash_points", None)  # a class says before it is built
         if isinstance(named, tuple | list):
             check_points(self.plan, named)
@@ -358,16 +360,18 @@ class Simulator:
 
 
 def check_points(plan: FaultPlan, named: Sequence[str]) -> None:
-    """Refuses a plan whose crash points the machine does not name."""
+    """Refuses a plan whose crash points (or pinned points) the machine does not name."""
     crash = plan.get(FaultKind.CRASH)
-    if crash is None or not crash.points:
-        return
-    for index, point in enumerate(crash.points):
+    named = tuple(dict.fromkeys(named))
+    where = [(f"faults.crash.points[{index}]", point)
+             for index, point in enumerate(crash.points if crash is not None else ())]
+    where += [(f"pinned_points[{index}]", point) for index, point in
+              enumerate(plan.pinned_points) if named or point != _BETWEEN]
+    for location, point in where:
         if point not in named:
             known = ", ".join(named) or "none (it is crashed between steps)"
-            raise FaultPlanError(f"faults.crash.points[{index}]",
-                                 f"the machine under test has no crash point {point!r}; its "
-                                 f"points: {known}")
+            raise FaultPlanError(location, f"the machine under test has no crash point "
+                                           f"{point!r}; its points: {known}")
 
 
 def plan_for(definition: WorkflowDefinition, *, swarm: bool = False) -> FaultPlan:
@@ -496,7 +500,13 @@ class _Run:
         finally:
             self.quiet = False
         named = getattr(self.machine, "crash_points", ())
-        check_points(self.plan, named)
+        if not isinstance(named, tuple | list):  # a set: its order is the process's
+            named = tuple(sorted(named))
+        # a plan may name any point the machine's class names: one this definition cannot
+        # pass (the reference's call points, without tools) is simply never passed
+        declared = getattr(type(self.machine), "crash_points", None)
+        check_points(self.plan, (*named, *(declared if isinstance(declared, tuple | list)
+                                           else ())))
         crash = self.plan.get(FaultKind.CRASH)
         self.offered = tuple(crash.points if crash is not None and crash.points else named)
         self.points = frozenset(self.offered)
@@ -552,6 +562,8 @@ class _Run:
 
     def _rates(self, plan: FaultPlan) -> None:
         self.r_crash = plan.rate(FaultKind.CRASH)
+        # the points a run aimed at a crash point crashes at more often (FaultPlan.pinned_points)
+        self.r_crash_at = {point: plan.crash_rate(point) for point in plan.pinned_points}
         self.r_store = plan.rate(FaultKind.STORE_WRITE_FAILURE)
         self.r_worker = plan.rate(FaultKind.SECOND_WORKER)
         self.r_drop = plan.rate(FaultKind.DROPPED_EVENT)
@@ -773,10 +785,18 @@ class _Run:
         counted = self.chances
         chances = {kind: count for kind, count in counted.items()
                    if kind not in (_SENT, _ANSWERED)}
-        for kinds, count in ((_ON_SEND, counted[_SENT]), (_ON_ANSWER, counted[_ANSWERED]),
-                             (_ON_CALL, self.world.calls)):
+        for kinds, count in ((_ON_SEND, counted[_SENT]), (_ON_ANSWER, counted[_ANSWERED])):
             if count:
                 chances.update(dict.fromkeys(kinds, count))
+        calls = self.world.calls
+        if calls:
+            plan = self.sim.plan  # the campaign's: which tools each of its tool faults names
+            for kind in _ON_CALL:
+                rate = plan.get(FaultKind(kind))
+                tools = rate.tools if rate is not None else None
+                count = sum(n for tool, n in calls.items() if tools is None or tool in tools)
+                if count:
+                    chances[kind] = count
         return dict(sorted(chances.items()))
 
     def actions(self) -> list[tuple[Any, ...]]:
@@ -982,7 +1002,7 @@ class _Run:
         sim_now = target
         timers = [fire_at for obs in self.obs.values() for _, fire_at in obs.timers]
         falls_due = any(t <= due for t in timers)
-        if falls_due and not self.healed:
+        if falls_due and not self.healed and self.sim.skews:
             self.chances[_SKEW] += 1
         if self.r_skew and falls_due and rng.chance(FaultKind.TIMER_SKEW, self.r_skew):
             skew = 1 + rng.below(self.max_skew)
@@ -1153,8 +1173,8 @@ class _Run:
                 self.passed[point] = self.passed.get(point, 0) + 1
                 self.chances[_CRASH] += 1
             self.chances[_WORKER] += 1
-        if self.r_crash and point in self.points and rng.chance(FaultKind.CRASH, self.r_crash,
-                                                                point):
+        rate = self.r_crash_at.get(point, self.r_crash) if self.r_crash_at else self.r_crash
+        if rate and point in self.points and rng.chance(FaultKind.CRASH, rate, point):
             self._fault(FaultKind.CRASH, "", f"at {point} during {self.activity}")
             self.dying = crash = SimulatedCrash(point)  # an async machine's loop stops too
             raise crash
@@ -1170,7 +1190,8 @@ class _Run:
             self.passed[_BETWEEN] = self.passed.get(_BETWEEN, 0) + 1
             self.chances[_CRASH] += 1
             self.chances[_WORKER] += 1
-        if self.r_crash and rng.chance(FaultKind.CRASH, self.r_crash, "between_steps"):
+        rate = self.r_crash_at.get(_BETWEEN, self.r_crash) if self.r_crash_at else self.r_crash
+        if rate and rng.chance(FaultKind.CRASH, rate, _BETWEEN):
             self._fault(FaultKind.CRASH, "", "between steps")
             self.emit(Crashed(self.clock.step, self.clock.now, "between_steps", "idle"))
             self._recover(crashed=True)

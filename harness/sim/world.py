@@ -129,7 +129,8 @@ class ToolWorld:
         self._on_call = on_call or (lambda: None)  # the simulator counts calls per step
         self._activity = activity or (lambda: "")
         self._healed = False
-        self.calls = 0  # calls made while faults were on: each a place a tool fault can strike
+        # calls made while faults were on, by tool: each a place a tool fault can strike
+        self.calls: dict[str, int] = {}
         self.ledger = EffectLedger()
         self.agent_noise: list[str] = []  # executions an agent emitted an unknown event for
         self._landings: list[_Landing] = []
@@ -160,13 +161,13 @@ class ToolWorld:
               input: Mapping[str, Any], key: str) -> ToolOutcome:
         self._on_call()
         if not self._healed:
-            self.calls += 1
+            self.calls[tool] = self.calls.get(tool, 0) + 1
         clock = self._clock
         execution = self._execution_of(key)
         self._emit(Dispatched(clock.step, clock.now, execution, tool, key, self._activity()))
         fault = self._rng.pick(f"tool:{tool}", table) if table and not self._healed else None
         if honours and (tool, key) in self._refused and fault not in _BEFORE:
-            return self._refusal(fault)  # the service answers the key as it first did
+            return self._refusal(fault, execution, f"{tool} {key}")  # as it first did
         if honours and (fault is None or fault in _ANSWERS) and self._in_flight(tool, key):
             self._land_key(tool, key)  # the service answers once the held call has landed
         if fault is None or (fault in _ANSWERS and honours and (tool, key) in self._outputs):
@@ -222,10 +223,12 @@ class ToolWorld:
             self._outputs[(tool, key)] = output
         return output
 
-    def _refusal(self, fault: FaultKind | None) -> ToolOutcome:
+    def _refusal(self, fault: FaultKind | None, execution: str, detail: str) -> ToolOutcome:
         """Gives the answer to a key the service refused: the refusal again, or (a fault on
-        the way back) a timeout; nothing applies."""
+        the way back, recorded as injected) a timeout; nothing applies."""
         if fault in (FaultKind.TOOL_TIMEOUT_AFTER_APPLY, FaultKind.SLOW_TOOL):
+            clock = self._clock
+            self._emit(FaultInjected(clock.step, clock.now, fault, execution, detail))
             return Failure("timeout", "injected: the answer was lost (the service refused "
                                       "this key before)")
         return Failure("permanent", "the service refused this key before: it answers so again")

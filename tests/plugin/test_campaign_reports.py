@@ -421,7 +421,9 @@ class TestNames:
 
             def test_twice(fsm_fuzz):
                 assert fsm_fuzz("workflow_pay.yaml", runs=4).held
-                assert fsm_fuzz("workflow_pay.yaml", runs=2).held
+                two = "two runs name a campaign, they test no fault"
+                assert fsm_fuzz("workflow_pay.yaml", runs=2,
+                                untested={"crash_point:*": two, "fault:*": two}).held
         """), encoding="utf-8")
         result = pytester.runpytest("--fsm-report", "out")
         result.assert_outcomes(passed=5)

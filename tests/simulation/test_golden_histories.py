@@ -15,7 +15,8 @@ Deliberate changes:
   the plan each run logs (`"hot": true`), and leaves forged approvals out of a definition with
   no approval; and a service that honours keys lands a slow call under a key when a retry of
   it arrives (the retry is answered its result), so a run with such a retry moves the clock to
-  no landing, and refuses again a key it refused. Replay files written before still replay: a
+  no landing, and refuses again a key it refused (a refusal lost on the way back is a fault
+  injected, recorded). Replay files written before still replay: a
   plan that does not say `hot` draws as plans did.
 """
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from fault_injection import FaultKind, load_plan
 from harness import (
     INVARIANTS,
     Applied,
+    Crashed,
     Dispatched,
     FaultInjected,
     Finished,
@@ -281,7 +283,7 @@ def test_a_failure_an_aimed_run_finds_replays_from_its_file(tmp_path: Path) -> N
     assert failure.rule == "no_duplicate_effect" and failure.mutant.startswith("aimed at ")
     assert failure.replay_file is not None
     saved = json.loads(failure.replay_file.read_text())
-    assert saved["options"]["plan"]["pinned"] == ["crash"]
+    assert saved["options"]["plan"]["pinned_points"] == ["after_refund"]
     outcome = replay(failure.replay_file, machine=ForgetfulRefund)
     assert outcome.reproduced and outcome.rule == "no_duplicate_effect"
 
@@ -396,3 +398,122 @@ def test_public_definitions_that_once_left_gaps_hold_at_defaults(name: str) -> N
         pytest.skip("no corpus here")
     report = fuzz(load_definition(path), FuzzOptions(replay_dir=None, shrink=False))
     assert report.verdict == "held", [str(gap) for gap in report.adequacy.gaps]
+
+
+# -- aimed runs: what a review found -----------------------------------------------------------
+
+
+class NamesNoPoints(SoundRefund):
+    """Crashed between steps: it names no crash point."""
+
+    crash_points = ()
+
+
+def test_aimed_runs_at_a_machine_crashed_between_steps_run() -> None:
+    """Its one crash point is `between_steps`: a run aimed at it pins it (it used to write it
+    into the plan's points, which the machine does not name, and the campaign stopped)."""
+    plan = load_plan({"faults": {"crash": 0.0001}})
+    report = fuzz(BOT, FuzzOptions(runs=6, swarm=False, replay_dir=None,
+                                   sim=SimOptions(plan=plan)), machine=NamesNoPoints)
+    assert "crash_point:between_steps" in report.aimed
+    assert report.aimed["crash_point:between_steps"]["closed"]
+
+
+def test_an_aimed_run_never_starts_another() -> None:
+    """A gap's aimed runs start from the campaign's own runs, each seed once: an aimed run's
+    seed is not a chance to aim from again."""
+    report = fuzz(load_definition(ROOT / "scenarios" / "validated_execution.yaml"),
+                  FuzzOptions(runs=8, replay_dir=None))
+    assert report.aimed
+    for code, part in report.aimed.items():
+        assert len(part["seeds"]) == len(set(part["seeds"])), (code, part)
+
+
+def test_a_crash_point_aimed_at_is_struck_there_and_nowhere_else_more() -> None:
+    """A run aimed at a crash point crashes there at least half the times it passes it, and
+    at the other points only as its own plan says: where the run's plan has crashes off, it
+    crashes at the pinned point alone."""
+    from fault_injection import default_plan
+
+    plan = replace(default_plan(swarm=True), pinned_points=("after_refund",))
+    simulator = Simulator(BOT, SimOptions(plan=plan), machine=SoundRefund)
+    struck = off = 0
+    for seed in range(60):
+        result = simulator.run(seed)
+        crashed = [r.point for r in result.history if type(r) is Crashed]
+        struck += crashed.count("after_refund")
+        if result.plan.rate(FaultKind.CRASH) == 0:
+            off += 1
+            assert set(crashed) <= {"after_refund"}, (seed, crashed)
+    assert struck > 10 and off > 10
+
+
+def test_a_tool_fault_restricted_to_a_tool_no_run_calls_is_not_a_gap() -> None:
+    """A plan's `tools:` says where a tool fault can strike: calls of other tools are no
+    place for it."""
+    plan = load_plan({"faults": {"slow_tool": {"rate": 0.3, "tools": ["payments.refund"]}}})
+    no_refund = load_definition({**json.loads(json.dumps(SETTLE.spec.model_dump(mode="json"))),
+                                 "tools": {"ledger.settle": {"idempotency_keys": True},
+                                           "payments.refund": {"idempotency_keys": True}}})
+    report = fuzz(no_refund, FuzzOptions(runs=20, replay_dir=None, swarm=False,
+                                         sim=SimOptions(plan=plan, executions=1)),
+                  machine=Settles)
+    assert "fault:slow_tool" not in {gap.code for gap in report.adequacy.gaps}
+    assert report.adequacy.untried.get("slow_tool") == "no tool was called"
+
+
+def test_a_failure_only_an_aimed_run_finds_gets_a_replay_file_unshrunk(tmp_path: Path) -> None:
+    plan = load_plan({"faults": {"crash": 0.0001}}, crash_points=RefundBot.crash_points)
+    report = fuzz(BOT, FuzzOptions(runs=30, swarm=False, replay_dir=tmp_path, shrink=False,
+                                   sim=SimOptions(plan=plan)), machine=ForgetfulRefund)
+    (failure,) = report.failures
+    assert failure.mutant.startswith("aimed at ") and failure.replay_file is not None
+    assert replay(failure.replay_file, machine=ForgetfulRefund).reproduced
+
+
+def test_a_time_budget_leaves_room_for_aimed_runs() -> None:
+    """A campaign bounded by time stops its own runs at nine tenths of it: the rest is for the
+    runs aimed at its gaps."""
+    plan = load_plan({"faults": {"crash": 0.0001}}, crash_points=RefundBot.crash_points)
+    report = fuzz(BOT, FuzzOptions(runs=None, time_budget_s=1.0, swarm=False, replay_dir=None,
+                                   sim=SimOptions(plan=plan)), machine=SoundRefund)
+    assert report.aimed and report.verdict == "held"
+
+
+class TestTheCommandLineAcknowledges:
+    def test_a_gap_given_with_untested_is_accepted_and_said(self) -> None:
+        result = cli("fuzz", "refund_bots:RefundBot", "--no-report", "--untested",
+                     "moves:*=the bot refunds inside deliver()", path=SUPPORT)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert result.stdout.startswith("held  refund_bots:RefundBot")
+        assert "left untested, as acknowledged: moves:" in result.stdout
+
+    @pytest.mark.parametrize(("given", "told"), [
+        ("moves:*", "--untested 'moves:*': expected CODE=REASON"),
+        ("fault:crash=x", "--untested fault:crash: crashes are judged per crash point"),
+        ("fault:slow=x", "--untested fault:slow: no fault kind 'slow'"),
+    ])
+    def test_a_bad_one_is_one_line_exit_2(self, given: str, told: str) -> None:
+        result = cli("fuzz", "refund_bots:RefundBot", "--no-report", "--untested", given,
+                     path=SUPPORT)
+        assert result.returncode == 2
+        assert told in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_reference_offers_the_call_points_only_where_a_state_calls_a_tool() -> None:
+    """A definition that declares a tool no state calls passes no tool-call point: those are
+    no gap; and a plan that names one (valid before) still runs, never crashing there."""
+    quiet = load_definition({"name": "quiet", "version": 1,
+                             "tools": {"unused.tool": {"idempotency_keys": True}},
+                             "events": {"go": {"sources": ["human"]}},
+                             "states": {"a": {"type": "wait", "initial": True,
+                                              "on": {"go": "b"},
+                                              "after": {"delay": "1h", "target": "b"}},
+                                        "b": {"type": "final", "outcome": "success"}}})
+    report = fuzz(quiet, FuzzOptions(replay_dir=None))
+    assert set(report.crash_points) == {"before_commit", "after_commit_before_dispatch"}
+    assert not [gap for gap in report.adequacy.gaps if gap.code.startswith("crash_point")]
+    plan = load_plan({"faults": {"crash": {"rate": 0.5, "points": [
+        "after_apply_before_record"]}}})
+    result = Simulator(quiet, SimOptions(plan=plan)).run(0)
+    assert result.ok and not [r for r in result.history if type(r) is Crashed]

@@ -109,9 +109,9 @@ class TestFaultKinds:
                          NAMES)
         assert found.gaps == ()
         assert found.untried == {
-            "timer_skew": "no timer fell due",
+            "timer_skew": "no timer fell due, or the plan's max_skew is 0",
             "second_worker": "the machine offers no second worker (worker() gave None)"}
-        assert any("timer_skew (no timer fell due)" in note for note in found.notes())
+        assert any("timer_skew (no timer fell due" in note for note in found.notes())
 
 
 class TestMoves:
@@ -157,8 +157,8 @@ class TestAcknowledged:
         found = adequacy(BOT, done(crashed={"after_save": 1, "after_refund": 1}), Coverage(),
                          CRASH, NAMES, {"fault:slow_tool": "too slow to matter"})
         assert found.gaps == () and found.stale == ("fault:slow_tool",)
-        assert any("untested.fault:slow_tool is acknowledged, but the runs exercised it" in note
-                   for note in found.notes())
+        assert any("untested.fault:slow_tool is acknowledged, but the campaign left no such "
+                   "gap" in note for note in found.notes())
 
     @pytest.mark.parametrize(("given", "message"), [
         ({"move:refunded": "x"}, r"untested\.move:refunded: expected crash_point:<name>, "
@@ -168,6 +168,8 @@ class TestAcknowledged:
         ({"crash_point:after_sav": "x"}, r"the machine offers no crash point 'after_sav' \(did "
                                          r"you mean 'after_save'\?\); its points: after_save"),
         ({"fault:crash": " "}, r"acknowledging a gap needs a reason"),
+        ({"fault:crash": "x"}, r"crashes are judged per crash point: acknowledge "
+                               r"crash_point:<name>"),
     ])
     def test_an_acknowledgement_that_cannot_stand_is_refused(self, given: dict[str, str],
                                                             message: str) -> None:
