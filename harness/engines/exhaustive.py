@@ -109,6 +109,8 @@ class _Exploring(RecordingChoices):
     takes option 0 and is noted with its number of options, for the search to branch on.
     Faults are options only while the path's budget lasts."""
 
+    paced = False
+
     def __init__(self, prefix: Sequence[int], faults_max: int) -> None:
         super().__init__(0)
         self.prefix = prefix

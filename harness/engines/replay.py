@@ -403,14 +403,14 @@ class _EditedChoices(ScriptedChoices):
         found = self._next_planned(actions, labels)
         if found is not None:
             position, index = found
-            step = self.planned[position][0]
+            step, self.wanted = self.planned[position]
             self.skipped += self.planned[self.cursor:position]
             self.cursor, self.source = position + 1, step
             self.used.add((step, BRANCH, self._counts.get(BRANCH, 0)))
             self.unscheduled += self.waiting
             self.waiting = 0
         else:  # counted once a scheduled step comes after it: else the schedule had ended
-            index, self.source = 0, None
+            index, self.source, self.wanted = 0, None, ""
             self.waiting += self.cursor < len(self.planned)
         self._record(BRANCH, (index + 0.5) / len(labels))
         self.actions[self.step] = labels[index]

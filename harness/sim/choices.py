@@ -40,6 +40,8 @@ __all__ = [
     "ScriptedChoices",
     "Table",
     "default",
+    "moves_label",
+    "moves_of",
     "script_of",
 ]
 
@@ -65,6 +67,10 @@ class Choice(NamedTuple):
 
 class Choices(random.Random):
     """Draws a run's choices from a seed, recording nothing (the fast path of fuzzing)."""
+
+    #: Whether the run draws how readily it moves the clock (the simulator's `PATIENCE`):
+    #: not where the source picks every action itself (a Hypothesis rule, a search).
+    paced = True
 
     def __init__(self, seed: Any = 0) -> None:
         super().__init__(seed)
@@ -104,6 +110,11 @@ class Choices(random.Random):
         """Gives which of the enabled `actions` the step performs (`label` names one)."""
         return int(self.random() * len(actions))
 
+    def moves(self) -> int:
+        """Gives how many times a step that moves the clock moves it (timer after timer,
+        nothing else between): once, unless a schedule says more."""
+        return 1
+
 
 class RecordingChoices(Choices):
     """Draws exactly what `Choices(seed)` draws, and records each draw as a `Choice`, and
@@ -116,6 +127,9 @@ class RecordingChoices(Choices):
         self.actions: dict[int, str] = {}
         self._counts: dict[str, int] = {}
         self._labels = labels
+        #: The keys of the fault draws that struck: a fault draw that did not strike decides
+        #: what the tag's default decides, so a schedule may leave it out (as shrinking does).
+        self.struck: set[tuple[int, str, int]] = set()
 
     def action(self, actions: Sequence[Any], label: Callable[[Any], str]) -> int:
         index = int(self._draw(BRANCH) * len(actions))
@@ -150,12 +164,18 @@ class RecordingChoices(Choices):
         return int(self._draw(VALUE) * n)
 
     def chance(self, kind: str, rate: float, where: str = "") -> bool:
-        return self._draw(f"f:{kind}") < rate
+        tag = f"f:{kind}"
+        struck = self._draw(tag) < rate
+        if struck:
+            self.struck.add((self.step, tag, self._counts[tag] - 1))
+        return struck
 
     def pick(self, site: str, table: Table) -> Any:
-        u = self._draw(f"f:{site}")
+        tag = f"f:{site}"
+        u = self._draw(tag)
         for threshold, kind in table:
             if u < threshold:
+                self.struck.add((self.step, tag, self._counts[tag] - 1))
                 return kind
         return None
 
@@ -276,6 +296,7 @@ class ScriptedChoices(RecordingChoices):
         self.source: int | None = 0  # the scheduled step whose draws this step takes
         self.used: set[tuple[int, str, int]] = set()  # the script's entries some draw took
         self.skipped: list[tuple[int, str]] = []  # scheduled actions passed over, not done
+        self.wanted = ""  # the scheduled label the step performs
 
     def at_step(self, step: int) -> None:
         super().at_step(step)
@@ -289,15 +310,23 @@ class ScriptedChoices(RecordingChoices):
         if found is not None:
             position, index = found
             self.skipped += self.planned[self.cursor:position]
-            self.cursor, self.source = position + 1, self.planned[position][0]
+            self.cursor, (self.source, self.wanted) = position + 1, self.planned[position]
         else:
             self.skipped += self.planned[self.cursor:]
-            self.cursor, self.source, index = len(self.planned), None, 0
+            self.cursor, self.source, self.wanted, index = len(self.planned), None, "", 0
         if self.source is not None:  # the label chose the action: its draw is taken as read
             self.used.add((self.source, BRANCH, self._counts.get(BRANCH, 0)))
         self._record(BRANCH, (index + 0.5) / len(labels))
         self.actions[self.step] = labels[index]
         return index
+
+    def moves(self) -> int:
+        """A step scheduled as `advance | N moves` (a shrunk run's consecutive clock moves
+        made one) moves the clock N times; its label says so."""
+        count = moves_of(self.wanted)
+        if count > 1:
+            self.actions[self.step] = self.wanted
+        return count
 
     def _next_planned(self, actions: Sequence[Any], labels: Sequence[str]
                       ) -> tuple[int, int] | None:
@@ -344,6 +373,21 @@ class ScriptedChoices(RecordingChoices):
 
 
 _choice = tuple.__new__  # a `Choice` made without its `__new__`'s Python frame (a hot path)
+
+
+def moves_label(count: int) -> str:
+    """Gives the label of a scheduled step that moves the clock `count` times in a row."""
+    return f"advance | {count} moves"
+
+
+def moves_of(label: str) -> int:
+    """Gives how many times a scheduled step's label moves the clock in a row (1 but for an
+    `advance | N moves` label)."""
+    head, _, detail = label.partition(" | ")
+    count, _, word = detail.partition(" ")
+    if head != "advance" or word != "moves" or not count.isdigit():
+        return 1
+    return max(1, int(count))
 
 
 def labels_of(actions: Sequence[Any], label: Callable[[Any], str]) -> list[str]:

@@ -109,6 +109,12 @@ _DECISIONS = frozenset({"accepted", "ignored", "rejected"})
 _KEEP_VIA = frozenset({"forged", "late", "duplicate", "agent"})
 _CHARTED = frozenset({"parallel", "map"})
 _START, _EXTERNAL, _COMPLETE, _APPROVE, _QUEUED, _ADVANCE = range(6)
+_MOVES_MAX = 64  # clock moves one step of a schedule (`advance | N moves`) makes at most
+#: How readily a run moves the clock while anything else can happen, one drawn per run (swarm
+#: over the scheduler, as over the faults): every action alike, or the clock held back so
+#: that one execution goes deep before its timers fire (`_Run._choose`). The first, uniform,
+#: is what a schedule written without the draw replays with.
+PATIENCE = (1.0, 0.3, 0.05)
 _BETWEEN = "between_steps"  # the crash point of a machine that names none
 # the fault kinds' names as Chances counts them; a send is a chance to drop or hold it back,
 # an answered delivery one to copy it (duplicate, late)
@@ -432,6 +438,9 @@ class _Run:
         self.rng = rng = choices if choices is not None else Choices(seed)
         rng.at_step(0)
         self.plan = plan = simulator.plan.for_run(rng)
+        # how readily the run moves the clock (drawn after the plan, as a branch of step 0:
+        # a schedule without the draw, written before there was one, gets the first, uniform)
+        self.patience = PATIENCE[rng.branch(len(PATIENCE))] if rng.paced else 1.0
         self.topic = ""  # the type of the event being sent or delivered, for aimed faults
         if isinstance(rng, AimedChoices):
             rng.context = self._context
@@ -667,7 +676,7 @@ class _Run:
             self.rng.at_step(clock.step)
             watchdog.start()
             try:
-                self._perform(actions[self.rng.action(actions, _label)])
+                self._perform(actions[self._choose(actions)])
                 if self.between:
                     self._between_steps()
                 self._observe()
@@ -695,6 +704,18 @@ class _Run:
                                      f"while {self.activity}: {words_of(exc)}"),
                        trace_of(exc))
         return self.failure is None
+
+    def _choose(self, actions: list[tuple[Any, ...]]) -> int:
+        """Gives the index of the action the step performs. A run of `patience` below 1
+        moves the clock (always the last action offered) only with that chance while
+        something else is enabled: a uniform pick leaves a waiting state by its timer about
+        as often as by any of its events, so a deep path (a pause resumed, then the next
+        attempt) is rare. The liveness phase picks uniformly."""
+        rng = self.rng
+        if (self.patience < 1.0 and not self.healed and len(actions) > 1
+                and actions[-1][0] == _ADVANCE and not rng.flip(self.patience)):
+            return rng.action(actions[:-1], _label)
+        return rng.action(actions, _label)
 
     def heal(self) -> None:
         """Ends the safety phase: no fault is injected from here on, and the scheduler draws
@@ -873,6 +894,12 @@ class _Run:
             self._deliver(queued.execution, queued.event, queued.via)
         elif kind == _ADVANCE:
             self._advance(action[1])
+            for _ in range(min(self.rng.moves(), _MOVES_MAX) - 1):
+                self._observe()  # a schedule's clock moves in a row, made one step
+                last = self.actions()[-1:]
+                if not last or last[0][0] != _ADVANCE:
+                    break
+                self._advance(last[0][1])
         else:
             self._start(action[1])
 

@@ -16,10 +16,11 @@ from harness import (
     ScriptedChoices,
     SimOptions,
     Simulator,
+    TimerFired,
 )
-from harness.sim.choices import labels_of
+from harness.sim.choices import BRANCH, labels_of
 from harness.sim.history import dump_line
-from harness.sim.simulator import plan_for
+from harness.sim.simulator import PATIENCE, plan_for
 from reference_machine import load_definition
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -108,3 +109,50 @@ def test_a_value_out_of_range_in_a_schedule_is_kept_in_range() -> None:
     choices = ScriptedChoices([Choice(0, "b", 0, 1.0), Choice(0, "v", 0, 7.5)])
     assert choices.branch(4) == 3
     assert 0.0 <= choices.random() < 1.0
+
+
+def test_a_schedule_of_only_the_faults_that_struck_replays_the_run() -> None:
+    """A fault draw that did not strike decides what its default decides: the schedule
+    without it (what the shrinker keeps) runs the same history, and it keeps every fault
+    that struck."""
+    simulator = Simulator(WORKFLOW, SimOptions(plan=plan_for(WORKFLOW)))
+    for seed in range(20):
+        recording = RecordingChoices(seed)
+        recorded = simulator.run(seed, choices=recording)
+        kept = [c for c in recording.recorded
+                if not c.tag.startswith("f") or (c.step, c.tag, c.n) in recording.struck]
+        struck = sum(1 for r in recorded.history if type(r) is FaultInjected)
+        assert len(recording.struck) <= struck  # a crash strikes once, tells twice at most
+        replayed = simulator.run(seed, choices=ScriptedChoices(kept, recording.actions))
+        assert lines(replayed) == lines(recorded), f"seed {seed}"
+        assert len(kept) < len(recording.recorded), "nothing left out: the test proves nothing"
+
+
+def test_each_run_draws_its_patience_and_a_schedule_without_the_draw_is_uniform() -> None:
+    """Runs draw how readily they move the clock; a held-back run moves it less often. A
+    schedule written before the draw existed (no branch of step 0) replays as uniform, so an
+    old replay file still replays."""
+    simulator = Simulator(WORKFLOW, SimOptions(plan=plan_for(WORKFLOW)))
+    drawn = set()
+    for seed in range(30):
+        run = simulator.begin(seed)
+        drawn.add(run.patience)
+    assert drawn == set(PATIENCE)
+    recording = RecordingChoices(5)
+    simulator.run(5, choices=recording)
+    without = [c for c in recording.recorded if (c.step, c.tag) != (0, BRANCH)]
+    assert simulator.begin(5, choices=ScriptedChoices(without)).patience == 1.0
+
+
+def test_a_held_back_run_moves_the_clock_less_often() -> None:
+    """Over the same seeds, runs of the smallest patience take fewer clock steps per step
+    than runs that pick every action alike (the scheduler's swarm is real)."""
+    simulator = Simulator(WORKFLOW, SimOptions(plan=plan_for(WORKFLOW)))
+    moved: dict[float, list[float]] = {}
+    for seed in range(120):
+        run = simulator.begin(seed)
+        result = run.execute()
+        steps = max(r.step for r in result.history)
+        clock = sum(1 for r in result.history if type(r) is TimerFired)
+        moved.setdefault(run.patience, []).append(clock / steps)
+    assert sum(moved[0.05]) / len(moved[0.05]) < sum(moved[1.0]) / len(moved[1.0]) / 2
