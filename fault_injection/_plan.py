@@ -8,8 +8,9 @@ converted into the frozen `FaultPlan` / `FaultRate` records the simulator reads 
 
 With `swarm: true`, `FaultPlan.for_run` draws, per run, a random non-empty subset of the enabled
 kinds (swarm testing: fewer faults at once, so the ones that are on get to interact), each at a
-rate drawn from [rate/4, rate]. With `hot: true` (the default plan's), a kind that is on runs hot
-in half of its runs instead, as FoundationDB's buggify has an enabled site fire often: at its hot
+rate drawn from [rate/4, rate]. With `hot: true` (the default plan's), half the runs keep every
+kind (a bug that needs two kinds at once meets both), and a kind that is on runs hot in half of
+its runs instead, as FoundationDB's buggify has an enabled site fire often: at its hot
 rate (`HOT_RATES`, or its own rate when that is higher), so that a fault whose places are rare (an
 approval decided once a run, a crash point passed after the one tool call) still strikes in a
 default campaign. A plan of your own runs its own rates unless it says `hot: true`.
@@ -106,8 +107,8 @@ PINNED_RATE = 0.5
 HOT_RATES: Mapping[FaultKind, float] = MappingProxyType(
     {
         FaultKind.CRASH: 0.2,
-        FaultKind.DUPLICATE_EVENT: 0.25,
-        FaultKind.LATE_EVENT: 0.25,
+        FaultKind.DUPLICATE_EVENT: 0.3,
+        FaultKind.LATE_EVENT: 0.3,
         FaultKind.REORDERED_EVENTS: 0.25,
         FaultKind.DROPPED_EVENT: 0.25,
         FaultKind.TOOL_TRANSIENT: 0.15,
@@ -119,7 +120,7 @@ HOT_RATES: Mapping[FaultKind, float] = MappingProxyType(
         FaultKind.MALFORMED_OUTPUT: 0.15,
         FaultKind.TIMER_SKEW: 0.3,
         FaultKind.STORE_WRITE_FAILURE: 0.1,
-        FaultKind.SECOND_WORKER: 0.1,
+        FaultKind.SECOND_WORKER: 0.2,
         FaultKind.FORGED_APPROVAL: 0.3,
         FaultKind.WRONG_CORRELATION: 0.25,
     }
@@ -415,19 +416,21 @@ class FaultPlan:
 
         Swarm mode keeps each enabled kind with probability 1/2 (drawing again until at least
         one is kept) and gives each kept kind a rate drawn uniformly from [rate/4, rate]; with
-        `hot`, a kept kind runs hot with probability 1/2 instead, at the higher of its rate and
-        its hot rate (`HOT_RATES`). The draw goes in catalogue order, so the same rng state
-        always gives the same plan (and a plan without `hot` draws as plans did before it).
-        """
+        `hot`, half the runs keep every kind, and a kept kind runs hot with probability 1/2
+        instead, at the higher of its rate and its hot rate (`HOT_RATES`). The draw goes in
+        catalogue order, so the same rng state always gives the same plan (and a plan without
+        `hot` draws as plans did before it)."""
         if not self.swarm:
             return self if not (self.pinned or self.pinned_points) else self._with_pinned(
                 self.rates)
         enabled = [entry for entry in self.rates if entry.rate > 0]
         if not enabled:
             return self._with_pinned(self.rates)
+        # a hot plan keeps every kind in half its runs, about half of them in the others
+        keep = 1.0 if self.hot and rng.random() < 0.5 else 0.5
         kept: list[FaultRate] = []
         while not kept:
-            kept = [entry for entry in enabled if rng.random() < 0.5]
+            kept = [entry for entry in enabled if rng.random() < keep]
         drawn = []
         for entry in kept:
             if self.hot and rng.random() < 0.5:

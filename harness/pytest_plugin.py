@@ -54,7 +54,14 @@ from harness.engines.campaign import (
 )
 from harness.engines.exhaustive import ExploreOptions
 from harness.engines.fleet import example_database
-from harness.engines.fuzz import DEFAULT_STRATEGY, EXECUTORS, FuzzFailure, FuzzOptions, FuzzReport
+from harness.engines.fuzz import (
+    DEFAULT_STRATEGY,
+    EXECUTORS,
+    RUNS_DEFAULT,
+    FuzzFailure,
+    FuzzOptions,
+    FuzzReport,
+)
 from harness.engines.guided import STRATEGIES
 from harness.errors import HarnessError
 from harness.report.documents import (
@@ -162,8 +169,9 @@ def _folder(name: str) -> Callable[[str], Path]:
 _OPTIONS: dict[str, tuple[str, Callable[[str], Any], Any, str]] = {
     "--fsm-seed": ("fsm_seed", _whole("--fsm-seed", 0), 0,
                    "The base seed of every campaign (default 0)."),
-    "--fsm-runs": ("fsm_runs", _whole("--fsm-runs", 1), 100,
-                   "Seeded runs per fuzz campaign (default 100)."),
+    "--fsm-runs": ("fsm_runs", _whole("--fsm-runs", 1), RUNS_DEFAULT,
+                   f"Seeded runs per fuzz campaign (default {RUNS_DEFAULT}, as the "
+                   "command line's)."),
     "--fsm-budget": ("fsm_budget", _seconds("--fsm-budget"), None,
                      "A time budget in seconds per campaign (with the runs, whichever ends "
                      "first)."),
@@ -207,7 +215,7 @@ class FsmSettings:
     defaults."""
 
     seed: int = 0
-    runs: int = 100
+    runs: int = RUNS_DEFAULT
     budget: float | None = None
     faults: tuple[FaultKind, ...] | None = None  # None: every kind
     report: Path | None = None

@@ -51,7 +51,7 @@ from harness.engines.campaign import (
     plan_of,
 )
 from harness.engines.exhaustive import ExploreOptions
-from harness.engines.fuzz import DEFAULT_STRATEGY, EXECUTORS, FuzzOptions
+from harness.engines.fuzz import DEFAULT_STRATEGY, EXECUTORS, RUNS_DEFAULT, FuzzOptions
 from harness.engines.guided import STRATEGIES
 from harness.errors import HarnessError
 from harness.files import write_output
@@ -163,7 +163,7 @@ click.option("--step-timeout", type=Finite(min=0, max=1_000_000), default=10.0, 
 
 @click.command("fuzz")
 @_engine_options
-@click.option("--runs", type=click.IntRange(min=1), default=200, show_default=True,
+@click.option("--runs", type=click.IntRange(min=1), default=RUNS_DEFAULT, show_default=True,
               help="Seeded runs per target.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="The first seed; run i uses seed + i.")
