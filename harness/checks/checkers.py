@@ -326,6 +326,28 @@ def per_history(function: Callable[[WorkflowDefinition, History], T]
     return derived
 
 
+#: A tool input a violation quotes whole up to this many characters; past it, its values
+#: that are long are told by their size (the JSON stays whole: never cut mid-value).
+QUOTED_MAX = 600
+
+
+def _quoted(input_json: str) -> str:
+    """Gives a tool input (canonical JSON) as a violation quotes it: whole, or, when long,
+    with each long value told by its size, so the keys and the short values that tell two
+    actions apart still read."""
+    if len(input_json) <= QUOTED_MAX:
+        return input_json
+    try:
+        value = json.loads(input_json)
+    except ValueError:
+        return input_json
+    if not isinstance(value, dict):
+        return f"<{len(input_json):,} characters of {type(value).__name__}>"
+    shown = {key: item if len(json.dumps(item)) <= 80 else
+             f"<{len(json.dumps(item)):,} characters>" for key, item in value.items()}
+    return json.dumps(shown, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def _short(text: str, size: int = 80) -> str:
     return text if len(text) <= size else f"{text[:size - 3]}..."
 
@@ -616,7 +638,7 @@ def no_duplicate_effect(definition: WorkflowDefinition, history: History
         assert type(earlier) is Applied
         yield Violation(
             "no_duplicate_effect",
-            f"{record.tool} took effect twice with input {_short(record.input)}: ledger "
+            f"{record.tool} took effect twice with input {_quoted(record.input)}: ledger "
             f"#{earlier.seq} (key {earlier.key!r}, step {earlier.step}) and #{record.seq} "
             f"(key {record.key!r}); one logical action, two side effects",
             record.execution, record.step, (seen, index))
@@ -1844,7 +1866,7 @@ def approved_effects(definition: WorkflowDefinition, history: History) -> Iterat
                    "no genuine approval granted was for this exact action")
             yield Violation("approved_effects",
                             f"{record.tool} took effect for {execution or 'an unknown run'} "
-                            f"with input {_short(record.input)} (ledger #{record.seq}), but "
+                            f"with input {_quoted(record.input)} (ledger #{record.seq}), but "
                             f"{why}", execution, record.step, (index,))
             continue
         available.remove(match)

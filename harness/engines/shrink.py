@@ -20,6 +20,7 @@ remains is only what that run drew.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -27,6 +28,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
+from fault_injection import FaultKind, FaultPlan, FaultRate
 from harness.checks.checkers import Invariant, Violation, invariants
 from harness.errors import HarnessError
 from harness.report.trace import describe_steps
@@ -38,8 +40,10 @@ from harness.sim.choices import (
     RecordingChoices,
     ScriptedChoices,
     default,
+    moves_label,
+    moves_of,
 )
-from harness.sim.history import FaultInjected
+from harness.sim.history import Applied, FaultInjected, HistoryRecord
 from harness.sim.machine import MachineFactory, ReferenceMachine
 from harness.sim.simulator import SimOptions, SimulationResult, Simulator
 from reference_machine import WorkflowDefinition
@@ -47,6 +51,8 @@ from reference_machine import WorkflowDefinition
 __all__ = ["Counterexample", "NotReproduced", "shrink"]
 
 Key = tuple[int, str, int]
+#: What a fault, and an execution past the first, cost a reader, in steps (`_Candidate.size`).
+FAULT_COST, EXECUTION_COST = 2, 8
 Script = dict[Key, float]
 
 
@@ -105,10 +111,14 @@ class _Candidate:
     choices: tuple[Choice, ...]
 
     def size(self) -> tuple[int, int, int, int]:
+        """Gives how hard the trace is to read: its steps, a fault counted as `FAULT_COST`
+        steps and each execution past the first as `EXECUTION_COST` (one more to follow);
+        then fewer steps, fewer faults, fewer draws."""
         faults = sum(1 for r in self.result.history
                      if type(r) is FaultInjected and r.step <= self.violation.step)
-        return (self.violation.step, faults, self.options.executions,
-                len(self.script) + len(self.actions))
+        steps = self.violation.step
+        return (steps + FAULT_COST * faults + EXECUTION_COST * (self.options.executions - 1),
+                steps, faults, len(self.script) + len(self.actions))
 
 
 class _Shrinker:
@@ -122,12 +132,26 @@ class _Shrinker:
 
     def simulator(self, options: SimOptions) -> Simulator:
         # building one fills Faker's pools: one per shape of options
-        key = (options.executions, options.steps_max)
+        key = (options.executions, options.steps_max, options.plan,
+               json.dumps(dict(options.context), sort_keys=True))
         simulator = self._simulators.get(key)
         if simulator is None:
             simulator = self._simulators[key] = Simulator(self.definition, options,
                                                           self.machine)
         return simulator
+
+    def _shorter_lists(self, best: _Candidate) -> Iterator[_Schedule]:
+        """Shortens each list of the start context (a batch's items, say) to its first half,
+        then its first item: a failure that needs one item reads in fewer steps."""
+        context = {**self.definition.initial_context, **best.options.context}
+        for key in sorted(context):
+            value = context[key]
+            if not isinstance(value, list) or len(value) < 2:
+                continue
+            for size in dict.fromkeys((len(value) // 2, 1)):
+                yield (replace(best.options, context={**best.options.context,
+                                                      key: value[:size]}),
+                       best.script, best.actions)
 
     def out_of_budget(self) -> bool:
         return self.runs >= self.runs_max or (
@@ -150,7 +174,9 @@ class _Shrinker:
         if self.safety and first.step > options.steps_max:
             return None  # broken only after the faults healed, where no schedule reaches
         kept = tuple(c for c in choices.recorded if c.step <= first.step)
-        script = {(c.step, c.tag, c.n): c.u for c in kept if c.u != default(c.tag)}
+        struck = choices.struck  # a fault draw that did not strike is the default's decision
+        script = {(c.step, c.tag, c.n): c.u for c in kept if c.u != default(c.tag)
+                  and (c.tag[0] != FAULT or (c.step, c.tag, c.n) in struck)}
         actions = {step: label for step, label in choices.actions.items()
                    if step <= first.step}
         return _Candidate(options, script, actions, first, result, kept)
@@ -168,8 +194,8 @@ class _Shrinker:
 
     def shrink(self, best: _Candidate) -> _Candidate:
         passes: tuple[Callable[[_Candidate], Iterator[_Schedule]], ...] = (
-            _shorten, _drop_executions, _drop_faults, _drop_steps, _first_branches,
-            _simplest_values)
+            _shorten, _drop_executions, _drop_faults, _merge_clock, self._shorter_lists,
+            _drop_steps, _other_faults, _first_branches, _simplest_values)
         changed = True
         while changed and not self.out_of_budget():
             changed = False
@@ -278,6 +304,41 @@ def _drop_steps(best: _Candidate) -> Iterator[_Schedule]:
             yield options, script, actions
 
 
+def _merge_clock(best: _Candidate) -> Iterator[_Schedule]:
+    """Makes each run of consecutive steps that only move the clock one step, which moves it
+    as many times in a row (`advance | N moves`), longest run first; a step where a fault
+    struck stays a step of its own (what it set off reads apart from the clock's moves)."""
+    struck = {step for step, tag, _ in best.script if tag[0] == FAULT}
+    advancing = sorted(step for step, label in best.actions.items()
+                       if label.partition(" | ")[0] == "advance" and step not in struck)
+    runs: list[list[int]] = []
+    for step in advancing:
+        if runs and runs[-1][-1] == step - 1:
+            runs[-1].append(step)
+        else:
+            runs.append([step])
+    for run in sorted((run for run in runs if len(run) > 1), key=len, reverse=True):
+        script, actions = _without_steps(best, set(run[1:]))
+        actions[run[0]] = moves_label(sum(moves_of(best.actions[step]) for step in run))
+        yield (replace(best.options, steps_max=max(1, best.options.steps_max - len(run) + 1)),
+               script, actions)
+
+
+#: Where a tool fault's draw may land instead (`_other_faults`): each falls in another band of
+#: a tool's table, so another kind of fault strikes (a refusal fails at once, where timeouts
+#: retry through several steps).
+_FAULT_DRAWS = (0.0, 0.01, 0.02, 0.04, 0.07, 0.1, 0.15, 0.2, 0.3)
+
+
+def _other_faults(best: _Candidate) -> Iterator[_Schedule]:
+    """Tries each tool fault as another kind of tool fault."""
+    keys = sorted(key for key in best.script if key[1].startswith(f"{FAULT}:tool:"))
+    for key in keys:
+        for u in _FAULT_DRAWS:
+            if u != best.script[key]:
+                yield best.options, {**best.script, key: u}, best.actions
+
+
 def _first_branches(best: _Candidate) -> Iterator[_Schedule]:
     keys = sorted((key for key in best.script if key[1] == BRANCH), reverse=True)
     for key in keys:
@@ -288,6 +349,125 @@ def _simplest_values(best: _Candidate) -> Iterator[_Schedule]:
     keys = sorted(key for key in best.script if key[1] == VALUE)
     for chunk in _subsets(keys):
         yield best.options, _without(best.script, chunk), best.actions
+
+
+#: Seeds a shrink tries with one execution, when the failure it shrinks took more.
+ALONE_SEEDS = 200
+
+
+def _shrunk(shrinker: _Shrinker, first: _Candidate) -> _Candidate:
+    """Gives `first` shrunk: the passes, then, while it keeps several executions, each dropped
+    and the rest shrunk again (a local minimum may keep an execution the violation does not
+    need, whose timers the clock's steps depend on: dropped even if the trace grows, kept if
+    the result is smaller)."""
+    best = shrinker.shrink(first)
+    restarted = True
+    while restarted and best.options.executions > 1 and not shrinker.out_of_budget():
+        restarted = False
+        for schedule in _drop_executions(best):
+            candidate = shrinker.attempt(schedule)
+            if candidate is None:
+                continue
+            candidate = shrinker.shrink(candidate)
+            if candidate.size() < best.size():
+                best, restarted = candidate, True
+                break
+    return best
+
+
+#: The rate each tool fault that struck the violation's calls strikes at, in the runs of one
+#: execution aimed at it (`_alone_plans`).
+ALONE_RATE = 0.3
+#: The rate of each kind that struck the violation's execution, in the runs of one execution
+#: that spread them (`_alone_plans`).
+ALONE_SPREAD = 0.1
+
+
+#: How many failures of one execution a shrink collects before it shrinks the smallest
+#: `ALONE_SHRUNK` of them (a short failure shrinks to a short counterexample more often).
+ALONE_FOUND, ALONE_SHRUNK = 6, 2
+
+
+def _alone(definition: WorkflowDefinition, machine: MachineFactory, seed: int, rule: Invariant,
+           first: _Candidate, spent: _Shrinker) -> tuple[_Shrinker, _Candidate] | None:
+    """Gives the smallest counterexample of one execution found: of the first `ALONE_FOUND`
+    runs of one execution from `seed` on (up to `ALONE_SEEDS` of them) that break the rule
+    the way `first` does (the same tools named), the `ALONE_SHRUNK` smallest, shrunk; or None.
+    The executions of a run interleave, so dropping all but one from its schedule seldom keeps
+    the failure, where a run of one alone may break the rule as well: the seeds take in turn
+    the campaign's plan and one aimed at the faults the violation's calls met
+    (`_alone_plans`)."""
+    plans = _alone_plans(first)
+    subject = _subject(first)
+    found: list[tuple[_Shrinker, _Candidate]] = []
+    for tried in range(seed, seed + ALONE_SEEDS):
+        if spent.out_of_budget() or len(found) == ALONE_FOUND:
+            break
+        shrinker = _Shrinker(definition, machine, tried, rule, 0, spent.deadline)
+        shrinker._simulators = spent._simulators  # one per shape of options, shared
+        spent.runs += 1
+        try:
+            failed = shrinker.record(plans[tried % len(plans)])
+        except NotReproduced:
+            continue
+        if _subject(failed) == subject:  # not another failure of the same rule
+            found.append((shrinker, failed))
+    best: tuple[_Shrinker, _Candidate] | None = None
+    for shrinker, failed in sorted(found, key=lambda pair: pair[1].size())[:ALONE_SHRUNK]:
+        shrinker.runs, shrinker.runs_max = 0, spent.runs_max - spent.runs
+        shrunk = shrinker.shrink(failed)
+        spent.runs += shrinker.runs
+        if best is None or shrunk.size() < best[1].size():
+            best = shrinker, shrunk
+    return best
+
+
+def _alone_plans(first: _Candidate) -> list[SimOptions]:
+    """Gives the options of runs of one execution, which the seeds of `_alone` take in turn:
+    the campaign's; when tool faults struck the calls the violation names, only these faults,
+    on these tools, at `ALONE_RATE` (a failure a late answer to one call makes is found in a
+    few seeds of that plan, where the campaign's strikes everywhere else as well); and the
+    kinds that struck the violation's execution, each at `ALONE_SPREAD` (few faults a run,
+    so that what is found has few to drop)."""
+    single = replace(first.options, executions=1)
+    plan, history, violation = first.options.plan, first.result.history, first.violation
+    if plan is None:
+        return [single]
+    calls = {f"{record.tool} {record.key}" for record in _named(first)
+             if type(record) is Applied}
+    tools: dict[FaultKind, set[str]] = {}
+    kinds: set[FaultKind] = set()
+    for record in history:
+        if record.step > violation.step:
+            break
+        if type(record) is FaultInjected and record.execution == violation.execution:
+            kinds.add(FaultKind(record.fault))
+            if record.detail in calls:
+                tools.setdefault(FaultKind(record.fault), set()).add(
+                    record.detail.split(" ")[0])
+    plans = [single]
+    if tools:
+        plans.append(replace(single, plan=FaultPlan(tuple(
+            replace(plan.get(kind) or FaultRate(kind, ALONE_RATE), rate=ALONE_RATE,
+                    tools=tuple(sorted(tools[kind]))) for kind in sorted(tools, key=str)))))
+    if kinds:
+        plans.append(replace(single, plan=FaultPlan(tuple(
+            (plan.get(kind) or FaultRate(kind, ALONE_SPREAD)).with_rate(ALONE_SPREAD)
+            for kind in sorted(kinds, key=str)), pinned_points=plan.pinned_points
+            if FaultKind.CRASH in kinds else ())))
+    return plans
+
+
+def _named(candidate: _Candidate) -> list[HistoryRecord]:
+    """Gives the records the violation names."""
+    history = candidate.result.history
+    return [history[i] for i in candidate.violation.records if 0 <= i < len(history)]
+
+
+def _subject(candidate: _Candidate) -> frozenset[str]:
+    """Gives the tools of the records the violation names (its subject, told apart from
+    another failure of the same rule)."""
+    return frozenset(str(getattr(record, "tool", "")) for record in _named(candidate))
 
 
 def shrink(definition: WorkflowDefinition, seed: int, options: SimOptions, rule: str, *,
@@ -301,25 +481,20 @@ def shrink(definition: WorkflowDefinition, seed: int, options: SimOptions, rule:
     deadline = None if time_budget_s is None else time.monotonic() + time_budget_s
     shrinker = _Shrinker(definition, machine, seed, chosen, runs_max, deadline)
     first = shrinker.record(options, start)
-    best = shrinker.shrink(first)
-    # a local minimum may keep an execution the violation does not need, whose timers the
-    # clock's steps depend on: drop it even if the trace grows, shrink again, keep the smaller
-    restarted = True
-    while restarted and best.options.executions > 1 and not shrinker.out_of_budget():
-        restarted = False
-        for schedule in _drop_executions(best):
-            candidate = shrinker.attempt(schedule)
-            if candidate is None:
-                continue
-            candidate = shrinker.shrink(candidate)
-            if candidate.size() < best.size():
-                best, restarted = candidate, True
-                break
+    alone = None
+    if first.options.executions > 1:  # one execution reads best: does one suffice?
+        alone = _alone(definition, machine, seed, chosen, first, shrinker)
+    runs = shrinker.runs
+    if alone is not None:
+        shrinker, best = alone
+    else:
+        best = _shrunk(shrinker, first)
+        runs = shrinker.runs
     # the schedule keeps the draws up to the violation: run it once more, so the result
     # shown is exactly what replaying the counterexample gives
     final = shrinker.attempt((best.options, best.script, best.actions))
     if final is not None and final.violation.step == best.violation.step:
         best = final
-    return Counterexample(definition, machine, seed, best.options, best.choices,
+    return Counterexample(definition, machine, shrinker.seed, best.options, best.choices,
                           MappingProxyType(best.actions), best.violation, best.result,
-                          shrinker.runs, first.violation.step)
+                          runs + 1, first.violation.step)

@@ -3,7 +3,8 @@ machine committed and what took effect at the world."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from harness.sim.history import (
     Applied,
@@ -23,32 +24,47 @@ from harness.sim.history import (
 
 __all__ = ["describe_steps"]
 
+_DUE, _EACH = ", timers due fire", ", timers due fire at each"
+
 
 def describe_steps(history: Sequence[HistoryRecord], *, last: int | None = None) -> list[str]:
-    """Gives one line per step of `history` (up to step `last`), each naming what happened."""
+    """Gives one line per step of `history` (up to step `last`), each naming what happened:
+    every step from the first, a step that changed nothing one can see saying `nothing`, so
+    that the numbers run without gaps (a replay's and a shrunk schedule's steps are told by
+    their number)."""
     lines: list[str] = []
     parts: list[str] = []
     step, at = 0, 0
     for record in history:
         if record.step != step:
-            if parts:
+            if step:
                 lines.append(_line(step, at, parts))
-            step, parts, at = record.step, [], record.at
-            if last is not None and step > last:
+            if last is not None and record.step > last:
+                step = 0
                 break
+            lines += [_line(gap, at, []) for gap in range(step + 1, record.step)]
+            step, parts = record.step, []
+        if record.at > at:
+            at = record.at  # a step's time is where its clock ended
         if step == 0:
             continue
         text = _part(record)
-        if text:
+        if not text:
+            continue
+        if type(record) is TimerFired and parts and parts[-1].endswith(_DUE):
+            # a schedule's clock moves made one step: the times in a row
+            parts[-1] = parts[-1].replace(_DUE, "") + f", {_seconds(record.at)}{_EACH}"
+        elif type(record) is TimerFired and parts and parts[-1].endswith(_EACH):
+            parts[-1] = parts[-1].replace(_EACH, "") + f", {_seconds(record.at)}{_EACH}"
+        else:
             parts.append(text)
-    else:
-        if parts and (last is None or step <= last):
-            lines.append(_line(step, at, parts))
+    if step and (last is None or step <= last):
+        lines.append(_line(step, at, parts))
     return lines
 
 
 def _line(step: int, at: int, parts: list[str]) -> str:
-    return f"step {step} (t={_seconds(at)}): " + "; ".join(parts)
+    return f"step {step} (t={_seconds(at)}): " + ("; ".join(parts) or "nothing")
 
 
 def _seconds(ms: int) -> str:
@@ -57,7 +73,7 @@ def _seconds(ms: int) -> str:
 
 def _part(record: HistoryRecord) -> str:
     if type(record) is Started:
-        return f"start {record.execution}"
+        return f"start {record.execution}" + _lists(record.context)
     if type(record) is Delivered:
         source = f" from {record.source}"
         via = "" if record.via in ("external", "approval") else f" ({record.via})"
@@ -85,12 +101,20 @@ def _part(record: HistoryRecord) -> str:
     if type(record) is Recovered:
         return "recovered"
     if type(record) is TimerFired:
-        return f"clock to {_seconds(record.at)}, timers due fire"
+        return f"clock to {_seconds(record.at)}{_DUE}"
     if type(record) is Healed:
         return "faults healed (liveness phase)"
     if type(record) is MachineFailed:
         return f"machine {record.problem}: {record.error}: {record.message}"
     return ""
+
+
+def _lists(context: Mapping[str, Any]) -> str:
+    """Tells how long each list its start context sets is (a shrunk run may start with
+    fewer items than the definition's), the values themselves left out: they may be secret."""
+    told = [f"{key}: {len(value)} item{'s' * (len(value) != 1)}"
+            for key, value in sorted(context.items()) if isinstance(value, list)]
+    return f" ({', '.join(told)})" if told else ""
 
 
 def _move(record: Committed) -> str:

@@ -105,6 +105,26 @@ class TestNoDuplicateEffect:
         assert found.records == (0, 1) and found.execution == "x1" and found.step == 2
         assert "pay.charge took effect twice" in found.message and "k#2" in found.message
 
+    def test_the_input_is_quoted_whole_never_cut_mid_json(self) -> None:
+        """A payment's input of a few hundred characters is quoted whole, as JSON that
+        parses; a longer one keeps its keys and short values, each long value told by its
+        size (what tells two actions apart stays readable)."""
+        payment = json.dumps({"amount": 40, "order": "o-1", "memo": "m" * 150,
+                              "customer": {"id": "c-7", "tier": "gold"}},
+                             sort_keys=True, separators=(",", ":"))
+        history = [applied(1, "pay.charge", "k#1", payment),
+                   applied(2, "pay.charge", "k#2", payment, seq=2)]
+        (found,) = only("no_duplicate_effect", PLANTED, history)
+        quoted = found.message.partition(" with input ")[2].partition(": ledger")[0]
+        assert json.loads(quoted) == json.loads(payment)
+        huge = json.dumps({"order": "o-1", "document": "d" * 5_000}, sort_keys=True,
+                          separators=(",", ":"))
+        history = [applied(1, "pay.charge", "k#1", huge),
+                   applied(2, "pay.charge", "k#2", huge, seq=2)]
+        (found,) = only("no_duplicate_effect", PLANTED, history)
+        quoted = found.message.partition(" with input ")[2].partition(": ledger")[0]
+        assert json.loads(quoted) == {"document": "<5,002 characters>", "order": "o-1"}
+
     def test_other_inputs_executions_and_repeatable_tools_are_not_duplicates(self) -> None:
         """Another input, another execution, or a tool declared repeatable is no duplicate."""
         other = CHARGE.replace("40", "41")
