@@ -10,7 +10,9 @@ Rules: start an execution; deliver an enabled event (an external one, an approva
 queued copy), maybe with a delivery fault (duplicate, late, reordered, dropped, forged); complete
 a tool call in flight, maybe with a tool fault; advance the clock, maybe skewed; crash and
 recover at a crash point; and inject a fault inside the machine (a store write failure, a second
-worker) at its next opportunity. After each rule every invariant that holds of a prefix
+worker) at its next opportunity. Each example draws how often a rule that can carry a fault
+carries one (`DENSITY`) and how readily the clock moves while anything else can happen
+(`PATIENCE`, as fuzz runs draw it). After each rule every invariant that holds of a prefix
 is checked; at teardown the faults heal, the run goes on for its liveness phase, and the rest are
 checked. Hypothesis shrinks a failure to a minimal program and remembers it in its example
 database; the failure's message tells the trace as readable steps and, with `replay_dir`, the
@@ -52,6 +54,7 @@ from harness.sim.simulator import (
     _EXTERNAL,
     _QUEUED,
     _START,
+    PATIENCE,
     SimOptions,
     Simulator,
     _Run,
@@ -83,6 +86,8 @@ class _DrivenChoices(RecordingChoices):
 
     A fault is armed by kind (`crash`), or aimed: `crash:<point>` strikes at that crash point
     only, `forged_approval:<variant>` and `malformed_output:<variant>` take that shape."""
+
+    paced = False
 
     def __init__(self, seed: int, variants: dict[str, tuple[str, ...]]) -> None:
         super().__init__(seed)
@@ -135,6 +140,11 @@ class _DrivenChoices(RecordingChoices):
 
 
 _KINDS = frozenset(str(kind) for kind in FaultKind)
+#: How often a rule that can carry a fault carries one, drawn per example (swarm, as the
+#: fuzzer's runs draw their plans): seldom, often, nearly always.
+DENSITY = (0.1, 0.3, 0.9)
+#: (roll, pick): a fault when the roll is high enough for the density, and which.
+FAULT = st.tuples(st.integers(min_value=0, max_value=99), st.integers(min_value=0, max_value=255))
 _DELIVER = frozenset({_EXTERNAL, _APPROVE, _QUEUED})
 _ANY = frozenset({_START, _COMPLETE, _APPROVE, _EXTERNAL, _QUEUED, _ADVANCE})
 
@@ -174,8 +184,10 @@ def workflow_machine(definition: WorkflowDefinition, *,
             self.choices: _DrivenChoices | None = None
             self.failed = False  # teardown runs after a failure too, and must not fail again
 
-        @initialize(seed=st.integers(min_value=0, max_value=2**32 - 1))
-        def begin(self, seed: int) -> None:
+        @initialize(seed=st.integers(min_value=0, max_value=2**32 - 1),
+                    density=st.sampled_from(DENSITY), patience=st.sampled_from(PATIENCE))
+        def begin(self, seed: int, density: float, patience: float) -> None:
+            self.density, self.patience = density, patience
             self.choices = _DrivenChoices(seed, variants)
             self.run = simulator.begin(seed, choices=self.choices)
             if not self.run.start():
@@ -206,27 +218,36 @@ def workflow_machine(definition: WorkflowDefinition, *,
             self._act(frozenset({_START}), pick)
 
         @precondition(lambda self: self._can(_DELIVER))
-        @rule(pick=st.integers(min_value=0, max_value=255),
-              fault=st.sampled_from((None, *menu.delivery)))
-        def deliver_event(self, pick: int, fault: str | None) -> None:
+        @rule(pick=st.integers(min_value=0, max_value=255), fault=FAULT)
+        def deliver_event(self, pick: int, fault: tuple[int, int]) -> None:
             """Delivers an event the execution's state takes, an approval decision or a
             queued copy; `fault` strikes this delivery (or the next one it can)."""
-            self._arm(fault)
+            self._arm(self._fault(menu.delivery, fault))
             self._act(_DELIVER, pick)
 
         @precondition(lambda self: self._can(frozenset({_COMPLETE})))
-        @rule(pick=st.integers(min_value=0, max_value=255),
-              fault=st.sampled_from((None, *menu.tool)))
-        def complete_call(self, pick: int, fault: str | None) -> None:
+        @rule(pick=st.integers(min_value=0, max_value=255), fault=FAULT)
+        def complete_call(self, pick: int, fault: tuple[int, int]) -> None:
             """Lets a tool call in flight reach its tool; `fault` is what the tool does."""
-            self._arm(fault)
+            self._arm(self._fault(menu.tool, fault))
             self._act(frozenset({_COMPLETE}), pick)
 
         @precondition(lambda self: self._can(frozenset({_ADVANCE})))
-        @rule(fault=st.sampled_from((None, *menu.clock)))
-        def advance_clock(self, fault: str | None) -> None:
-            self._arm(fault)
+        @rule(fault=FAULT, now=st.integers(min_value=0, max_value=99))
+        def advance_clock(self, fault: tuple[int, int], now: int) -> None:
+            """Moves the clock to what is due next; a run that holds the clock back
+            (`patience`) moves it only on a `now` that high, while anything else can happen."""
+            if now < 100 - 100 * self.patience and self._can(_ANY - {_ADVANCE}):
+                return
+            self._arm(self._fault(menu.clock, fault))
             self._act(frozenset({_ADVANCE}), 0)
+
+        def _fault(self, kinds: tuple[str, ...], drawn: tuple[int, int]) -> str | None:
+            """Gives the fault a rule arms: with the example's `density`, one of `kinds`."""
+            roll, pick = drawn
+            if not kinds or roll < 100 - 100 * self.density:
+                return None
+            return kinds[pick % len(kinds)]
 
         if menu.crash:
             @precondition(lambda self: self._can(_ANY))
