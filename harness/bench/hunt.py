@@ -14,13 +14,15 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from fault_injection import FaultPlan
 from harness.engines.fuzz import FuzzOptions, fuzz
 from harness.errors import HarnessError
 from harness.sim.machine import MachineFactory, ReferenceMachine
+from harness.sim.simulator import SimOptions, plan_for
 from reference_machine import WorkflowDefinition, load_definition
 
 __all__ = ["Bug", "Hunted", "bugs", "hunt", "hunt_group", "table"]
@@ -33,6 +35,28 @@ NAIVE_RULES = {"code_agent_pr_twice": "no_duplicate_effect",
                "triage_credit_twice": "no_duplicate_effect",
                "batch_refile_on_changes": "no_duplicate_effect"}
 SEED_STRIDE = 100_003
+#: The crude driver's rate: every fault kind, at every chance, in every run (`crude_plan`).
+CRUDE_RATE = 0.1
+#: The strategies a hunt knows: the fuzzer's, and `crude`, a baseline a user would write in an
+#: hour (every fault kind on at `CRUDE_RATE` in every run, no swarm, no guidance).
+HUNTERS = ("swarm", "guided", "mixed", "crude")
+
+
+def crude_plan(definition: WorkflowDefinition) -> FaultPlan:
+    """Gives the crude driver's plan: every fault kind the definition can take, at
+    `CRUDE_RATE`, in every run."""
+    plan = plan_for(definition)
+    return replace(plan, rates=tuple(rate.with_rate(CRUDE_RATE) for rate in plan.rates),
+                   swarm=False, hot=False)
+
+
+def _options(bug: Bug, strategy: str, seed: int, runs_max: int) -> FuzzOptions:
+    """Gives the campaign a hunt runs: the strategy's defaults, or the crude driver's."""
+    options = FuzzOptions(runs=runs_max, seed=seed, shrink=False, replay_dir=None,
+                          strategy="swarm" if strategy == "crude" else strategy, isolate=False)
+    if strategy != "crude":
+        return options
+    return replace(options, swarm=False, sim=SimOptions(plan=crude_plan(bug.definition)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +114,7 @@ def hunt(chosen: Sequence[Bug], strategies: Sequence[str] = ("swarm", "guided"),
         for strategy in strategies:
             runs, seconds, missed = [], [], 0
             for index in range(seeds):
-                options = FuzzOptions(runs=runs_max, seed=index * SEED_STRIDE, shrink=False,
-                                      replay_dir=None, strategy=strategy, isolate=False)
+                options = _options(bug, strategy, index * SEED_STRIDE, runs_max)
                 started = time.perf_counter()
                 report = fuzz(bug.definition, options, machine=bug.machine)
                 seconds.append(time.perf_counter() - started)
@@ -151,12 +174,14 @@ def hunt_group(definition: WorkflowDefinition, machine: MachineFactory, quick: b
 
     def extra() -> dict[str, dict[str, Any]]:
         if not found:
-            found.extend(hunt(bugs(), strategies, seeds=3 if quick else 10))
+            found.extend(hunt(bugs(), HUNTERS, seeds=3 if quick else 10))
         data = summary(found)
-        return {f"{strategy} ({runs} runs a call)": {
+        named = {strategy: f"{strategy} ({runs} runs a call)" for strategy in strategies}
+        named["crude"] = f"crude driver (every fault kind at {CRUDE_RATE:g}, every run)"
+        return {named[strategy]: {
             "median_runs_to_failure": {bug: figures["median_runs"]
                                        for bug, figures in data[strategy].items()}}
-            for strategy in strategies}
+            for strategy in HUNTERS}
 
     def contender(strategy: str, lines: tuple[str, ...] = ()) -> Any:
         label = f" + line coverage of {', '.join(lines)}" if lines else ""
@@ -182,9 +207,10 @@ def _per_run(campaign: Callable[[], int], runs: int) -> Callable[[], int]:
 
 
 def main(arguments: Sequence[str]) -> None:
-    """Prints the hunt's table (`--quick`: three base seeds; `--strategies a,b`)."""
+    """Prints the hunt's table (`--quick`: three base seeds; `--strategies a,b` of
+    `HUNTERS`)."""
     quick = "--quick" in arguments
-    strategies: tuple[str, ...] = ("swarm", "guided", "mixed")
+    strategies: tuple[str, ...] = HUNTERS
     for argument in arguments:
         if argument.startswith("--strategies="):
             strategies = tuple(argument.partition("=")[2].split(","))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness.bench.hunt import Bug, bugs, hunt, summary, table
+from harness.bench.hunt import CRUDE_RATE, HUNTERS, Bug, bugs, crude_plan, hunt, summary, table
 from harness.bench.planted import HANDROLLED, WORKFLOW, HandRolled
 from harness.errors import HarnessError
+from harness.sim.simulator import plan_for
 
 
 def test_the_hunt_counts_runs_to_the_first_failure_and_tabulates_them() -> None:
@@ -39,3 +40,17 @@ def test_the_bundled_bugs_are_the_hand_rolled_ones_and_the_naive_scenarios() -> 
     names = [bug.name for bug in bugs()]
     assert sum(name.startswith("hand-rolled ") for name in names) == len(HANDROLLED)
     assert sum(name.startswith("naive ") for name in names) == 4
+
+
+def test_the_crude_driver_runs_every_fault_kind_flat_in_every_run() -> None:
+    """The baseline a user writes in an hour: every kind the definition can take, at
+    `CRUDE_RATE`, no swarm, no hot runs; hunted beside the strategies, it finds a bug too."""
+    plan = crude_plan(WORKFLOW)
+    assert not plan.swarm and not plan.hot and plan.kinds
+    assert {entry.rate for entry in plan.rates} == {CRUDE_RATE}
+    assert set(plan.kinds) == set(plan_for(WORKFLOW).kinds)
+    machine, rule = HANDROLLED["stale_timer"]
+    (found,) = hunt([Bug("stale", WORKFLOW, machine, rule)], ("crude",), seeds=2,
+                    runs_max=500)
+    assert found.strategy == "crude" and found.missed == 0
+    assert "crude" in HUNTERS
