@@ -39,7 +39,7 @@ class TestInit:
         assert "0 error(s), 0 warning(s)" in linted.stdout
         fuzzed = cli("fuzz", "workflow_example.yaml", cwd=tmp_path)
         assert fuzzed.returncode == 0, fuzzed.stdout + fuzzed.stderr
-        assert fuzzed.stdout.startswith("held  workflow_example.yaml: 200 runs")
+        assert fuzzed.stdout.startswith("held  workflow_example.yaml: 500 runs")
         tested = pytest_in(tmp_path, "test_workflow_example.py")
         assert tested.returncode == 0, tested.stdout + tested.stderr
         assert ("held     test_workflow_example.py::test_every_invariant_holds (fuzz): 100 "

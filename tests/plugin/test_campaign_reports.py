@@ -552,7 +552,7 @@ def test_docs_names(docs_project: pytest.Pytester) -> None:
         "  held     tests/test_refund.py::test_refund_survives_crashes_and_duplicates "
         "(fuzz): 50 runs, *",
         "  held     tests/workflow_refund.yaml (explore): held within bound 4 *",
-        "  held     tests/workflow_refund.yaml (fuzz): 100 runs, *",
+        "  held     tests/workflow_refund.yaml (fuzz): 500 runs, *",
         "  faults injected: *",
         "  report: reports/pytest.html (and pytest.json, pytest.md)",
     ])

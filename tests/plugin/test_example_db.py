@@ -63,10 +63,10 @@ def test_a_seed_one_worker_found_failing_is_replayed_first_by_another(redis_url:
                  machine=ApprovalFromAgent)
     assert first.failures, "the planted bug was not found: nothing to share"
     found = first.failures[0].seed
-    alone = fuzz(WORKFLOW, FuzzOptions(runs=3, seed=50_000, replay_dir=None, shrink=False),
+    alone = fuzz(WORKFLOW, FuzzOptions(runs=3, seed=50_020, replay_dir=None, shrink=False),
                  machine=ApprovalFromAgent)
     assert not alone.failures  # these seeds alone do not find it
-    shared = fuzz(WORKFLOW, FuzzOptions(runs=3, seed=50_000, replay_dir=None, shrink=False,
+    shared = fuzz(WORKFLOW, FuzzOptions(runs=3, seed=50_020, replay_dir=None, shrink=False,
                                         example_db=example_database(redis_url)),
                   machine=ApprovalFromAgent)
     assert [failure.seed for failure in shared.failures] == [found]
@@ -138,12 +138,12 @@ def test_a_seed_saved_under_other_options_is_neither_replayed_nor_dropped() -> N
                                        example_db=database), machine=ApprovalFromAgent)
     assert first.failures, "the planted bug was not found: nothing to share"
     found = first.failures[0].seed
-    other = fuzz(WORKFLOW, FuzzOptions(runs=3, seed=50_000, replay_dir=None, shrink=False,
+    other = fuzz(WORKFLOW, FuzzOptions(runs=3, seed=50_020, replay_dir=None, shrink=False,
                                        example_db=database, sim=SimOptions(executions=1)),
                  machine=ApprovalFromAgent)
     aimed = sum(part["runs"] for part in other.aimed.values())
-    assert other.runs == 3 + aimed and found not in range(50_000, 50_003)
-    again = fuzz(WORKFLOW, FuzzOptions(runs=3, seed=50_000, replay_dir=None, shrink=False,
+    assert other.runs == 3 + aimed and found not in range(50_020, 50_023)
+    again = fuzz(WORKFLOW, FuzzOptions(runs=3, seed=50_020, replay_dir=None, shrink=False,
                                        example_db=database), machine=ApprovalFromAgent)
     assert [failure.seed for failure in again.failures] == [found]
     assert again.runs == 1

@@ -25,7 +25,7 @@ def test_the_sound_scenarios_hold_and_the_naive_ones_break(tmp_path: Path) -> No
 
 
 def test_the_readmes_command_catches_every_naive_variant(tmp_path: Path) -> None:
-    """Exactly the command the scenarios page gives, at its defaults (200 runs, reports in
+    """Exactly the command the scenarios page gives, at its defaults (500 runs, reports in
     `reports/`), run in a copy of the project's scenarios; the calendar's invariant is a
     user's, imported as a user would."""
     command = "fsmharness fuzz scenarios/naive/ --import scenarios.calendar_world"

@@ -431,5 +431,5 @@ PUSHED_UNDER_RETRY = load_definition({
     "with an input never approved"))
 def test_a_retry_runs_the_input_that_was_approved() -> None:
     """Found by a review of the region checks: a true alarm, on the reference machine."""
-    history = _history(PUSHED_UNDER_RETRY, ReferenceMachine, 10)
+    history = _history(PUSHED_UNDER_RETRY, ReferenceMachine, 28)
     assert [v.message for v in check(PUSHED_UNDER_RETRY, history)] == []

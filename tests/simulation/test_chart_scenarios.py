@@ -357,14 +357,14 @@ RARE: dict[str, dict[str, list[Any]]] = {"parallel_triage": {}, "batch_documents
 @pytest.mark.parametrize("definition", [TRIAGE, BATCH], ids=lambda d: d.name)
 def test_each_scenario_holds_when_fuzzed_as_the_readme_does(definition: WorkflowDefinition
                                                             ) -> None:
-    """`fsmharness fuzz scenarios/` at its defaults (200 runs from seed 0, swarm mode: each
+    """`fsmharness fuzz scenarios/` at its defaults (500 runs from seed 0, swarm mode: each
     run draws its own mix of every fault kind): every invariant holds, and the campaign
     reaches every state, region, eventless move, guard outcome, history resume and side of
     the conditional approval, every transition but the rare ones named in RARE."""
-    report = fuzz(definition, FuzzOptions(runs=200, replay_dir=None))
+    report = fuzz(definition, FuzzOptions(replay_dir=None))
     assert report.held, "\n".join([*(str(v) for f in report.failures for v in f.violations),
                                    *(str(gap) for gap in report.adequacy.gaps)])
-    assert not report.aimed  # the 200 runs exercised it all
+    assert not report.aimed  # the 500 runs exercised it all
     coverage = report.summary()["coverage"]
     rare = RARE[definition.name]
     for dimension, covered in coverage.items():
@@ -441,9 +441,9 @@ NAIVE = {
 @pytest.mark.parametrize("name", sorted(NAIVE))
 def test_each_naive_variant_is_caught_by_no_duplicate_effect_and_replays(
         name: str, tmp_path: Path) -> None:
-    """At the README's defaults (200 runs from seed 0, swarm mode)."""
+    """At the README's defaults (500 runs from seed 0, swarm mode)."""
     definition, says = NAIVE[name]
-    report = fuzz(definition, FuzzOptions(runs=200, replay_dir=tmp_path))
+    report = fuzz(definition, FuzzOptions(replay_dir=tmp_path))
     assert not report.held
     (failure,) = report.failures
     assert failure.rule == "no_duplicate_effect" and says in failure.violations[0].message

@@ -18,6 +18,12 @@ Deliberate changes:
   no landing, and refuses again a key it refused (a refusal lost on the way back is a fault
   injected, recorded). Replay files written before still replay: a
   plan that does not say `hot` draws as plans did.
+- 2026-12-05, every history (issue 35): each run draws how readily it moves the clock
+  (`PATIENCE`, a branch of step 0 after the plan's draws), and a run that holds the clock back
+  draws, at a step that could move it, whether it does (a branch before the action's); a hot
+  swarm plan keeps every kind in half its runs (one more draw). Replay files written before
+  still replay (no released plan said `hot`): a schedule without the step-0 branch draws the
+  first patience, uniform, which draws nothing more.
 """
 
 from __future__ import annotations

@@ -314,7 +314,7 @@ class TestAtTheCommandLine:
                      path=SUPPORT)
         assert result.returncode == 1, result.stdout + result.stderr
         lines = result.stdout.splitlines()
-        assert lines[0].startswith("UNTESTED  refund_bots:RefundBot: 200 runs")
+        assert lines[0].startswith("UNTESTED  refund_bots:RefundBot: 500 runs")
         assert "of 22 invariants checked" in lines[0]
         assert any(line.startswith("      untested: state 'refunded' was reached but no move "
                                    "into it was seen") for line in lines)
@@ -344,7 +344,7 @@ class TestAtTheCommandLine:
     def test_the_sound_bot_holds_with_exit_0(self) -> None:
         result = cli("fuzz", "refund_bots:SoundRefund", "--no-report", path=SUPPORT)
         assert result.returncode == 0, result.stdout + result.stderr
-        assert result.stdout.startswith("held  refund_bots:SoundRefund: 200 runs")
+        assert result.stdout.startswith("held  refund_bots:SoundRefund: 500 runs")
 
 
 # -- what every verdict stands on: the public definitions hold at defaults ------------------------
@@ -374,7 +374,7 @@ NOT_HELD = {
 @pytest.mark.slow
 @pytest.mark.parametrize("path", _corpus(), ids=lambda path: path.name)
 def test_every_public_definition_holds_at_defaults(path: Path) -> None:
-    """Each corpus file that loads: 200 runs, swarm, every fault it can take, the reference
+    """Each corpus file that loads: 500 runs, swarm, every fault it can take, the reference
     machine: held (adequate), but for the files that break a rule or declare nothing."""
     definition = _loads(path)
     if definition is None:

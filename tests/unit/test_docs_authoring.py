@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "authoring.md"
 EXAMPLES = ROOT / "docs" / "examples" / "authoring"
 STAGES = sorted(EXAMPLES.glob("*.yaml"))
-RUNS = 100
+RUNS = 200
 SNIPPET = re.compile(r'^--8<-- "([^"]+)"$', flags=re.MULTILINE)
 VERDICT = re.compile(r"^(\w+)\s+\S+: .*; coverage states (\d+)/(\d+), transitions (\d+)/(\d+)",
                      flags=re.MULTILINE)
