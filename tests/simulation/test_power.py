@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from harness import FuzzOptions, SimOptions, fuzz, replay
+from harness import ExploreOptions, FuzzOptions, SimOptions, explore, fuzz, replay
 from harness.bench.hunt import NAIVE_RULES, SEED_STRIDE
 from harness.engines.fuzz import RUNS_DEFAULT
 from harness.pytest_plugin import FsmSettings
@@ -76,6 +76,16 @@ def test_each_naive_failure_shrinks_to_a_few_steps_of_one_execution(name: str,
         range(1, example.steps + 1))
     outcome = replay(failure.replay_file, machine=machine)
     assert outcome.reproduced and outcome.violation == example.violation
+
+
+def test_the_pull_request_opened_twice_has_no_failure_shorter_than_eleven_steps() -> None:
+    """Why LONGEST allows it eleven: breadth-first search over every schedule of ten steps of
+    one execution, with a fault of any kind at any place, finds none that breaks it (at eleven
+    it finds the one the shrinker gives)."""
+    definition, _, _ = NAIVE["code_agent_pr_twice"]
+    bounded = explore(definition, ExploreOptions(depth=LONGEST["code_agent_pr_twice"] - 1,
+                                                 faults_max=1, executions=1))
+    assert bounded.held and bounded.complete, bounded.summary()
 
 
 def test_a_batch_shrinks_to_the_one_attachment_its_failure_needs() -> None:
