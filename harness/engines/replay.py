@@ -55,13 +55,15 @@ from reference_machine import (
 )
 from reference_machine._load import document_problem, read_document
 
-__all__ = ["REPLAY_FORMAT", "ReplayError", "ReplayOutcome", "replay", "replay_file_name",
-           "write_replay"]
+__all__ = ["REPLAY_FORMAT", "ReplayError", "ReplayOutcome", "checksum_of", "replay",
+           "replay_file_name", "write_replay"]
 
 REPLAY_FORMAT = 1
 _KIND = "fsmharness.replay"
 #: A replay file's schedule is a few entries a step: 16 MB holds runs of hundreds of thousands.
 REPLAY_BYTES_MAX = 16_000_000
+#: A seed is a whole number from 0 below this (the simulator's generator takes 64 bits).
+SEED_LIMIT = 2**64
 
 
 class ReplayError(HarnessError):
@@ -177,10 +179,28 @@ def write_replay(counterexample: Counterexample, folder: str | os.PathLike[str])
     path = folder / replay_file_name(
         counterexample, json.dumps(data, sort_keys=True, ensure_ascii=False, default=str))
     data["replay"] = f"fsmharness replay {path}"
+    data["checksum"] = checksum_of(data)
     text = json.dumps(data, indent=1, sort_keys=False, ensure_ascii=False) + "\n"
     write_output(path, text, "replay file")
     return path
 
+
+
+#: What a replay file's checksum covers: the evidence (the run, the rule, what broke). Not
+#: where to find the definition and machine, which a user may point elsewhere (guarded by
+#: the definition's digest and by the rule for imports), nor the printed trace.
+SEALED = ("format", "seed", "options", "rule", "violation", "execution", "step", "choices",
+          "actions", "events")
+
+
+def checksum_of(data: Mapping[str, Any]) -> str:
+    """Gives the checksum of a replay file's evidence (`SEALED`, and the definition's digest):
+    an edit to the rule, the seed or the schedule would otherwise be replayed, and judged."""
+    definition = data.get("definition")
+    held = {key: data.get(key) for key in SEALED}
+    held["digest"] = definition.get("digest") if isinstance(definition, Mapping) else None
+    text = json.dumps(held, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _path_from(source: str, folder: Path) -> str | None:
@@ -521,6 +541,15 @@ def _read(name: str) -> dict[str, Any]:
             problems.append(f"{key!r} missing or not a {kind.__name__.lower()}")
     if problems:
         raise ReplayError(name, "; ".join(problems))
+    if "checksum" in data and data["checksum"] != checksum_of(data):  # older files have none
+        raise ReplayError(name, "the file was edited since fsmharness wrote it (its checksum "
+                                "does not match what it holds): a replay file is evidence only "
+                                "as written; run the fuzzer again for a new one")
+    seed = data["seed"]
+    if isinstance(seed, bool) or not 0 <= seed < SEED_LIMIT:
+        got = seed if isinstance(seed, bool) or -SEED_LIMIT < seed < SEED_LIMIT else (
+            f"a number of {seed.bit_length()} bits")
+        raise ReplayError(name, f"'seed': expected a whole number from 0 below 2**64, got {got}")
     actions = data.get("actions", {})
     if not isinstance(actions, Mapping) or not all(
             isinstance(k, str) and k.isdigit() and isinstance(v, str) for k, v in actions.items()):

@@ -1,4 +1,5 @@
-"""A replay file is evidence: one edited to name another machine or module, to relabel its
+"""A replay file is evidence: one whose rule, seed or schedule was edited breaks its checksum;
+one edited (and its checksum made again) to name another machine or module, to relabel its
 actions or to hold a choice no run can draw is refused (exit 2, the reason), never turned
 into a verdict; and a module it names is imported only when it is the user's, and said."""
 
@@ -14,7 +15,7 @@ from hostile import ROOT, Case
 from planted import PLANTED
 
 from harness import FuzzOptions, fuzz
-from harness.engines.replay import user_module
+from harness.engines.replay import checksum_of, user_module
 
 PLANTED_YAML = ROOT / "tests" / "simulation" / "workflows" / "planted.yaml"
 
@@ -31,9 +32,14 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return data
 
 
-def _edited(data: dict[str, Any], edit: Callable[[dict[str, Any]], None]) -> str:
+def _edited(data: dict[str, Any], edit: Callable[[dict[str, Any]], None], *,
+            sealed: bool = True) -> str:
+    """Gives the file edited; `sealed`, its checksum made again, as one who knows the format
+    would: the schedule's own checks must still refuse it."""
     copy = json.loads(json.dumps(data))
     edit(copy)
+    if sealed:
+        copy["checksum"] = checksum_of(copy)
     return json.dumps(copy)
 
 
@@ -62,6 +68,43 @@ EDITS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("a choice out of range", lambda d: d["choices"].append([1, "b", 0, 1e30]),
      "choices["),
 ]
+
+
+#: Edits to the evidence itself, the checksum left as written: each used to be judged (an
+#: edited rule said "fixed", exit 0).
+UNSEALED: list[tuple[str, Callable[[dict[str, Any]], None]]] = [
+    ("another rule", lambda d: d.update(rule="terminal_stays_terminal")),
+    ("another seed", lambda d: d.update(seed=d["seed"] + 1)),
+    ("a dropped choice", lambda d: d["choices"].pop()),
+    ("another step", lambda d: d.update(step=1)),
+]
+SEEDS = [("a negative seed", -1, "got -1"), ("a seed of 65 bits", 2**64, "got a number of 65 bits"),
+         ("a true seed", True, "got True")]
+
+
+@pytest.mark.parametrize("edit", [edit for _, edit in UNSEALED],
+                         ids=[name for name, _ in UNSEALED])
+def test_an_edit_to_the_evidence_breaks_its_checksum(
+        edit: Callable[[dict[str, Any]], None], recorded: dict[str, Any],
+        hostile: Callable[[Case], Any]) -> None:
+    hostile(Case("unsealed", ("replay", "r.json"), 2, "the file was edited since fsmharness "
+                 "wrote it", files={"r.json": _edited(recorded, edit, sealed=False)}))
+
+
+@pytest.mark.parametrize(("seed", "line"), [(seed, line) for _, seed, line in SEEDS],
+                         ids=[name for name, _, _ in SEEDS])
+def test_a_seed_out_of_range_is_refused(seed: object, line: str, recorded: dict[str, Any],
+                                        hostile: Callable[[Case], Any]) -> None:
+    hostile(Case("seed", ("replay", "r.json"), 2, f"'seed': expected a whole number from 0 "
+                 f"below 2**64, {line}", files={"r.json": _edited(
+                     recorded, lambda d: d.update(seed=seed))}))
+
+
+def test_a_file_without_a_checksum_is_replayed_as_before(
+        recorded: dict[str, Any], hostile: Callable[[Case], Any]) -> None:
+    """Files written before there was one are still evidence, guarded by the other checks."""
+    hostile(Case("older", ("replay", "r.json"), 1, "reproduced no_duplicate_effect", files={
+        "r.json": _edited(recorded, lambda d: d.pop("checksum"), sealed=False)}))
 
 
 @pytest.mark.parametrize(("edit", "line"), [(e, line) for _, e, line in EDITS],
