@@ -397,7 +397,7 @@ def replay_command(path: str, definition_path: str | None, as_json: bool,
     if as_json:
         click.echo(json.dumps({
             "file": path, "rule": outcome.rule, "reproduced": outcome.reproduced,
-            "violation": outcome.violation.to_dict() if outcome.violation else None,
+            "violation": told.to_dict() if (told := outcome.told()) else None,
             "expected": outcome.expected, "trace": outcome.trace(),
             "edited": outcome.edited, "skipped": list(outcome.skipped),
             "unscheduled": outcome.unscheduled}, indent=2))
@@ -407,8 +407,8 @@ def replay_command(path: str, definition_path: str | None, as_json: bool,
         console.print(f"  {line}", markup=False)
     if outcome.edited:
         _print_skipped(console, outcome.skipped, outcome.unscheduled)
-    if outcome.violation is not None:
-        console.print(f"[red]reproduced[/red] {escape(str(outcome.violation))}")
+    if (told := outcome.told()) is not None:
+        console.print(f"[red]reproduced[/red] {escape(str(told))}")
     elif outcome.edited:
         console.print(f"[green]fixed[/green]: {escape(outcome.rule)} holds on the edited "
                       f"definition (it broke as: {escape(outcome.expected)})")

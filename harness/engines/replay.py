@@ -93,11 +93,20 @@ class ReplayOutcome:
     edited: bool = False
     skipped: tuple[str, ...] = ()
     unscheduled: int = 0
+    secrets: frozenset[str] = frozenset()  # the run's secret values, kept out of what it says
 
     def trace(self) -> list[str]:
-        """Gives the replayed run as readable steps, up to the violation (all when none)."""
+        """Gives the replayed run as readable steps, up to the violation (all when none), every
+        secret value redacted."""
         last = self.violation.step if self.violation is not None else None
-        return describe_steps(self.result.history, last=last)
+        return redact(describe_steps(self.result.history, last=last), self.secrets)
+
+    def told(self) -> Violation | None:
+        """Gives the violation as it may be printed or written, every secret value redacted;
+        None when the rule held."""
+        if self.violation is None:
+            return None
+        return replace(self.violation, message=redact(self.violation.message, self.secrets))
 
 
 def replay_file_name(counterexample: Counterexample, content: str = "") -> str:
@@ -319,7 +328,8 @@ def replay(path: str | os.PathLike[str], *, definition: WorkflowDefinition | Non
     if isinstance(choices, _EditedChoices):
         skipped, unscheduled = (*notes, *choices.skipped_steps()), choices.unscheduled
     return ReplayOutcome(name, data["rule"], data["violation"], violation is not None,
-                         violation, result, changed, skipped, unscheduled)
+                         violation, result, changed, skipped, unscheduled,
+                         secret_values(definition, result.history))
 
 
 def _find_definition(name: str, recorded: Mapping[str, Any], told: list[str],

@@ -335,3 +335,23 @@ def test_a_vault_reference_keeps_its_value_when_the_key_takes_another() -> None:
     second = vault.put("x1", "token", "tok-2")
     assert second == "x1/token#2" and vault.put("x1", "token", "tok-3") == "x1/token#3"
     assert (vault.get(first), vault.get(second)) == ("tok-1", "tok-2")
+
+
+OPEN_CHARGE_YAML = CHARGE_YAML.replace(f'card: "{CARD}"', "api_token: null, card: null").replace(
+    "secrets: [card]\n", "").replace("=context.card", "=context.api_token")
+
+
+@pytest.mark.parametrize("json_flag", [(), ("--json",)], ids=["text", "json"])
+def test_what_replay_prints_of_a_violation_is_redacted(
+        json_flag: tuple[str, ...], hostile: Callable[[Case], Any], tmp_path: Path) -> None:
+    """A secret given with `--context` (its key says it is one) and quoted by the violation:
+    the replay file holds it redacted, and `replay` printed it in clear (issue 36)."""
+    files = {"charge.yaml": OPEN_CHARGE_YAML, "leaky.py": LEAKY}
+    hostile(Case("found", ("fuzz", "charge.yaml", "--import", "leaky", "--runs", "5",
+                           "--context", f"api_token={CARD}", "--report", "out"), 1,
+                  "violated leaky_rule", files, writes=("out", "out/*", "out/*/*")))
+    (saved,) = (tmp_path / "out" / "replays").iterdir()
+    result = hostile(Case("replayed", ("replay", str(saved), "--import", "leaky", *json_flag),
+                          1, "charged with"))
+    assert CARD not in result.stdout + result.stderr
+    assert "[redacted]" in result.stdout
