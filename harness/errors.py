@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import traceback
 
-__all__ = ["HarnessError", "clip", "trace_of", "words_of"]
+__all__ = ["HarnessError", "clip", "short_repr", "trace_of", "words_of"]
 
 
 class HarnessError(Exception):
@@ -23,6 +23,14 @@ def clip(text: str, limit: int = WORDS_MAX) -> str:
     return f"{text[:limit]}... ({len(text) - limit:,} more characters cut)"
 
 
+def short_repr(value: object, limit: int = 60) -> str:
+    """Gives `value` as a message quotes it: its repr cut to `limit` characters, a whole number
+    too long to print (Python refuses past 4,300 digits) by its size."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 4 * limit:
+        return f"a number of {value.bit_length():,} bits"
+    return clip(repr(value), limit)
+
+
 def words_of(exc: BaseException, limit: int = WORDS_MAX) -> str:
     """Gives what `exc` says, in at most about `limit` characters; an exception whose
     `__str__` raises is named by its type."""
@@ -30,6 +38,8 @@ def words_of(exc: BaseException, limit: int = WORDS_MAX) -> str:
         text = str(exc)
     except Exception:
         return f"<{type(exc).__name__} whose str() raised>"
+    if not text.isascii():  # a lone surrogate would stop whatever writes the words as UTF-8
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return clip(text, limit)
 
 

@@ -10,6 +10,7 @@ Every failure is one `HarnessError` line naming the path and why (a full disk sa
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import sys
@@ -55,15 +56,15 @@ def check_output(path: str | os.PathLike[str], what: str) -> Path:
     target = Path(given)
     if not given.strip() or target.name in ("", ".", ".."):
         raise HarnessError(f"{what} {given!r}: expected a file path")
-    final = _resolved(target)
-    if _is_stream(final):
-        return final
     try:
+        final = _resolved(target)
+        if _is_stream(final):
+            return final
         mode = final.stat().st_mode
     except FileNotFoundError:
         mode = None
-    except OSError as exc:
-        raise HarnessError(f"{what} {given}: cannot write: {exc.strerror}") from exc
+    except OSError as exc:  # a name too long, a path through a file
+        raise _failure(what, given, exc) from exc
     if mode is not None and stat.S_ISDIR(mode):
         raise HarnessError(f"{what} {given!r}: expected a file path, not a folder")
     if mode is not None and not stat.S_ISREG(mode):
@@ -71,7 +72,19 @@ def check_output(path: str | os.PathLike[str], what: str) -> Path:
                            "nothing written")
     if not final.parent.is_dir():
         raise HarnessError(f"{what} {given}: folder {str(final.parent)!r} does not exist")
+    if len(os.fsencode(_partial(final).name)) > _NAME_MAX:
+        raise HarnessError(f"{what} {given}: cannot write: File name too long (at most "
+                           f"{_NAME_MAX - 30} bytes)")
     return final
+
+
+#: The longest name of a file in a folder on the file systems fsmharness writes to.
+_NAME_MAX = 255
+
+
+def _partial(final: Path) -> Path:
+    """Gives the temporary name an output is written under before it is renamed into place."""
+    return final.with_name(f".{final.name}.{os.getpid()}.partial")
 
 
 def _failure(what: str, given: str, exc: OSError) -> HarnessError:
@@ -93,10 +106,10 @@ def writing(path: str | os.PathLike[str], what: str) -> Iterator[IO[str]]:
         except OSError as exc:
             raise _failure(what, given, exc) from exc
         return
-    partial = final.with_name(f".{final.name}.{os.getpid()}.partial")
+    partial = _partial(final)
     try:
         try:
-            with open(partial, "x", encoding="utf-8", newline="\n") as handle:
+            with _open(partial, "x") as handle:
                 yield handle
             os.replace(partial, final)
         except OSError as exc:
@@ -123,8 +136,23 @@ def _stream(final: Path) -> IO[str]:
         if target is not None and (mine.st_dev, mine.st_ino) == (target.st_dev, target.st_ino):
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
-            return open(os.dup(number), "w", encoding="utf-8", newline="\n")
-    return open(final, "a", encoding="utf-8", newline="\n")  # a device or FIFO: no truncation
+            return _open(os.dup(number), "w")
+    if target is not None and stat.S_ISFIFO(target.st_mode):  # opened blocking, it would wait
+        try:  # for a reader forever
+            number = os.open(final, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                raise OSError(exc.errno, "a FIFO with nothing reading it") from exc
+            raise
+        os.set_blocking(number, True)
+        return _open(number, "w")
+    return _open(final, "a")  # a device: no truncation
+
+
+def _open(target: Path | int, mode: str) -> IO[str]:
+    """Opens an output as UTF-8 text; a lone surrogate a machine's words held is written
+    escaped."""
+    return open(target, mode, encoding="utf-8", errors="backslashreplace", newline="\n")
 
 
 def write_output(path: str | os.PathLike[str], text: str, what: str) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -191,7 +192,11 @@ def read_document(path: str | os.PathLike[str], *, what: str, bytes_max: int,
     """
     path = Path(path)
     name = str(path)
-    with path.open("rb") as stream:  # read one byte past the bound: a FIFO has no size
+    kind = path.stat().st_mode
+    if not stat.S_ISREG(kind) and not stat.S_ISDIR(kind):  # a folder: open() says so
+        raise _unreadable(name, "not a regular file (a pipe, a socket or a device): "
+                                f"{what} is read from a file")
+    with path.open("rb") as stream:  # read one byte past the bound
         raw = stream.read(bytes_max + 1)
         if len(raw) > bytes_max:
             try:
@@ -216,8 +221,9 @@ def document_problem(error: DefinitionError, syntax: str) -> str:
         return str(error)
     finding = error.findings[0]
     message = finding.message
-    if message.startswith("JSON syntax: "):
-        message = f"{syntax}: {message.removeprefix('JSON syntax: ')}"
+    for kind in ("JSON syntax: ", "YAML syntax: "):
+        if message.startswith(kind):
+            message = f"{syntax}: {message.removeprefix(kind)}"
     return f"line {finding.line}: {message}" if finding.line is not None else message
 
 
@@ -348,7 +354,7 @@ def _parse_json(text: str, name: str) -> tuple[Any, dict[str, int]]:
     except RecursionError as exc:
         raise _unreadable(name, f"nested more than {NESTING_MAX} levels deep") from exc
     # json.loads nests as deep as the stack lets it; what follows (checks, schemas) may not
-    if text.count("[") + text.count("{") > NESTING_MAX and _deeper_than(data, NESTING_MAX):
+    if text.count("[") + text.count("{") > NESTING_MAX and deeper_than(data, NESTING_MAX):
         raise _unreadable(name, f"nested more than {NESTING_MAX} levels deep")
     return data, {}
 
@@ -364,7 +370,7 @@ def _integer(digits: str) -> int:
     return int(digits)
 
 
-def _deeper_than(value: Any, limit: int) -> bool:
+def deeper_than(value: Any, limit: int) -> bool:
     """Tells whether lists and mappings nest in `value` more than `limit` levels deep."""
     stack = [(value, 1)] if type(value) is dict or type(value) is list else []
     while stack:

@@ -66,7 +66,7 @@ from harness.report.documents import (
     svg,
     write_reports,
 )
-from harness.sim.simulator import SimOptions
+from harness.sim.simulator import EXECUTIONS_MAX, SimOptions
 
 __all__ = ["bench_command", "diagram_command", "explore_command", "fuzz_command",
            "init_command", "report_command"]
@@ -140,7 +140,8 @@ def _engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--plan", "plan_path", type=click.Path(dir_okay=False), metavar="PLAN",
                      help="A fault plan file (rates and parameters); --faults then selects "
                           "among its kinds."),
-        click.option("--executions", type=click.IntRange(min=1), default=None,
+        click.option("--executions", type=click.IntRange(min=1, max=EXECUTIONS_MAX),
+                     default=None,
                      help="Executions run side by side, sharing the tools."),
         click.option("--report", "report_dir", default="reports", show_default=True,
                      metavar="DIR", help="Where the report (JSON, Markdown, HTML) and replay "
@@ -498,7 +499,7 @@ def report_command(path: str, report_dir: str | None) -> None:
 
 @click.command("bench")
 @click.argument("targets", nargs=-1)
-@click.option("--seconds", type=Finite(min=0, min_open=True), default=0.5,
+@click.option("--seconds", type=Finite(min=0, min_open=True, max=3600), default=0.5,
               show_default=True, help="Time to spend on each contender of each group.")
 @click.option("--quick", is_flag=True,
               help="Less work per group (a 10k history, fewer runs): a smoke test, not a "
@@ -846,10 +847,13 @@ def init_command(folder: str) -> None:
     when all are written.
     """
     base = Path(folder)
-    if base.exists() and not base.is_dir():
-        raise UsageProblem(f"--dir {folder}: is a file, not a folder")
-    targets = [base / name for name in _INIT_TEXTS]
-    taken = [str(path) for path in targets if os.path.lexists(path)]
+    try:
+        if base.exists() and not base.is_dir():
+            raise UsageProblem(f"--dir {folder}: is a file, not a folder")
+        targets = [base / name for name in _INIT_TEXTS]
+        taken = [str(path) for path in targets if os.path.lexists(path)]
+    except OSError as exc:  # a name too long for the file system
+        raise UsageProblem(f"--dir {folder}: cannot use it: {exc.strerror}") from exc
     if taken:
         raise UsageProblem(f"init: {', '.join(taken)} exist{'s' if len(taken) == 1 else ''} "
                            f"already; init overwrites nothing and wrote nothing (move "

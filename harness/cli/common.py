@@ -13,12 +13,20 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 from rich.console import Console
 
 from harness.adapters.targets import TargetError
 from harness.adapters.targets import definition_files as _definition_files
+from harness.errors import short_repr
 from reference_machine import WorkflowDefinition
+from reference_machine._load import (
+    DIGITS_MAX,
+    NESTING_MAX,
+    deeper_than,
+    document_problem,
+    read_document,
+)
+from reference_machine.errors import DefinitionError
 
 EXIT_OK, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
 
@@ -46,6 +54,8 @@ class Finite(click.FloatRange):
 
 #: What `--format` names: how a definition file is read (by default, as its name tells).
 INPUT_FORMATS = ("native", "asl", "xstate", "scxml")
+#: The largest `--context-file` read: a start context is a few values, not a data set.
+CONTEXT_BYTES_MAX = 1_000_000
 
 
 def input_format_option(*names: str) -> Any:
@@ -81,6 +91,9 @@ def import_modules(modules: Iterable[str]) -> None:
             importlib.import_module(module)
         except Exception as exc:  # the user's module failed, not fsmharness
             raise UsageProblem(f"--import {module}: {type(exc).__name__}: {exc}") from exc
+        except SystemExit as exc:  # its exit code is not the run's verdict
+            raise UsageProblem(f"--import {module}: the module called sys.exit("
+                               f"{short_repr(exc.code)}) as it was imported") from exc
 
 
 def context_options(command: Any) -> Any:
@@ -122,7 +135,7 @@ def start_context(pairs: Sequence[str], path: str | None) -> dict[str, Any]:
                 raise UsageProblem(f"--context {pair!r}: {taken} is {json.dumps(inner)}, "
                                    "not a mapping with fields")
             node = inner
-        node[leaf] = _context_value(text)
+        node[leaf] = _context_value(pair, text)
     return context
 
 
@@ -131,37 +144,53 @@ class _Fields(dict[str, Any]):
     which `context_for` refuses where the definition's default is no mapping."""
 
 
-def _context_value(text: str) -> Any:
+class _TooLong(ValueError):
+    """A `--context` value's integer of more digits than any file may hold."""
+
+
+def _context_value(pair: str, text: str) -> Any:
     """Gives a `--context` value: JSON when it is JSON (NaN and Infinity aside), else the text
-    itself."""
+    itself; exits 2 for JSON past the bounds every file read has (`DIGITS_MAX`,
+    `NESTING_MAX`)."""
     def refuse(constant: str) -> Any:
         raise ValueError(constant)
 
+    def whole(digits: str) -> int:
+        if len(digits) > DIGITS_MAX:
+            raise _TooLong(digits)
+        return int(digits)
+
+    bound = f"--context {pair[:40]!r}{'...' if len(pair) > 40 else ''}"
     try:
-        return json.loads(text, parse_constant=refuse)
+        value = json.loads(text, parse_constant=refuse, parse_int=whole)
+    except RecursionError as exc:
+        raise UsageProblem(f"{bound}: nested more than {NESTING_MAX} levels deep") from exc
+    except _TooLong as exc:
+        raise UsageProblem(f"{bound}: an integer of {len(str(exc)):,} digits; at most "
+                           f"{DIGITS_MAX:,} digits are read") from exc
     except ValueError:
         return text
+    if isinstance(value, list | dict) and deeper_than(value, NESTING_MAX):
+        raise UsageProblem(f"{bound}: nested more than {NESTING_MAX} levels deep")
+    return value
 
 
 def _context_file(path: str) -> dict[str, Any]:
-    """Gives the mapping a `--context-file` holds, or exits 2 saying why it cannot."""
+    """Gives the mapping a `--context-file` holds, or exits 2 saying why it cannot (read with
+    the bounds of every file fsmharness reads: size, nesting, digits, YAML aliases)."""
     where = f"--context-file {path}"
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data, _ = read_document(path, what="a context file", bytes_max=CONTEXT_BYTES_MAX)
     except FileNotFoundError as exc:
         raise UsageProblem(f"{where}: no such file") from exc
     except IsADirectoryError as exc:
         raise UsageProblem(f"{where}: is a folder; expected a YAML or JSON file") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise UsageProblem(f"{where}: cannot read it: {why}") from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" (line {mark.line + 1})" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UsageProblem(f"{where}: not YAML or JSON{line}: {problem}") from exc
+    except OSError as exc:
+        raise UsageProblem(f"{where}: cannot read it: {exc.strerror}") from exc
+    except DefinitionError as exc:
+        if "the file is empty" not in str(exc):  # an empty one holds nothing: said below
+            raise UsageProblem(f"{where}: {document_problem(exc, 'not YAML or JSON')}") from exc
+        data = None
     if not isinstance(data, dict):
         got = "nothing" if data is None else f"a {type(data).__name__}"
         raise UsageProblem(f"{where}: expected a mapping of context keys to values, got {got}")

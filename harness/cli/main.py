@@ -7,6 +7,7 @@ to be reported.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import sys
@@ -55,7 +56,13 @@ from harness.files import check_output
 from harness.report.documents import report_schema
 from harness.report.redact import redact, redact_history, secret_values
 from harness.sim.history import write_jsonl
-from harness.sim.simulator import SimOptions, SimulationResult, Simulator, plan_for
+from harness.sim.simulator import (
+    EXECUTIONS_MAX,
+    SimOptions,
+    SimulationResult,
+    Simulator,
+    plan_for,
+)
 from reference_machine import (
     DefinitionError,
     DefinitionSyntaxError,
@@ -259,7 +266,8 @@ def schema_command(output: str | None, of_report: bool) -> None:
 @click.option("--no-faults", is_flag=True, help="Inject no faults.")
 @click.option("--swarm", is_flag=True,
               help="Swarm mode: draw a subset of fault kinds and rates from the seed.")
-@click.option("--executions", type=click.IntRange(min=1), default=3, show_default=True,
+@click.option("--executions", type=click.IntRange(min=1, max=EXECUTIONS_MAX), default=3,
+              show_default=True,
               help="Executions run side by side, sharing the tools.")
 @click.option("--steps", type=click.IntRange(min=1), default=1000, show_default=True,
               help="The bound on simulated steps.")
@@ -522,6 +530,9 @@ def _one_line(error: DefinitionError) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Runs the CLI; user errors exit 2 with one line, harness bugs show their traceback."""
+    for stream in (sys.stdout, sys.stderr):  # a machine's text may hold what UTF-8 cannot
+        with contextlib.suppress(AttributeError, ValueError):  # (a lone surrogate): escaped
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
     try:
         code = cli.main(args=list(argv) if argv is not None else None, prog_name="fsmharness",
                         standalone_mode=False)

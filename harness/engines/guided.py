@@ -451,9 +451,13 @@ class Corpus:
                 "draws": [[c.step, c.tag, c.n, c.u] for c in draws]}
         text = json.dumps(data, sort_keys=True)
         path = self.folder / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
-        if not path.exists():
-            self.folder.mkdir(parents=True, exist_ok=True)
-            write_output(path, text, "corpus entry")
+        try:
+            if not path.exists():
+                self.folder.mkdir(parents=True, exist_ok=True)
+                write_output(path, text, "corpus entry")
+        except OSError as exc:
+            raise HarnessError(f"--corpus {self.folder}: cannot write the corpus there: "
+                               f"{exc.strerror or exc}") from exc
         return path
 
 

@@ -30,7 +30,7 @@ from typing import Any
 from fault_injection import FaultKind, FaultPlanError
 from harness.checks.checkers import INVARIANTS, Violation, invariants
 from harness.engines.shrink import Counterexample
-from harness.errors import HarnessError, words_of
+from harness.errors import HarnessError, short_repr, words_of
 from harness.files import write_output
 from harness.report.redact import redact, secret_values
 from harness.report.trace import describe_steps
@@ -45,7 +45,7 @@ from harness.sim.choices import (
 from harness.sim.history import Delivered, FaultInjected, HistoryRecord
 from harness.sim.identity import definition_digest, machine_path
 from harness.sim.machine import MachineFactory, Observation
-from harness.sim.simulator import SimOptions, SimulationResult, Simulator
+from harness.sim.simulator import SEED_LIMIT, SimOptions, SimulationResult, Simulator
 from reference_machine import (
     DefinitionError,
     DefinitionSyntaxError,
@@ -62,8 +62,6 @@ REPLAY_FORMAT = 1
 _KIND = "fsmharness.replay"
 #: A replay file's schedule is a few entries a step: 16 MB holds runs of hundreds of thousands.
 REPLAY_BYTES_MAX = 16_000_000
-#: A seed is a whole number from 0 below this (the simulator's generator takes 64 bits).
-SEED_LIMIT = 2**64
 
 
 class ReplayError(HarnessError):
@@ -113,7 +111,8 @@ def replay_file_name(counterexample: Counterexample, content: str = "") -> str:
     """Gives the file name a counterexample is saved under: the definition, the rule, the seed,
     and a digest of what the file holds, so two different failures never share a name (two
     definitions of one name, two machines, two targets from the same seed)."""
-    digest = hashlib.sha256(content.encode()).hexdigest()[:10] if content else ""
+    held = content.encode("utf-8", "surrogatepass")
+    digest = hashlib.sha256(held).hexdigest()[:10] if content else ""
     return (f"{counterexample.definition.name}-{counterexample.violation.rule}-seed"
             f"{counterexample.seed}{'-' + digest if digest else ''}.json")
 
@@ -557,9 +556,8 @@ def _read(name: str) -> dict[str, Any]:
                                 "as written; run the fuzzer again for a new one")
     seed = data["seed"]
     if isinstance(seed, bool) or not 0 <= seed < SEED_LIMIT:
-        got = seed if isinstance(seed, bool) or -SEED_LIMIT < seed < SEED_LIMIT else (
-            f"a number of {seed.bit_length()} bits")
-        raise ReplayError(name, f"'seed': expected a whole number from 0 below 2**64, got {got}")
+        raise ReplayError(name, f"'seed': expected a whole number from 0 below 2**64, got "
+                                f"{short_repr(seed)}")
     actions = data.get("actions", {})
     if not isinstance(actions, Mapping) or not all(
             isinstance(k, str) and k.isdigit() and isinstance(v, str) for k, v in actions.items()):

@@ -50,7 +50,7 @@ from fault_injection import (
     load_plan,
     no_faults,
 )
-from harness.errors import HarnessError, trace_of, words_of
+from harness.errors import HarnessError, short_repr, trace_of, words_of
 from harness.sim.asyncloop import AsyncCalls, LoopFailure, RunLoop, is_async
 from harness.sim.choices import AimedChoices, Choices
 from harness.sim.history import (
@@ -109,12 +109,18 @@ _DECISIONS = frozenset({"accepted", "ignored", "rejected"})
 _KEEP_VIA = frozenset({"forged", "late", "duplicate", "agent"})
 _CHARTED = frozenset({"parallel", "map"})
 _START, _EXTERNAL, _COMPLETE, _APPROVE, _QUEUED, _ADVANCE = range(6)
+_VERSION_LIMIT = 2**63  # a store's version is a signed 64-bit number, as databases keep it
 _MOVES_MAX = 64  # clock moves one step of a schedule (`advance | N moves`) makes at most
 #: How readily a run moves the clock while anything else can happen, one drawn per run (swarm
 #: over the scheduler, as over the faults): every action alike, or the clock held back so
 #: that one execution goes deep before its timers fire (`_Run._choose`). The first, uniform,
 #: is what a schedule written without the draw replays with.
 PATIENCE = (1.0, 0.3, 0.05)
+#: A seed is a whole number from 0 below this (the generator takes 64 bits).
+SEED_LIMIT = 2**64
+#: The most executions a run takes side by side: far past any concurrency a run can show, short
+#: of what would exhaust memory before the first step.
+EXECUTIONS_MAX = 1_000
 _BETWEEN = "between_steps"  # the crash point of a machine that names none
 # the fault kinds' names as Chances counts them; a send is a chance to drop or hold it back,
 # an answered delivery one to copy it (duplicate, late)
@@ -159,7 +165,11 @@ class SimOptions:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise HarnessError(f"options.{name}: expected a whole number of at least "
-                                   f"{low}, got {value!r}")
+                                   f"{low}, got {short_repr(value)}")
+        for name, high in (("seed", SEED_LIMIT - 1), ("executions", EXECUTIONS_MAX)):
+            if getattr(self, name) > high:
+                raise HarnessError(f"options.{name}: expected at most {high:,}, got "
+                                   f"{short_repr(getattr(self, name))}")
         for name in ("invalid_rate", "grant_rate"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or isinstance(value, bool) or not (
@@ -1316,9 +1326,10 @@ class _Run:
                 if name not in self.definition.states:
                     raise _Nonsense(f"execution {eid!r} moved through state {name!r}, which "
                                     f"the definition {self.definition.name!r} lacks")
-        if not isinstance(obs.version, int) or isinstance(obs.version, bool):
-            raise _Nonsense(f"execution {eid!r} has version {obs.version!r}; expected a whole "
-                            "number")
+        if not isinstance(obs.version, int) or isinstance(obs.version, bool) or not (
+                -_VERSION_LIMIT <= obs.version < _VERSION_LIMIT):
+            raise _Nonsense(f"execution {eid!r} has version {short_repr(obs.version)}; "
+                            "expected a whole number of 64 bits")
         before = self.obs.get(eid)
         if before is not None and obs.version < before.version:
             raise _Nonsense(f"execution {eid!r} went back from version {before.version} to "
@@ -1439,7 +1450,8 @@ def _events_inside(definition: WorkflowDefinition, charted: str) -> tuple[str, .
 
 def _points_named(plan: Any) -> tuple[str, ...]:
     """Gives the reference's crash points and those a recorded plan's crash fault names."""
-    crash = plan.get("faults", {}).get("crash") if isinstance(plan, Mapping) else None
+    faults = plan.get("faults") if isinstance(plan, Mapping) else None
+    crash = faults.get("crash") if isinstance(faults, Mapping) else None  # load_plan says why
     named = crash.get("points") if isinstance(crash, Mapping) else None
     extra = [p for p in named if isinstance(p, str)] if isinstance(named, list) else []
     return tuple(dict.fromkeys([*CRASH_POINTS, *extra]))

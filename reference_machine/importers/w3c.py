@@ -71,6 +71,9 @@ def _one(path: Path) -> W3CResult:
         imported = scxml.convert(path.read_text(encoding="utf-8"), {}, str(path))
     except DefinitionError as exc:
         return W3CResult(test, False, False, f"refused: {_reason(exc)}")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        return W3CResult(test, False, False, f"refused: cannot read it: {why}")
     try:
         spec = _validate(imported.data, {}, imported.source)
         definition = compile_definition(spec, source=imported.source)

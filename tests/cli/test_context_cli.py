@@ -184,7 +184,7 @@ class TestBadInput:
     @pytest.mark.parametrize(("text", "fragment"), [
         ("- vip\n- true\n", "expected a mapping of context keys to values, got a list"),
         ("", "expected a mapping of context keys to values, got nothing"),
-        ("vip: [unclosed\n", "not YAML or JSON (line 2)"),
+        ("vip: [unclosed\n", "line 2: not YAML or JSON: while parsing"),
         ("since: 2024-01-01\n", "every value must be JSON data"),
         ("1: one\n", "context keys are text, got 1"),
     ], ids=["list", "empty", "not-yaml", "date", "number-key"])

@@ -6,6 +6,7 @@ into a verdict; and a module it names is imported only when it is the user's, an
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,10 @@ EDITS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
      "1000000000000000000000000000000] was never drawn"),
     ("a choice out of range", lambda d: d["choices"].append([1, "b", 0, 1e30]),
      "choices["),
+    ("a plan's faults as text", lambda d: d["options"]["plan"].update(faults="crash"),
+     "options.plan: <plan>: faults: Input should be a valid dictionary"),  # was exit 70
+    ("a billion executions", lambda d: d["options"].update(executions=10**9),
+     "options.executions: expected at most 1,000, got 1000000000"),  # exhausted memory
 ]
 
 
@@ -78,7 +83,9 @@ UNSEALED: list[tuple[str, Callable[[dict[str, Any]], None]]] = [
     ("a dropped choice", lambda d: d["choices"].pop()),
     ("another step", lambda d: d.update(step=1)),
 ]
-SEEDS = [("a negative seed", -1, "got -1"), ("a seed of 65 bits", 2**64, "got a number of 65 bits"),
+SEEDS = [("a negative seed", -1, "got -1"),
+         ("a seed of 65 bits", 2**64, "got 18446744073709551616"),
+         ("a seed of 301 bits", 2**300, "got a number of 301 bits"),
          ("a true seed", True, "got True")]
 
 
@@ -142,3 +149,9 @@ def test_the_rule_reads_where_a_module_lives(tmp_path: Path,
     assert not user_module("os") and not user_module("json.decoder")
     assert not user_module("sys")  # built in
     assert not user_module("pytest")  # an installed package
+
+
+def test_a_replay_file_that_is_a_fifo_is_refused(hostile: Callable[[Case], Any]) -> None:
+    """It blocked forever waiting for a writer."""
+    hostile(Case("fifo", ("replay", "pipe"), 2, "not a regular file",
+                 setup=lambda folder: os.mkfifo(folder / "pipe"), timeout=60))
