@@ -81,7 +81,7 @@ class Violation:
 
     def __str__(self) -> str:
         where = f" ({self.execution}, step {self.step})" if self.execution else (
-            f" (step {self.step})")
+            f" (step {self.step})" if self.step else "")  # 0: before any step, or no step known
         return f"{self.rule}{where}: {self.message}"
 
     def to_dict(self) -> dict[str, Any]:

@@ -409,14 +409,15 @@ def replay_command(path: str, definition_path: str | None, as_json: bool,
             "expected": outcome.expected, "trace": outcome.trace(),
             "edited": outcome.edited, "skipped": list(outcome.skipped),
             "unscheduled": outcome.unscheduled}, indent=2))
-        sys.exit(EXIT_FOUND if outcome.reproduced else EXIT_OK)
+        sys.exit(EXIT_OK if outcome.violation is None else EXIT_FOUND)
     console = make_console(soft_wrap=True)
     for line in outcome.trace():
         console.print(f"  {line}", markup=False)
     if outcome.edited:
         _print_skipped(console, outcome.skipped, outcome.unscheduled)
-    if (told := outcome.told()) is not None:
-        console.print(f"[red]reproduced[/red] {escape(str(told))}")
+    if (told := outcome.told()) is not None:  # the same rule broke, or the machine died
+        label = "reproduced" if outcome.reproduced else "broke another way"
+        console.print(f"[red]{label}[/red] {escape(str(told))}")
     elif outcome.edited:
         console.print(f"[green]fixed[/green]: {escape(outcome.rule)} holds on the edited "
                       f"definition (it broke as: {escape(outcome.expected)})")
@@ -425,7 +426,7 @@ def replay_command(path: str, definition_path: str | None, as_json: bool,
     else:
         console.print(f"[green]no longer fails[/green]: {escape(outcome.rule)} held "
                       f"(it broke as: {escape(outcome.expected)})")
-    sys.exit(EXIT_FOUND if outcome.reproduced else EXIT_OK)
+    sys.exit(EXIT_OK if outcome.violation is None else EXIT_FOUND)
 
 
 #: The skipped steps an edited replay prints; --json gives them all.

@@ -16,6 +16,7 @@ from harness.adapters.targets import Target
 from harness.engines.exhaustive import ExploreOptions, ExploreReport, explore
 from harness.engines.fuzz import FuzzOptions, FuzzReport, fuzz
 from harness.engines.replay import write_replay
+from harness.engines.shrink import Counterexample
 from harness.errors import HarnessError
 from harness.report.documents import target_section, trace_heading
 from harness.sim.simulator import plan_for
@@ -96,15 +97,19 @@ def explore_target(target: Target, options: ExploreOptions,
     replay_file: Path | None = None
     if counterexample is not None and replay_dir is not None:
         replay_file = write_replay(counterexample, replay_dir)
-    summary = {"held": report.held, "vacuous": report.vacuous, "runs": report.runs,
-               "steps": 0, "states": report.states,
-               "elapsed_s": round(report.elapsed_s, 3),
-               "steps_per_second": round(report.states_per_second),
-               "verdict": report.summary()}
+    summary: dict[str, Any] = {
+        "held": report.held, "vacuous": report.vacuous, "runs": report.runs, "steps": 0,
+        "states": report.states, "elapsed_s": round(report.elapsed_s, 3),
+        "steps_per_second": round(report.states_per_second), "verdict": report.summary()}
+    told: list[tuple[Counterexample | None, Path | None]] = (
+        [(counterexample, replay_file)] if counterexample is not None else [])
+    if report.died and report.violation is not None:  # no schedule: told by its violation
+        summary["failures"] = [{"rule": "machine_ok",
+                                "violations": [report.violation.to_dict()]}]
+        told = [(None, None)]
     plan = options.plan if options.plan is not None else plan_for(target.definition)
     section = target_section(
-        target.name, "explore", target.definition, target.machine_name, summary, None,
-        [(counterexample, replay_file)] if counterexample is not None else [],
+        target.name, "explore", target.definition, target.machine_name, summary, None, told,
         {"depth": options.depth, "faults_max": options.faults_max,
          "executions": options.executions, "states_max": options.states_max,
          "faults": sorted(str(kind) for kind in plan.kinds), "complete": report.complete})

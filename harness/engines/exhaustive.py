@@ -25,6 +25,7 @@ from typing import Any
 from fault_injection import FaultPlan
 from harness.checks.checkers import Invariant, Violation, invariants
 from harness.checks.coverage import Coverage, coverage_of, vacuity
+from harness.engines import isolation
 from harness.engines.shrink import Counterexample
 from harness.errors import HarnessError
 from harness.sim.choices import BRANCH, VALUE, RecordingChoices, Table, labels_of
@@ -54,6 +55,7 @@ class ExploreOptions:
     grant_rate: float = 0.5  # only whether both answers are possible matters
     step_timeout_s: float = 10.0  # wall time a step may take before the machine is `hung`
     context: Mapping[str, Any] = field(default_factory=dict)  # the executions' start context
+    isolate: bool = True  # search in a child process (where the platform can fork)
 
     def __post_init__(self) -> None:
         for name, low in (("depth", 1), ("faults_max", 0), ("executions", 1),
@@ -78,12 +80,25 @@ class ExploreReport:
     complete: bool
     counterexample: Counterexample | None = None
     vacuous: str = ""  # why what was explored exercised nothing ("" when it did)
+    died: str = ""  # how the machine ended the search's process, when it did
 
     @property
     def held(self) -> bool:
         """Tells whether no invariant broke in what was explored, and it exercised the
         machine (no declared transition taken within the bound is `vacuous`)."""
-        return self.counterexample is None and not self.vacuous
+        return self.counterexample is None and not self.vacuous and not self.died
+
+    @property
+    def violation(self) -> Violation | None:
+        """Gives what broke: the counterexample's violation, or `machine_ok` for a machine
+        that ended the search's process (which no schedule replays: fuzz it for one)."""
+        if self.counterexample is not None:
+            return self.counterexample.violation
+        if self.died:
+            return Violation("machine_ok", f"the machine ended its process ({self.died}) "
+                                           "during the search; no replay file: `fsmharness "
+                                           "fuzz` the target for a run that replays")
+        return None
 
     @property
     def states_per_second(self) -> float:
@@ -96,6 +111,8 @@ class ExploreReport:
             violation = self.counterexample.violation
             return (f"violated at depth {violation.step}: {violation} ({self.states:,} distinct "
                     f"states explored)")
+        if self.died:
+            return f"violated {self.violation}"
         if self.vacuous:
             return f"vacuous within bound {self.depth}: {self.vacuous}"
         if self.complete:
@@ -207,7 +224,29 @@ def explore(target: WorkflowDefinition | str | Mapping[str, Any],
     simulator = Simulator(definition, sim_options, machine)
     checked = invariants(options.invariants)
     search = _Search(definition, simulator, machine, options, checked)
-    return search.run(progress)
+    if not (options.isolate and isolation.available()):
+        return search.run(progress)
+    # apart: a machine that ends or hangs its process ends only the child's, and the verdict
+    # is the parent's; the definition and machine stay behind (a closure does not cross)
+    def work() -> ExploreReport:
+        found = search.run(lambda depth, states: isolation.tell((depth, states)))
+        example = found.counterexample
+        if example is not None:
+            example = replace(example, definition=None, machine=None)  # type: ignore[arg-type]
+        return replace(found, definition=None, counterexample=example)  # type: ignore[arg-type]
+
+    def told(item: Any) -> None:
+        if progress is not None:
+            progress(*item)
+
+    try:
+        found = isolation.call(work, told)
+    except isolation.Died as died:
+        return ExploreReport(definition, 0, 0, 0, time.monotonic() - search.started, False,
+                             died=died.how)
+    example = found.counterexample
+    return replace(found, definition=definition, counterexample=None if example is None else
+                   replace(example, definition=definition, machine=machine))
 
 
 class _Search:

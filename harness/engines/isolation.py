@@ -27,8 +27,10 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, TypeVar
 
 from harness.errors import trace_of, words_of
+from harness.sim.watchdog import Heartbeat
 
-__all__ = ["Died", "Pool", "Running", "Worker", "available", "begin", "call", "map_ordered"]
+__all__ = ["Died", "Pool", "Running", "Worker", "available", "begin", "call", "map_ordered",
+           "tell"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -36,15 +38,22 @@ R = TypeVar("R")
 
 class Died(Exception):
     """The child ended before it sent its result: `code` is its exit code, or minus the signal
-    that killed it."""
+    that killed it; `hung`, when the parent ended it, the step's bound and what the machine
+    was doing."""
 
-    def __init__(self, code: int | None) -> None:
+    def __init__(self, code: int | None, hung: tuple[float, str] | None = None) -> None:
         self.code = code
+        self.hung = hung
         super().__init__(self.how)
 
     @property
     def how(self) -> str:
         """Says how the process ended, as a person reads it."""
+        if self.hung is not None:
+            bound, note = self.hung
+            return (f"it hung: a step ran past {bound:g} s of wall time (step_timeout_s), "
+                    f"while {note or 'a step'}, and neither returned nor let the watchdog "
+                    f"stop it; fsmharness ended the process after {bound + _margin(bound):g} s")
         if self.code is None:
             return "the process ended without a result"
         if self.code < 0:
@@ -54,6 +63,25 @@ class Died(Exception):
                 name = f"signal {-self.code}"
             return f"the process was killed by {name}"
         return f"the process exited with code {self.code}"
+
+
+#: How often a parent looks at its children's heartbeats while it waits for them (seconds).
+_POLL = 0.2
+
+
+def _margin(bound: float) -> float:
+    """Gives how long past a step's bound a parent waits before it ends the child: enough for
+    the child's own watchdog (a quarter of the bound) to stop the step first."""
+    return max(1.0, bound / 2)
+
+
+def _overdue(beat: Heartbeat, process: Any) -> tuple[float, str] | None:
+    """Ends `process` when its step ran past its bound plus the margin; gives why, else None."""
+    hung = beat.overdue(_margin)
+    if hung is not None:
+        with contextlib.suppress(OSError, ValueError):
+            process.kill()  # SIGKILL: it ends a stopped process too
+    return hung
 
 
 def available() -> bool:
@@ -96,8 +124,27 @@ def _send(out: Connection, result: Any) -> None:
         out.send(_Raised(RuntimeError(f"cannot send a result back: {words_of(exc)}")))
 
 
-def _child(work: Callable[[], Any], out: Connection) -> None:
-    _started()
+class _Told:
+    """Something the child's work tells its parent on the way (`tell`), before its result."""
+
+    def __init__(self, item: Any) -> None:
+        self.item = item
+
+
+_TOLD_TO: Connection | None = None  # in a child `begin` made: the pipe to its parent
+
+
+def tell(item: Any) -> None:
+    """Sends `item` to the parent, whose `Running.result(told)` hands it to `told` (progress
+    on long work); does nothing outside a child."""
+    if _TOLD_TO is not None:
+        _TOLD_TO.send(_Told(item))
+
+
+def _child(work: Callable[[], Any], out: Connection, beat: Heartbeat) -> None:
+    global _TOLD_TO
+    _started(beat)
+    _TOLD_TO = out
     try:
         result: Any = work()
     except BaseException as exc:  # the harness's own errors travel back; the parent decides
@@ -116,19 +163,30 @@ class Running:
         _flush()
         reader, writer = multiprocessing.Pipe(duplex=False)
         self.reader = reader
+        self.beat = Heartbeat()
         self.process = multiprocessing.get_context("fork").Process(
-            target=_child, args=(work, writer), daemon=True)
+            target=_child, args=(work, writer, self.beat), daemon=True)
         self.process.start()
         writer.close()  # only the child holds the writing end: its death is an end of file
 
-    def result(self) -> Any:
-        """Waits for the child's result; raises `Died` when it ends without one. Interrupted
-        (Ctrl-C, an error here), it ends the child before it lets go."""
+    def result(self, told: Callable[[Any], object] | None = None) -> Any:
+        """Waits for the child's result, handing `told` what it tells on the way; raises
+        `Died` when it ends without one, or when a step of its ran past its bound and the
+        parent ended it. Interrupted (Ctrl-C, an error here), it ends the child before it lets
+        go."""
+        hung = None
         try:
-            got = self.reader.recv()
+            while True:
+                while not self.reader.poll(_POLL):
+                    hung = hung or _overdue(self.beat, self.process)
+                got = self.reader.recv()
+                if not isinstance(got, _Told):
+                    break
+                if told is not None:
+                    told(got.item)
         except (EOFError, OSError):
             self.process.join()
-            raise Died(self.process.exitcode) from None
+            raise Died(self.process.exitcode, hung) from None
         except BaseException:
             self.process.kill()
             self.process.join()
@@ -154,10 +212,11 @@ def begin(work: Callable[[], Any]) -> Running:
     return Running(work)
 
 
-def call(work: Callable[[], R]) -> R:
+def call(work: Callable[[], R], told: Callable[[Any], object] | None = None) -> R:
     """Runs `work()` in a forked child and gives what it returned (or raises what it
-    raised); raises `Died` when the child ends without a result."""
-    result: R = Running(work).result()
+    raised), handing `told` what it tells on the way (`tell`); raises `Died` when the child
+    ends without a result."""
+    result: R = Running(work).result(told)
     return result
 
 
@@ -175,8 +234,10 @@ class Worker:
         _flush()
         tasks_out, self.tasks = multiprocessing.Pipe(duplex=False)
         self.results, results_in = multiprocessing.Pipe(duplex=False)
+        self.beat = Heartbeat()
+        self.hung: tuple[float, str] | None = None  # why the parent ended it, if it did
         self.process = multiprocessing.get_context("fork").Process(
-            target=_serve, args=(work, tasks_out, results_in), daemon=True)
+            target=_serve, args=(work, tasks_out, results_in, self.beat), daemon=True)
         self.process.start()
         tasks_out.close()
         results_in.close()  # only the child holds it: its death is an end of file here
@@ -195,10 +256,14 @@ class Worker:
             got = self.results.recv()
         except (EOFError, OSError):
             self.process.join()
-            raise Died(self.process.exitcode) from None
+            raise Died(self.process.exitcode, self.hung) from None
         if isinstance(got, _Raised):
             raise got.exc
         return got
+
+    def watch(self) -> None:
+        """Ends the child when a step of its ran past its bound (its pipe then ends)."""
+        self.hung = self.hung or _overdue(self.beat, self.process)
 
     def close(self) -> None:
         """Ends the child: it is told to stop after the batches it holds, or, when the results
@@ -250,7 +315,11 @@ class _Crew:
         again: list[tuple[int, Sequence[Any]]] = []
         holding: dict[Any, Worker] = {worker.results: worker for worker in self.workers
                                        if worker.given}
-        for ready in wait(list(holding)):
+        ready_ones = wait(list(holding), timeout=_POLL)
+        if not ready_ones:
+            for worker in holding.values():
+                worker.watch()
+        for ready in ready_ones:
             worker = holding[ready]
             try:
                 got = worker.take()
@@ -278,9 +347,11 @@ class _Crew:
         self.workers = []
 
 
-def _started() -> None:
-    """Readies a child: its prints to stderr, no tracing of the parent's memory, and SIGALRM
-    free for the watchdog (a fork inherits the parent's handler but not its timer)."""
+def _started(beat: Heartbeat) -> None:
+    """Readies a child: its prints to stderr, no tracing of the parent's memory, SIGALRM free
+    for the watchdog (a fork inherits the parent's handler but not its timer), and the
+    heartbeat its parent watches."""
+    beat.install()
     os.dup2(2, 1)  # the machine's prints go to stderr: stdout is the harness's
     if tracemalloc.is_tracing():  # a measure of the parent's memory (bench) is not the child's
         tracemalloc.stop()
@@ -289,8 +360,10 @@ def _started() -> None:
 
 
 def _serve(work: Callable[[Sequence[Any]], list[Any]], tasks: Connection,
-           results: Connection) -> None:
-    _started()
+           results: Connection, beat: Heartbeat) -> None:
+    global _TOLD_TO
+    _started(beat)
+    _TOLD_TO = None  # its parent reads only results
     while True:
         try:
             batch = tasks.recv()

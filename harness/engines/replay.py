@@ -29,6 +29,7 @@ from typing import Any
 
 from fault_injection import FaultKind, FaultPlanError
 from harness.checks.checkers import INVARIANTS, Violation, invariants
+from harness.engines import isolation
 from harness.engines.shrink import Counterexample
 from harness.errors import HarnessError, short_repr, words_of
 from harness.files import write_output
@@ -87,7 +88,7 @@ class ReplayOutcome:
     expected: str
     reproduced: bool
     violation: Violation | None
-    result: SimulationResult
+    result: SimulationResult | None  # None: the machine ended the replay's process
     edited: bool = False
     skipped: tuple[str, ...] = ()
     unscheduled: int = 0
@@ -96,6 +97,8 @@ class ReplayOutcome:
     def trace(self) -> list[str]:
         """Gives the replayed run as readable steps, up to the violation (all when none), every
         secret value redacted."""
+        if self.result is None:
+            return []
         last = self.violation.step if self.violation is not None else None
         return redact(describe_steps(self.result.history, last=last), self.secrets)
 
@@ -309,8 +312,23 @@ def replay(path: str | os.PathLike[str], *, definition: WorkflowDefinition | Non
                                 f"{words_of(exc)}") from exc
     choices = (_EditedChoices(script, actions, events, simulator.offered) if changed
                else ScriptedChoices(script, actions))
-    result = simulator.run(data["seed"], choices=choices)
-    departures = choices.departures()
+
+    def work() -> tuple[SimulationResult, list[str], tuple[str, ...], int]:
+        ran = simulator.run(data["seed"], choices=choices)
+        if isinstance(choices, _EditedChoices):
+            return ran, choices.departures(), tuple(choices.skipped_steps()), choices.unscheduled
+        return ran, choices.departures(), (), 0
+
+    try:  # apart: a machine that ends or hangs its process ends only the child's
+        result, departures, skipped_steps, unscheduled = (
+            isolation.call(work) if isolation.available() else work())
+    except isolation.Died as died:
+        if say is not None:
+            for line in told:
+                say(line)
+        ended = Violation("machine_ok", f"the machine ended its process ({died.how})")
+        return ReplayOutcome(name, data["rule"], data["violation"],
+                             data["rule"] == "machine_ok", ended, None, changed)
     if departures and not changed:  # a schedule not carried out is no evidence either way
         more = f" (and {len(departures) - 1} more)" if len(departures) > 1 else ""
         raise ReplayError(name, f"the schedule cannot be carried out as recorded: "
@@ -322,10 +340,7 @@ def replay(path: str | os.PathLike[str], *, definition: WorkflowDefinition | Non
     (rule,) = invariants([data["rule"]])
     found = rule.run(definition, result.history)
     violation = min(found, key=lambda v: v.step) if found else None
-    skipped: tuple[str, ...] = ()
-    unscheduled = 0
-    if isinstance(choices, _EditedChoices):
-        skipped, unscheduled = (*notes, *choices.skipped_steps()), choices.unscheduled
+    skipped = (*notes, *skipped_steps) if changed else ()
     return ReplayOutcome(name, data["rule"], data["violation"], violation is not None,
                          violation, result, changed, skipped, unscheduled,
                          secret_values(definition, result.history))

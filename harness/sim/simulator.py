@@ -84,7 +84,7 @@ from harness.sim.machine import (
     ReferenceMachine,
 )
 from harness.sim.payloads import correlated, schema_of
-from harness.sim.watchdog import Overran, Watchdog
+from harness.sim.watchdog import Overran, Watchdog, apart, beat, doing, rest
 from harness.sim.world import Clock, LedgerEntry, ToolWorld, fault_tables, generator
 from reference_machine import (
     APPROVAL_DENIED,
@@ -573,8 +573,13 @@ class _Run:
         for machine in machines:
             close = getattr(machine, "close", None) if machine is not None else None
             if callable(close):
-                with contextlib.suppress(Exception):
-                    close()
+                doing("closing the machine: close()")
+                beat(self.watchdog.seconds)  # no signal bounds it: only a parent can
+                try:
+                    with contextlib.suppress(Exception):
+                        close()
+                finally:
+                    rest()
         for loop in self.loops:
             loop.close()
         self.watchdog.release()
@@ -628,8 +633,16 @@ class _Run:
         self.emit(RunStarted(0, 0, self.seed, self.definition.name, self.definition.version,
                              _name_of(self.sim.machine), self.sim.logged_options(self.seed),
                              self.plan))
+        beat(self.watchdog.seconds)
+        try:
+            return self._build_machine()
+        finally:
+            rest()
+
+    def _build_machine(self) -> bool:
         try:
             self.activity = "building the machine"
+            doing(self.activity)
             self.watchdog.start()
             try:
                 self._build()
@@ -638,7 +651,12 @@ class _Run:
         except FaultPlanError:
             raise  # the plan names crash points this machine lacks: the user's mistake
         except KeyboardInterrupt:
-            raise
+            if not apart():  # the user's Ctrl-C; in a child, the machine's (the parent
+                raise  # gets the user's own)
+            self._fail(MachineFailed(self.clock.step, self.clock.now, "raised",
+                                     "KeyboardInterrupt", f"while {self.activity}: the "
+                                     "machine raised KeyboardInterrupt"), "")
+            return False
         except _Hung as exc:
             self._fail(MachineFailed(0, 0, "hung", "StepBound", str(exc)), "")
             return False
@@ -675,6 +693,13 @@ class _Run:
         performed (not when nothing could happen or the machine failed)."""
         if self.failure is not None:
             return False
+        beat(self.watchdog.seconds)  # what the step does with what the machine said included
+        try:
+            return self._step()
+        finally:
+            rest()
+
+    def _step(self) -> bool:
         clock = self.clock
         watchdog = self.watchdog
         try:
@@ -708,7 +733,12 @@ class _Run:
                                      f"an injected fault escaped the machine: "
                                      f"{words_of(exc)}"), "")
         except KeyboardInterrupt:
-            raise
+            if not apart():  # the user's Ctrl-C; in a child, the machine's (the parent
+                raise  # gets the user's own)
+            self._fail(MachineFailed(self.clock.step, self.clock.now, "raised",
+                                     "KeyboardInterrupt", f"while {self.activity}: the "
+                                     "machine raised KeyboardInterrupt"), "")
+            return False
         except BaseException as exc:  # SystemExit too: the machine's, not the simulator's
             self._fail(MachineFailed(clock.step, clock.now, "raised", type(exc).__name__,
                                      f"while {self.activity}: {words_of(exc)}"),
@@ -753,11 +783,14 @@ class _Run:
         if replay is not None:
             for eid in self.obs:
                 try:
+                    doing(f"replaying {eid}'s log: replay()")
+                    beat(self.watchdog.seconds)
                     self.watchdog.start()
                     try:
                         replay(eid)
                     finally:
                         self.watchdog.stop()
+                        rest()
                 except KeyboardInterrupt:
                     raise
                 except Overran as exc:  # a replay that loops is a hung machine, not a mismatch
@@ -1128,6 +1161,7 @@ class _Run:
         """Calls the machine; an injected crash or store failure is survived here (the machine
         is recovered), anything else it raises ends the run."""
         self.activity = activity
+        doing(activity, call)
         try:
             said = call(*args)
         except SimulatedCrash as crash:
@@ -1161,6 +1195,7 @@ class _Run:
                     raise _Hung(f"recovery never succeeds: {attempts - 1} tries, the last "
                                     f"{self.options.recoveries_max} with no fault injected")
                 self.activity = "recovery"
+                doing("recovery: recover()")
                 try:
                     machine.recover(self._machine_now())
                     break

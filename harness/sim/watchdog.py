@@ -13,20 +13,28 @@ work in the main thread of a process whose `SIGALRM` is free (a handler that is 
 one, pytest-timeout's for instance, is left alone): elsewhere, `Watchdog.armed` is false and
 steps are unbounded in time. Code that never returns to the interpreter (a blocking call in C)
 is out of its reach.
+
+So is a machine that ignores, blocks or takes `SIGALRM`, swallows `Overran`, or stops its own
+process. For those, a run in a child process (`harness.engines.isolation`) also keeps a
+heartbeat in memory its parent reads (`Heartbeat`): when the step that is running began, its
+bound, and what the machine was doing. The parent, whose process the machine cannot touch,
+ends a child whose step ran past its bound plus a margin.
 """
 
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import signal
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-__all__ = ["Overran", "Watchdog"]
+__all__ = ["Heartbeat", "Overran", "Watchdog"]
 
 _STACK_FRAMES = 12  # the innermost frames kept of where a step hung
 _PERIOD_MIN = 0.05  # seconds: the timer ticks no faster than this
@@ -42,6 +50,61 @@ def _forked() -> None:
     Watchdog._period = 0.0
 
 
+
+
+class Heartbeat:
+    """What a child process's runs tell its parent, in memory they share: when the step running
+    began (monotonic seconds; 0 when none runs), its bound in seconds, and what the machine
+    was doing. Made by the parent before it forks; `install` makes it the child's."""
+
+    _NOTE_BYTES = 120
+
+    def __init__(self) -> None:
+        self.times = multiprocessing.RawArray("d", 2)
+        self.note = multiprocessing.RawArray("c", self._NOTE_BYTES)
+
+    def install(self) -> None:
+        """Makes this the heartbeat the runs of this process keep (in the forked child)."""
+        global _BEAT
+        _BEAT = self
+
+    def overdue(self, margin: Callable[[float], float]) -> tuple[float, str] | None:
+        """Gives the bound and what the machine was doing when the step running began longer
+        ago than its bound plus `margin(bound)`; else None."""
+        began, bound = self.times[0], self.times[1]
+        if began <= 0 or bound <= 0 or time.monotonic() - began <= bound + margin(bound):
+            return None
+        return bound, self.note.value.decode("utf-8", "replace")
+
+
+_BEAT: Heartbeat | None = None  # this process's, in a child a parent watches
+
+
+def apart() -> bool:
+    """Tells whether this process is a child a parent watches (`Heartbeat`)."""
+    return _BEAT is not None
+
+
+def beat(seconds: float) -> None:
+    """A step (or a machine's `close()`) begins, bounded by `seconds` (0: none)."""
+    if _BEAT is not None and seconds > 0:
+        _BEAT.times[1] = seconds
+        _BEAT.times[0] = time.monotonic()
+
+
+def rest() -> None:
+    """No step runs."""
+    if _BEAT is not None:
+        _BEAT.times[0] = 0.0
+
+
+def doing(activity: str, call: object = None) -> None:
+    """Notes what the machine is asked to do (`call`, the method), for the parent to say if it
+    has to end it."""
+    if _BEAT is not None:
+        if call is not None:
+            activity = f"{activity}: {getattr(call, '__name__', 'a call')}()"
+        _BEAT.note.value = activity.encode("utf-8", "replace")[:Heartbeat._NOTE_BYTES - 1]
 
 
 class Overran(BaseException):

@@ -29,6 +29,7 @@ from harness import (
     write_replay,
 )
 from harness.engines.fuzz import _sim_options
+from harness.engines.replay import checksum_of
 from harness.sim.history import dump_line
 from harness.stateful import workflow_machine
 from reference_machine import load_definition
@@ -111,16 +112,17 @@ class TestReplayFiles:
 
     def test_options_in_a_file_are_checked_as_options(self, example: object,
                                                       tmp_path: Path) -> None:
-        """An option the simulator does not know, or a bad value, names itself."""
+        """An option the simulator does not know, or a bad value, names itself (the file's
+        checksum made again, as one who knows the format would)."""
         path = write_replay(example, tmp_path)  # type: ignore[arg-type]
         data = json.loads(path.read_text())
         data["options"]["colour"] = "blue"
-        path.write_text(json.dumps(data))
+        path.write_text(json.dumps({**data, "checksum": checksum_of(data)}))
         with pytest.raises(ReplayError, match=r"options\.colour: not an option"):
             replay(path)
         del data["options"]["colour"]
         data["options"]["executions"] = 0
-        path.write_text(json.dumps(data))
+        path.write_text(json.dumps({**data, "checksum": checksum_of(data)}))
         with pytest.raises(ReplayError, match=r"options\.executions: expected a whole number"):
             replay(path)
 

@@ -1,0 +1,177 @@
+"""A machine can neither fool nor hang the harness, on any path (issue 36): one that ends its
+process with exit code 0, registers `os._exit(0)` to run at exit, ignores, blocks or swallows
+the watchdog's alarm, stops itself, hangs in `__str__` or in `close()`, raises
+KeyboardInterrupt, leaves a thread running or prints. `run`, `fuzz`, `explore` and `replay`
+each run the machine in a child process whose heartbeat the parent watches: the verdict is
+the machine's, within the step timeout plus a margin, and the exit code is the parent's.
+
+Each row used to exit 0, hang, abort, or corrupt `--json` on at least one of these paths."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hostile import ROOT, Case
+
+PROBE = f'''
+import atexit, os, signal, threading, time
+from harness import ReferenceMachine
+
+
+class NeverStr(Exception):
+    def __str__(self):
+        while True:
+            pass
+
+
+def misbehave():
+    mode = os.environ.get("PROBE_MODE", "")
+    if mode == "raise":
+        raise ValueError("boom")
+    if mode == "exit0":
+        os._exit(0)
+    if mode == "atexit":
+        atexit.register(os._exit, 0)
+        raise ValueError("boom")
+    if mode == "alarm ignored":
+        signal.signal(signal.SIGALRM, signal.SIG_IGN)
+        time.sleep(3600)
+    if mode == "alarm blocked":
+        signal.pthread_sigmask(signal.SIG_BLOCK, {{signal.SIGALRM}})
+        time.sleep(3600)
+    if mode == "alarm swallowed":
+        while True:
+            try:
+                time.sleep(3600)
+            except BaseException:
+                pass
+    if mode == "stopped":
+        os.kill(os.getpid(), signal.SIGSTOP)
+    if mode == "str hangs":
+        raise NeverStr()
+    if mode == "interrupt":
+        raise KeyboardInterrupt
+    if mode == "thread":
+        threading.Thread(target=lambda: time.sleep(3600)).start()
+    if mode == "print":
+        print("MACHINE PRINT")
+        os.write(1, b"MACHINE WRITE\\n")
+
+
+class Probe(ReferenceMachine):
+    definition = {str(ROOT / "scenarios" / "refund_escalation.yaml")!r}
+
+    def deliver(self, execution_id, event, now):
+        misbehave()
+        return super().deliver(execution_id, event, now)
+
+    def close(self):
+        if os.environ.get("PROBE_MODE") == "close sleeps":
+            time.sleep(3600)
+'''
+
+TIMEOUT = ("--step-timeout", "1")
+PATHS: dict[str, tuple[str, ...]] = {
+    "run": ("run", "probe:Probe", *TIMEOUT),
+    "fuzz": ("fuzz", "probe:Probe", "--runs", "1", "--no-report", *TIMEOUT),
+    "explore": ("explore", "probe:Probe", "--depth", "4", "--no-report", *TIMEOUT),
+    "replay": ("replay", "r.json"),  # recorded with the step timeout of 1 s
+}
+#: (mode, the fragment its verdict holds, the exit code, the paths it is tried on)
+ROWS: list[tuple[str, str, int, tuple[str, ...]]] = [
+    ("exit0", "the process exited with code 0", 1, ("run", "fuzz", "explore", "replay")),
+    ("atexit", "boom", 1, ("fuzz", "explore", "replay")),  # `run` shows the traceback
+    *[(mode, "it hung: a step ran past 1 s", 1, ("run", "fuzz", "explore", "replay"))
+      for mode in ("alarm ignored", "alarm blocked", "alarm swallowed", "stopped")],
+    ("str hangs", "it hung: a step ran past 1 s", 1, ("run", "explore")),
+    ("close sleeps", "while closing the machine: close()", 1, ("run", "explore")),
+    ("interrupt", "the machine raised KeyboardInterrupt", 1, ("run", "fuzz", "explore",
+                                                             "replay")),
+    ("thread", "", 0, ("explore", "replay")),
+]
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """A replay file of the probe raising (its rule machine_ok), with a step timeout of 1 s:
+    each mode replays that schedule with another misbehaviour."""
+    folder = tmp_path_factory.mktemp("recorded")
+    (folder / "probe.py").write_text(PROBE, encoding="utf-8")
+    env = {**os.environ, "PROBE_MODE": "raise",
+           "PYTHONPATH": os.pathsep.join([str(folder), str(ROOT / "tests" / "support")])}
+    subprocess.run([sys.executable, "-m", "harness.cli", "fuzz", "probe:Probe", "--runs", "3",
+                    "--report", "out", *TIMEOUT], cwd=folder, env=env, capture_output=True,
+                   check=False, timeout=120)
+    (saved,) = (folder / "out" / "replays").iterdir()
+    return saved.read_bytes()
+
+
+@pytest.mark.parametrize(("mode", "line", "code", "path"),
+                         [(mode, line, code, path) for mode, line, code, paths in ROWS
+                          for path in paths],
+                         ids=[f"{mode}-{path}" for mode, _, _, paths in ROWS for path in paths])
+def test_a_misbehaving_machine_is_its_own_verdict(
+        mode: str, line: str, code: int, path: str, recorded: bytes,
+        hostile: Callable[[Case], Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROBE_MODE", mode)
+    hostile(Case(f"{mode} on {path}", PATHS[path], code, line,
+                 {"probe.py": PROBE, "r.json": recorded}, timeout=60))
+
+
+@pytest.mark.parametrize("path", ["explore", "replay"])
+def test_a_machine_that_prints_leaves_json_whole(
+        path: str, recorded: bytes, hostile: Callable[[Case], Any],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its prints go to stderr; stdout is the harness's document."""
+    monkeypatch.setenv("PROBE_MODE", "print")
+    result = hostile(Case(f"print on {path}", (*PATHS[path], "--json"),
+                          0, "",
+                          {"probe.py": PROBE, "r.json": recorded}, timeout=60))
+    json.loads(result.stdout)
+    assert "MACHINE PRINT" in result.stderr and "MACHINE WRITE" in result.stderr
+
+
+def test_the_parent_ends_a_hung_child_within_the_bound_and_its_margin(
+        tmp_path: Path) -> None:
+    """The heartbeat: a child whose step began longer ago than its bound plus the margin is
+    ended by its parent, with the bound and what it was doing."""
+    from harness.engines import isolation
+    from harness.sim.watchdog import beat, doing
+
+    def work() -> None:
+        doing("a test", work)
+        beat(0.2)
+        os.kill(os.getpid(), 19)  # SIGSTOP: nothing in the child runs any more
+
+    with pytest.raises(isolation.Died) as died:
+        isolation.call(work)
+    assert died.value.hung == (0.2, "a test: work()")
+    assert "it hung: a step ran past 0.2 s of wall time" in died.value.how
+
+
+@pytest.mark.parametrize("mode", ["exit0", "atexit", "thread"])
+def test_the_plugin_keeps_its_exit_code(mode: str, tmp_path: Path) -> None:
+    """A collected definition fuzzed and explored on such a machine: pytest ended mid-session
+    with exit 0, or hung on the thread after it; now each item is the machine's verdict."""
+    (tmp_path / "probe.py").write_text(PROBE, encoding="utf-8")
+    (tmp_path / "pytest.ini").write_text("[pytest]\nfsm_machine = probe:Probe\n",
+                                         encoding="utf-8")
+    (tmp_path / "workflow_refund.yaml").write_bytes(
+        (ROOT / "scenarios" / "refund_escalation.yaml").read_bytes())
+    env = {**os.environ, "PROBE_MODE": mode, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-p",
+                           "no:cacheprovider", "-q", "--fsm-runs", "5", "--fsm-depth", "5"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
+    shown = done.stdout[-3000:] + done.stderr[-2000:]
+    if mode == "thread":  # its thread is the child's: nothing of it is left to wait for
+        assert done.returncode == 0 and "3 passed" in done.stdout, shown
+    else:
+        assert done.returncode == 1 and "2 failed, 1 passed" in done.stdout, shown
