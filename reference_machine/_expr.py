@@ -31,12 +31,20 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def _round(number: Any, ndigits: Any = None) -> Any:
+    """`round`, its digits bounded: an integer rounded to a place far to the left of it
+    (`round(5, -1000000000)`) costs time that grows with the place."""
+    if _is_number(ndigits) and abs(ndigits) > _DIGITS_MAX:
+        raise _TooLarge(f"round to {ndigits:,} digits is over the limit of {_DIGITS_MAX:,}")
+    return round(number, ndigits)
+
+
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "len": len,
     "abs": abs,
     "min": min,
     "max": max,
-    "round": round,
+    "round": _round,
     # JSON type tests: a comparison can ask the type first (`is_number(x) and x > 5`)
     "is_number": _is_number,
     "is_string": lambda value: isinstance(value, str),

@@ -396,6 +396,28 @@ class WorkflowSpec(_Spec):
 
     _added = ("reactive",)
 
+    @field_validator("context", mode="after")
+    @classmethod
+    def _context_is_json(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """Every value is JSON data: a run's history and reports are JSON, and a date YAML read
+        unquoted (or a set, or bytes) passed lint and stopped `fuzz` with a traceback."""
+        stack: list[tuple[str, Any]] = [(key, item) for key, item in value.items()]
+        while stack:
+            path, item = stack.pop()
+            if isinstance(item, dict):
+                if not all(isinstance(key, str) for key in item):
+                    raise ValueError(f"{path!r}: the keys of a mapping must be text")
+                stack += [(f"{path}.{key}", inner) for key, inner in item.items()]
+            elif isinstance(item, list):
+                stack += [(f"{path}[{index}]", inner) for index, inner in enumerate(item)]
+            elif (item is not None and not isinstance(item, str | int | float | bool)) or (
+                    isinstance(item, float) and not math.isfinite(item)):
+                what = repr(item) if isinstance(item, float) else f"a {type(item).__name__}"
+                hint = " (quote it: '2024-01-01')" if hasattr(item, "isoformat") else ""
+                raise ValueError(f"{path!r} holds {what}, which is not JSON data: text, "
+                                 f"numbers, true, false, null, lists or mappings{hint}")
+        return value
+
     @field_validator("version", mode="before")
     @classmethod
     def _version_as_text(cls, value: object) -> object:

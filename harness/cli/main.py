@@ -23,6 +23,7 @@ from rich.markup import escape
 
 from fault_injection import FaultPlan, FaultPlanError, load_plan
 from fault_injection import no_faults as no_faults_plan
+from harness.checks.adequacy import check_acknowledged
 from harness.checks.checkers import Violation, check
 from harness.cli.commands import (
     bench_command,
@@ -107,6 +108,9 @@ def lint_command(paths: Sequence[str], as_json: bool, quiet: bool,
             report = lint_report(path, format=input_format)
         except DefinitionSyntaxError as exc:
             report, unreadable = LintReport(exc.findings), unreadable + 1
+        if not report.errors:  # what fuzz checks of the definition too: lint-clean is runnable
+            report = replace(report, findings=(*report.findings,
+                                               *_campaign_findings(path, input_format)))
         findings = report.findings
         file_errors = report.errors
         errors += len(file_errors)
@@ -140,6 +144,20 @@ def lint_command(paths: Sequence[str], as_json: bool, quiet: bool,
     if unreadable:
         sys.exit(EXIT_USAGE)
     sys.exit(EXIT_FOUND if errors else EXIT_OK)
+
+
+def _campaign_findings(path: Path, input_format: str | None) -> tuple[Finding, ...]:
+    """Gives the errors a campaign would refuse the definition for that its loader does not
+    see: an `untested:` entry that names no gap kind or fault kind, or gives no reason (the
+    crash points named are the machine's, checked when a campaign knows it)."""
+    try:
+        check_acknowledged(load_definition(path, format=input_format).untested)
+    except DefinitionError:
+        return ()  # told by lint_report already
+    except HarnessError as exc:
+        location, _, message = str(exc).partition(": ")
+        return (Finding(Severity.ERROR, "untested-unknown", location, message),)
+    return ()
 
 
 def _acknowledged_note(count: int) -> str:

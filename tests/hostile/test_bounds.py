@@ -47,6 +47,13 @@ class SurrogateOutcome(ReferenceMachine):
 """
 
 
+DATED = (ROOT / "scenarios" / "refund_escalation.yaml").read_text(encoding="utf-8").replace(
+    "\ncontext:\n", "\ncontext:\n  since: 2024-01-01\n", 1)
+
+UNKNOWN_KIND = (ROOT / "scenarios" / "refund_escalation.yaml").read_text(
+    encoding="utf-8") + "untested:\n  fault:no_such_kind: a reason\n"
+
+
 def _fifo(folder: Path) -> None:
     os.mkfifo(folder / "pipe")
 
@@ -105,6 +112,18 @@ CASES = [
          {"machines.py": MACHINES}),
     Case("an outcome's lone surrogate", ("run", "machines:SurrogateOutcome"), 0, "(\\ud800)",
          {"machines.py": MACHINES}),
+    # a context that is no JSON data: lint and every command refuse it alike (lint passed it
+    # and fuzz stopped with a traceback)
+    *[Case(f"{command} of a context holding a date",
+           (command, "dated.yaml", *(("--no-report",) if command == "fuzz" else ())),
+           1 if command == "lint" else 2, "'since' holds a date, which is not JSON data",
+           {"dated.yaml": DATED}) for command in ("lint", "run", "fuzz", "explore")],
+    Case("lint of an acknowledgement of no fault kind", ("lint", "unknown.yaml"), 1,
+         "untested.fault:no_such_kind: no fault kind 'no_such_kind'",
+         {"unknown.yaml": UNKNOWN_KIND}),  # lint passed it, and fuzz refused it
+    Case("fuzz of an acknowledgement of no fault kind", ("fuzz", "unknown.yaml",
+                                                          "--no-report"), 2,
+         "untested.fault:no_such_kind: no fault kind", {"unknown.yaml": UNKNOWN_KIND}),
     Case("a W3C folder with a file not UTF-8", ("import", "--w3c", "w3c"), 0,
          "refused: cannot read it: not UTF-8 text",
          {"w3c/test1.scxml": b"<scxml \xff\xfe>"}),

@@ -177,6 +177,7 @@ class TestExpressionBounds:
         ("[context.deep]", r"nested more than 50 levels deep"),
         ("context.long + context.long", r"joining text to 120,000 characters"),
         ("context.items + context.items", r"a list of more than 100,000 items and characters"),
+        ("round(context.n, -1000000000)", r"round to -1,000,000,000 digits is over the limit"),
     ])
     def test_what_evaluation_would_build_is_bounded(self, text: str, message: str) -> None:
         """Past a bound, evaluation raises GuardError (decide's reject), having built nothing
