@@ -65,10 +65,10 @@ from reference_machine import (
     UNTESTED_KINDS,
     WorkflowDefinition,
 )
-from reference_machine._findings import did_you_mean
+from reference_machine._findings import Finding, Severity, did_you_mean
 
 __all__ = ["GAP_KINDS", "Adequacy", "Exercised", "Gap", "adequacy", "check_acknowledged",
-           "exercised"]
+           "exercised", "untested_findings"]
 
 #: The kinds of gap, as an acknowledgement's code begins (`crash_point:after_save`).
 GAP_KINDS = UNTESTED_KINDS
@@ -595,6 +595,18 @@ def _move_gaps(definition: WorkflowDefinition, coverage: Coverage) -> list[Gap]:
                         "the machine moves through states inside one call: report each move "
                         "in Observation.moves, or give it watch()"))
     return gaps
+
+
+def untested_findings(definition: WorkflowDefinition) -> tuple[Finding, ...]:
+    """Gives, as lint findings, what a campaign refuses in the definition's `untested:` that
+    its loader does not see: an entry naming no gap kind or fault kind, or giving no reason
+    (the crash points it names are the machine's, checked when a campaign knows it)."""
+    try:
+        check_acknowledged(definition.untested)
+    except HarnessError as exc:
+        location, _, message = str(exc).partition(": ")
+        return (Finding(Severity.ERROR, "untested-unknown", location, message),)
+    return ()
 
 
 def check_acknowledged(acknowledged: Mapping[str, str], points: Sequence[str] = (),

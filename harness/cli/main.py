@@ -23,7 +23,7 @@ from rich.markup import escape
 
 from fault_injection import FaultPlan, FaultPlanError, load_plan
 from fault_injection import no_faults as no_faults_plan
-from harness.checks.adequacy import check_acknowledged
+from harness.checks.adequacy import untested_findings
 from harness.checks.checkers import Violation, check
 from harness.cli.commands import (
     bench_command,
@@ -148,16 +148,11 @@ def lint_command(paths: Sequence[str], as_json: bool, quiet: bool,
 
 def _campaign_findings(path: Path, input_format: str | None) -> tuple[Finding, ...]:
     """Gives the errors a campaign would refuse the definition for that its loader does not
-    see: an `untested:` entry that names no gap kind or fault kind, or gives no reason (the
-    crash points named are the machine's, checked when a campaign knows it)."""
+    see (`untested_findings`)."""
     try:
-        check_acknowledged(load_definition(path, format=input_format).untested)
+        return untested_findings(load_definition(path, format=input_format))
     except DefinitionError:
         return ()  # told by lint_report already
-    except HarnessError as exc:
-        location, _, message = str(exc).partition(": ")
-        return (Finding(Severity.ERROR, "untested-unknown", location, message),)
-    return ()
 
 
 def _acknowledged_note(count: int) -> str:
