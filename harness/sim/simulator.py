@@ -651,11 +651,7 @@ class _Run:
         except FaultPlanError:
             raise  # the plan names crash points this machine lacks: the user's mistake
         except KeyboardInterrupt:
-            if not apart():  # the user's Ctrl-C; in a child, the machine's (the parent
-                raise  # gets the user's own)
-            self._fail(MachineFailed(self.clock.step, self.clock.now, "raised",
-                                     "KeyboardInterrupt", f"while {self.activity}: the "
-                                     "machine raised KeyboardInterrupt"), "")
+            self._interrupted()
             return False
         except _Hung as exc:
             self._fail(MachineFailed(0, 0, "hung", "StepBound", str(exc)), "")
@@ -674,6 +670,15 @@ class _Run:
                        trace_of(exc))
             return False
         return True
+
+    def _interrupted(self) -> None:
+        """A KeyboardInterrupt left the machine: the user's Ctrl-C, raised again; in a child
+        process, the machine's own (the parent gets the user's), which fails the run."""
+        if not apart():
+            raise  # the one being handled where this is called
+        self._fail(MachineFailed(self.clock.step, self.clock.now, "raised", "KeyboardInterrupt",
+                                 f"while {self.activity}: the machine raised "
+                                 "KeyboardInterrupt"), "")
 
     def steps(self, count: int) -> str:
         """Runs up to `count` steps; gives `final` (every execution ended), `quiescent`
@@ -733,11 +738,7 @@ class _Run:
                                      f"an injected fault escaped the machine: "
                                      f"{words_of(exc)}"), "")
         except KeyboardInterrupt:
-            if not apart():  # the user's Ctrl-C; in a child, the machine's (the parent
-                raise  # gets the user's own)
-            self._fail(MachineFailed(self.clock.step, self.clock.now, "raised",
-                                     "KeyboardInterrupt", f"while {self.activity}: the "
-                                     "machine raised KeyboardInterrupt"), "")
+            self._interrupted()
             return False
         except BaseException as exc:  # SystemExit too: the machine's, not the simulator's
             self._fail(MachineFailed(clock.step, clock.now, "raised", type(exc).__name__,
