@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -193,17 +194,20 @@ def read_document(path: str | os.PathLike[str], *, what: str, bytes_max: int,
     path = Path(path)
     name = str(path)
     kind = path.stat().st_mode
-    if not stat.S_ISREG(kind) and not stat.S_ISDIR(kind):  # a folder: open() says so
-        raise _unreadable(name, "not a regular file (a pipe, a socket or a device): "
-                                f"{what} is read from a file")
-    with path.open("rb") as stream:  # read one byte past the bound
-        raw = stream.read(bytes_max + 1)
-        if len(raw) > bytes_max:
-            try:
-                size = max(path.stat().st_size, len(raw))
-            except OSError:
-                size = len(raw)
-            raise _too_large(name, size, bytes_max, what)
+    if stat.S_ISFIFO(kind) or stat.S_ISCHR(kind):  # a pipe (`<(...)`, /dev/stdin) or device
+        raw = _read_stream(path, what, bytes_max)
+    elif not stat.S_ISREG(kind) and not stat.S_ISDIR(kind):  # a folder: open() says so
+        raise _unreadable(name, f"a socket or block device: {what} is read from a file or a "
+                                "pipe")
+    else:
+        with path.open("rb") as stream:  # read one byte past the bound
+            raw = stream.read(bytes_max + 1)
+    if len(raw) > bytes_max:
+        try:
+            size = max(path.stat().st_size, len(raw))
+        except OSError:
+            size = len(raw)
+        raise _too_large(name, size, bytes_max, what)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -212,6 +216,38 @@ def read_document(path: str | os.PathLike[str], *, what: str, bytes_max: int,
                           f"{exc.start} cannot be read", line) from exc
     is_json = not yaml_ok or path.suffix == ".json"
     return _parse(text, name, is_json, what, bytes_max)
+
+
+#: How long a pipe may keep the reader waiting for its next bytes (seconds): a named FIFO
+#: nothing writes to would block forever.
+PIPE_WAIT_S = 10.0
+
+
+def _read_stream(path: Path, what: str, bytes_max: int) -> bytes:
+    """Reads a pipe or a device to its end, one byte past `bytes_max` at most (/dev/zero never
+    ends), waiting at most `PIPE_WAIT_S` for each part; raises `DefinitionSyntaxError` when
+    nothing comes for that long."""
+    number = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO with no writer: no wait
+    chunks: list[bytes] = []
+    held = 0
+    try:
+        waiting = select.poll()
+        waiting.register(number, select.POLLIN | select.POLLHUP)
+        while held <= bytes_max:
+            if not waiting.poll(PIPE_WAIT_S * 1000):
+                raise _unreadable(str(path), f"nothing came through it for {PIPE_WAIT_S:g} s: "
+                                             f"{what} given as a pipe needs a writer")
+            try:
+                chunk = os.read(number, min(65_536, bytes_max + 1 - held))
+            except BlockingIOError:
+                continue
+            if not chunk:
+                break
+            chunks.append(chunk)
+            held += len(chunk)
+    finally:
+        os.close(number)
+    return b"".join(chunks)
 
 
 def document_problem(error: DefinitionError, syntax: str) -> str:

@@ -408,7 +408,7 @@ class WorkflowSpec(_Spec):
                 if not all(isinstance(key, str) for key in item):
                     raise ValueError(f"{path!r}: the keys of a mapping must be text")
                 stack += [(f"{path}.{key}", inner) for key, inner in item.items()]
-            elif isinstance(item, list):
+            elif isinstance(item, list | tuple):  # a tuple from Python: a list in JSON
                 stack += [(f"{path}[{index}]", inner) for index, inner in enumerate(item)]
             elif (item is not None and not isinstance(item, str | int | float | bool)) or (
                     isinstance(item, float) and not math.isfinite(item)):

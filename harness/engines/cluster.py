@@ -97,7 +97,7 @@ def _run_batch(key: str, packed: bytes, items: Sequence[Any], trials: bool = Fal
         child = children[key] = isolation.Worker(work)
     child.give(0, (trials, items))
     try:
-        return child.take()
+        return child.take_watched()
     except isolation.Died:
         return _Died()
     finally:

@@ -265,6 +265,12 @@ class Worker:
         """Ends the child when a step of its ran past its bound (its pipe then ends)."""
         self.hung = self.hung or _overdue(self.beat, self.process)
 
+    def take_watched(self) -> list[Any]:
+        """`take`, watching the child meanwhile (for a caller with one worker to wait for)."""
+        while not self.results.poll(_POLL):
+            self.watch()
+        return self.take()
+
     def close(self) -> None:
         """Ends the child: it is told to stop after the batches it holds, or, when the results
         of those are not wanted any more (the work stopped early), killed at once."""
@@ -316,9 +322,8 @@ class _Crew:
         holding: dict[Any, Worker] = {worker.results: worker for worker in self.workers
                                        if worker.given}
         ready_ones = wait(list(holding), timeout=_POLL)
-        if not ready_ones:
-            for worker in holding.values():
-                worker.watch()
+        for worker in holding.values():  # each time: one that answers must not hide one hung
+            worker.watch()
         for ready in ready_ones:
             worker = holding[ready]
             try:

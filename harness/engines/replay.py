@@ -210,6 +210,8 @@ def checksum_of(data: Mapping[str, Any]) -> str:
     definition = data.get("definition")
     held = {key: data.get(key) for key in SEALED}
     held["digest"] = definition.get("digest") if isinstance(definition, Mapping) else None
+    # as the file holds it (a context's whole-number keys are text there, and sort so)
+    held = json.loads(json.dumps(held, ensure_ascii=False, default=str))
     text = json.dumps(held, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 

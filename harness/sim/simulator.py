@@ -109,6 +109,7 @@ _DECISIONS = frozenset({"accepted", "ignored", "rejected"})
 _KEEP_VIA = frozenset({"forged", "late", "duplicate", "agent"})
 _CHARTED = frozenset({"parallel", "map"})
 _START, _EXTERNAL, _COMPLETE, _APPROVE, _QUEUED, _ADVANCE = range(6)
+_CLOSE_BOUND = 5  # a machine's close() may take this many step timeouts (a slow teardown)
 _VERSION_LIMIT = 2**63  # a store's version is a signed 64-bit number, as databases keep it
 _MOVES_MAX = 64  # clock moves one step of a schedule (`advance | N moves`) makes at most
 #: How readily a run moves the clock while anything else can happen, one drawn per run (swarm
@@ -573,8 +574,9 @@ class _Run:
         for machine in machines:
             close = getattr(machine, "close", None) if machine is not None else None
             if callable(close):
-                doing("closing the machine: close()")
-                beat(self.watchdog.seconds)  # no signal bounds it: only a parent can
+                doing(f"closing the machine: close(), bounded at {_CLOSE_BOUND} times "
+                      "the step timeout")
+                beat(self.watchdog.seconds * _CLOSE_BOUND)  # only a parent can bound it
                 try:
                     with contextlib.suppress(Exception):
                         close()

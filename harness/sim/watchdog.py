@@ -72,12 +72,18 @@ class Heartbeat:
         """Gives the bound and what the machine was doing when the step running began longer
         ago than its bound plus `margin(bound)`; else None."""
         began, bound = self.times[0], self.times[1]
-        if began <= 0 or bound <= 0 or time.monotonic() - began <= bound + margin(bound):
+        if began <= 0 or bound <= 0 or _now() - began <= bound + margin(bound):
             return None
         return bound, self.note.value.decode("utf-8", "replace")
 
 
 _BEAT: Heartbeat | None = None  # this process's, in a child a parent watches
+
+
+def _now() -> float:
+    """Gives the system's monotonic clock, as a parent reads it: a run that freezes time
+    (`freeze_clock`, freezegun) patches `time.monotonic`, not this."""
+    return time.clock_gettime(time.CLOCK_MONOTONIC)
 
 
 def apart() -> bool:
@@ -89,7 +95,7 @@ def beat(seconds: float) -> None:
     """A step (or a machine's `close()`) begins, bounded by `seconds` (0: none)."""
     if _BEAT is not None and seconds > 0:
         _BEAT.times[1] = seconds
-        _BEAT.times[0] = time.monotonic()
+        _BEAT.times[0] = _now()
 
 
 def rest() -> None:

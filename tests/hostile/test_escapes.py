@@ -175,3 +175,34 @@ def test_the_plugin_keeps_its_exit_code(mode: str, tmp_path: Path) -> None:
         assert done.returncode == 0 and "3 passed" in done.stdout, shown
     else:
         assert done.returncode == 1 and "2 failed, 1 passed" in done.stdout, shown
+
+
+def test_a_frozen_clock_does_not_hide_a_hang() -> None:
+    """A run with `freeze_clock` froze `time.monotonic`, which the heartbeat read: its step
+    never looked overdue, and the campaign hung (found by review)."""
+    import signal
+    import time
+
+    from harness import FuzzOptions, ReferenceMachine, SimOptions, fuzz
+
+    class Blocker(ReferenceMachine):
+        def deliver(self, execution_id: str, event: Any, now: int) -> Any:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+            time.sleep(3600)
+
+    definition = ROOT / "scenarios" / "refund_escalation.yaml"
+    report = fuzz(definition, FuzzOptions(runs=1, replay_dir=None, shrink=False, sim=SimOptions(
+        freeze_clock=True, step_timeout_s=0.5)), machine=lambda *a, **k: Blocker(*a, **k))
+    assert "it hung: a step ran past 0.5 s" in str(report.failures[0].violations[0])
+
+
+def test_a_slow_close_is_no_hang(hostile: Callable[[Case], Any],
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A teardown may take longer than a step (a pool, a schema dropped): close() is bounded
+    at five step timeouts, not one."""
+    slow = PROBE.replace("if os.environ.get(\"PROBE_MODE\") == \"close sleeps\":\n"
+                         "            time.sleep(3600)", "time.sleep(1.6)")
+    assert slow != PROBE
+    monkeypatch.setenv("PROBE_MODE", "")
+    hostile(Case("slow close", ("run", "probe:Probe", *TIMEOUT), 0, "every invariant held",
+                 {"probe.py": slow}, timeout=60))

@@ -58,3 +58,12 @@ def test_lint_refuses_exactly_what_a_campaign_refuses(spec: dict[str, Any]) -> N
         return
     assert not errors, f"lint refused what fuzz ran: {errors}"
     assert report.runs >= 2  # and the runs aimed at what it left untested
+
+
+def test_a_tuple_in_a_python_context_is_a_list() -> None:
+    """A definition built in Python may hold a tuple: JSON's list, not a refusal."""
+    spec = {"name": "t", "context": {"pair": (1, 2)}, "states": {
+        "idle": {"initial": True, "on": {"go": "done"}},
+        "done": {"type": "final", "outcome": "success"}},
+        "events": {"go": {"sources": ["human"]}}}
+    assert load_definition(spec).initial_context["pair"] in ((1, 2), [1, 2])

@@ -152,6 +152,18 @@ def test_the_rule_reads_where_a_module_lives(tmp_path: Path,
 
 
 def test_a_replay_file_that_is_a_fifo_is_refused(hostile: Callable[[Case], Any]) -> None:
-    """It blocked forever waiting for a writer."""
-    hostile(Case("fifo", ("replay", "pipe"), 2, "not a regular file",
+    """It blocked forever waiting for a writer; now it waits 10 s for one."""
+    hostile(Case("fifo", ("replay", "pipe"), 2, "nothing came through it for 10 s",
                  setup=lambda folder: os.mkfifo(folder / "pipe"), timeout=60))
+
+
+def test_a_context_with_whole_number_keys_keeps_its_checksum(tmp_path: Path) -> None:
+    """From Python a context may have keys 2 and 10, which the file holds as text and sorts
+    otherwise: the checksum is of what the file holds (found by review)."""
+    from harness import ExploreOptions, explore, replay, write_replay
+
+    machine, _ = PLANTED["late_timer_applied"]
+    found = explore(PLANTED_YAML, ExploreOptions(depth=5, context={2: "a", 10: "b"}),
+                    machine=machine)
+    assert found.counterexample is not None
+    assert replay(write_replay(found.counterexample, tmp_path)).reproduced
