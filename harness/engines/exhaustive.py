@@ -235,15 +235,18 @@ def explore(target: WorkflowDefinition | str | Mapping[str, Any],
             example = replace(example, definition=None, machine=None)  # type: ignore[arg-type]
         return replace(found, definition=None, counterexample=example)  # type: ignore[arg-type]
 
+    covered = [0, 0]  # the depth last finished and its distinct states, as the child told
+
     def told(item: Any) -> None:
+        covered[:] = item
         if progress is not None:
             progress(*item)
 
     try:
         found = isolation.call(work, told)
     except isolation.Died as died:
-        return ExploreReport(definition, 0, 0, 0, time.monotonic() - search.started, False,
-                             died=died.how)
+        return ExploreReport(definition, covered[0], covered[1], 0,
+                             time.monotonic() - search.started, False, died=died.how)
     example = found.counterexample
     return replace(found, definition=definition, counterexample=None if example is None else
                    replace(example, definition=definition, machine=machine))

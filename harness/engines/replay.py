@@ -257,7 +257,7 @@ def _events_sent(history: Iterable[HistoryRecord], actions: Mapping[int, str]
 def replay(path: str | os.PathLike[str], *, definition: WorkflowDefinition | None = None,
            machine: MachineFactory | None = None, trusted: Iterable[str] = (),
            say: Callable[[str], object] | None = None, edited: bool = False,
-           given_as: str = "definition=") -> ReplayOutcome:
+           given_as: str = "definition=", isolate: bool = True) -> ReplayOutcome:
     """Runs a replay file's schedule again and tells whether its rule breaks again.
 
     The definition is loaded from where the file says (or given), and must have the digest the
@@ -268,8 +268,10 @@ def replay(path: str | os.PathLike[str], *, definition: WorkflowDefinition | Non
     (or given). A module the file names is imported only when it is the user's own (see
     `user_module`) or named in `trusted`; `say` is told of each before it is imported, and of
     a definition found elsewhere than recorded. `given_as` is how the caller names a
-    definition, for the messages (`--definition PATH` at the command line). Raises
-    `ReplayError` when the file cannot be replayed."""
+    definition, for the messages (`--definition PATH` at the command line). The run is in a
+    child process where the platform can fork (`isolate`), so that a machine that ends or hangs
+    its process is its verdict (`machine_ok`, with `result` None). Raises `ReplayError` when the
+    file cannot be replayed."""
     name = str(path)
     data = _read(name)
     trusted = frozenset(trusted)
@@ -323,7 +325,7 @@ def replay(path: str | os.PathLike[str], *, definition: WorkflowDefinition | Non
 
     try:  # apart: a machine that ends or hangs its process ends only the child's
         result, departures, skipped_steps, unscheduled = (
-            isolation.call(work) if isolation.available() else work())
+            isolation.call(work) if isolate and isolation.available() else work())
     except isolation.Died as died:
         if say is not None:
             for line in told:

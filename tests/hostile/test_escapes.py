@@ -206,3 +206,41 @@ def test_a_slow_close_is_no_hang(hostile: Callable[[Case], Any],
     monkeypatch.setenv("PROBE_MODE", "")
     hostile(Case("slow close", ("run", "probe:Probe", *TIMEOUT), 0, "every invariant held",
                  {"probe.py": slow}, timeout=60))
+
+
+def test_an_explore_the_machine_ended_says_how_far_it_got(tmp_path: Path) -> None:
+    """The depth it finished and its states, as the child told them, not zeros."""
+    from harness import ExploreOptions, ReferenceMachine, explore
+
+    class LateExit(ReferenceMachine):
+        delivered = [0]  # across the search's runs, all in its one child
+
+        def deliver(self, execution_id: str, event: Any, now: int) -> Any:
+            self.delivered[0] += 1
+            if self.delivered[0] > 40:
+                os._exit(0)
+            return super().deliver(execution_id, event, now)
+
+    found = explore(ROOT / "scenarios" / "refund_escalation.yaml", ExploreOptions(depth=8),
+                    machine=lambda *a, **k: LateExit(*a, **k))
+    assert not found.held and "exited with code 0" in found.died
+    assert found.depth >= 1 and found.states > 1, found
+
+
+def test_a_replay_may_run_in_this_process(tmp_path: Path) -> None:
+    """`isolate=False`: what the machine factory does stays visible to the caller."""
+    from planted import PLANTED
+
+    from harness import FuzzOptions, fuzz, replay
+
+    machine, _ = PLANTED["key_per_attempt"]
+    report = fuzz(ROOT / "tests" / "simulation" / "workflows" / "planted.yaml",
+                  FuzzOptions(runs=200, replay_dir=tmp_path), machine=machine)
+    made: list[object] = []
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        made.append(machine(*args, **kwargs))
+        return made[-1]
+
+    assert replay(report.failures[0].replay_file, machine=counting, isolate=False).reproduced
+    assert made
