@@ -380,10 +380,10 @@ def _parse_json(text: str, name: str) -> tuple[Any, dict[str, int]]:
         return result
 
     try:
-        data = json.loads(text, object_pairs_hook=refuse_duplicates, parse_int=_integer)
+        data = json.loads(text, object_pairs_hook=refuse_duplicates, parse_int=bounded_integer)
     except json.JSONDecodeError as exc:
         raise _unreadable(name, f"JSON syntax: {exc.msg} (column {exc.colno})", exc.lineno) from exc
-    except _TooManyDigits as exc:
+    except TooManyDigits as exc:
         found = re.search(rf"\d{{{DIGITS_MAX + 1}}}", text)
         line = text.count("\n", 0, found.start()) + 1 if found else None
         raise _unreadable(name, str(exc), line) from exc
@@ -395,13 +395,14 @@ def _parse_json(text: str, name: str) -> tuple[Any, dict[str, int]]:
     return data, {}
 
 
-class _TooManyDigits(ValueError):
+class TooManyDigits(ValueError):
     """A JSON integer longer than `DIGITS_MAX` digits."""
 
 
-def _integer(digits: str) -> int:
+def bounded_integer(digits: str) -> int:
+    """Reads a JSON integer's digits; raises `TooManyDigits` past `DIGITS_MAX` of them."""
     if len(digits) > DIGITS_MAX:
-        raise _TooManyDigits(f"an integer of {len(digits):,} digits; at most {DIGITS_MAX:,} "
+        raise TooManyDigits(f"an integer of {len(digits):,} digits; at most {DIGITS_MAX:,} "
                              "digits are read")
     return int(digits)
 

@@ -20,8 +20,9 @@ from harness.adapters.targets import definition_files as _definition_files
 from harness.errors import short_repr
 from reference_machine import WorkflowDefinition
 from reference_machine._load import (
-    DIGITS_MAX,
     NESTING_MAX,
+    TooManyDigits,
+    bounded_integer,
     deeper_than,
     document_problem,
     read_document,
@@ -144,30 +145,19 @@ class _Fields(dict[str, Any]):
     which `context_for` refuses where the definition's default is no mapping."""
 
 
-class _TooLong(ValueError):
-    """A `--context` value's integer of more digits than any file may hold."""
-
-
 def _context_value(pair: str, text: str) -> Any:
     """Gives a `--context` value: JSON when it is JSON (NaN and Infinity aside), else the text
-    itself; exits 2 for JSON past the bounds every file read has (`DIGITS_MAX`,
-    `NESTING_MAX`)."""
+    itself; exits 2 for JSON past the bounds every file read has (its digits, its nesting)."""
     def refuse(constant: str) -> Any:
         raise ValueError(constant)
 
-    def whole(digits: str) -> int:
-        if len(digits) > DIGITS_MAX:
-            raise _TooLong(digits)
-        return int(digits)
-
     bound = f"--context {pair[:40]!r}{'...' if len(pair) > 40 else ''}"
     try:
-        value = json.loads(text, parse_constant=refuse, parse_int=whole)
+        value = json.loads(text, parse_constant=refuse, parse_int=bounded_integer)
     except RecursionError as exc:
         raise UsageProblem(f"{bound}: nested more than {NESTING_MAX} levels deep") from exc
-    except _TooLong as exc:
-        raise UsageProblem(f"{bound}: an integer of {len(str(exc)):,} digits; at most "
-                           f"{DIGITS_MAX:,} digits are read") from exc
+    except TooManyDigits as exc:
+        raise UsageProblem(f"{bound}: {exc}") from exc
     except ValueError:
         return text
     if isinstance(value, list | dict) and deeper_than(value, NESTING_MAX):
