@@ -8,6 +8,6 @@
     TestRefund = RefundMachine.TestCase            # pytest and unittest collect it
 """
 
-from harness.engines.stateful import InvariantViolated, workflow_machine
+from harness.engines.stateful import InvariantViolated, MachineHung, workflow_machine
 
-__all__ = ["InvariantViolated", "workflow_machine"]
+__all__ = ["InvariantViolated", "MachineHung", "workflow_machine"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import copyreg
+import gc
 import multiprocessing
 import os
 import pickle
@@ -117,6 +118,20 @@ def _flush() -> None:
             stream.flush()
 
 
+def _start(process: Any) -> None:
+    """Forks `process` with the parent's objects frozen (`gc.freeze`): the child's collector
+    then never walks them, and so never copies the memory that holds them (a child made per
+    Hypothesis example ran at a third of the speed without)."""
+    if gc.get_freeze_count():  # the caller froze some: what is frozen is theirs to undo
+        process.start()
+        return
+    gc.freeze()
+    try:
+        process.start()
+    finally:
+        gc.unfreeze()
+
+
 def _send(out: Connection, result: Any) -> None:
     try:
         out.send(result)
@@ -166,7 +181,7 @@ class Running:
         self.beat = Heartbeat()
         self.process = multiprocessing.get_context("fork").Process(
             target=_child, args=(work, writer, self.beat), daemon=True)
-        self.process.start()
+        _start(self.process)
         writer.close()  # only the child holds the writing end: its death is an end of file
 
     def result(self, told: Callable[[Any], object] | None = None) -> Any:
@@ -238,7 +253,7 @@ class Worker:
         self.hung: tuple[float, str] | None = None  # why the parent ended it, if it did
         self.process = multiprocessing.get_context("fork").Process(
             target=_serve, args=(work, tasks_out, results_in, self.beat), daemon=True)
-        self.process.start()
+        _start(self.process)
         tasks_out.close()
         results_in.close()  # only the child holds it: its death is an end of file here
         #: the batches given and not answered yet, oldest (the one running) first
@@ -249,14 +264,23 @@ class Worker:
         with contextlib.suppress(OSError):  # it died holding a batch: `take` tells, and the
             self.tasks.send(batch)  # batches it never began are given again
 
-    def take(self) -> list[Any]:
-        """Gives the result of the oldest batch given (which `given` still holds); raises
-        `Died` when the child ended."""
-        try:
-            got = self.results.recv()
-        except (EOFError, OSError):
-            self.process.join()
-            raise Died(self.process.exitcode, self.hung) from None
+    def take(self, told: Callable[[Any], object] | None = None, *, watched: bool = False
+             ) -> list[Any]:
+        """Gives the result of the oldest batch given (which `given` still holds), handing
+        `told` what the batch told on the way (`tell`); raises `Died` when the child ended.
+        `watched`: watching the child while it waits (see `watch`)."""
+        while True:
+            while watched and not self.results.poll(_POLL):
+                self.watch()
+            try:
+                got = self.results.recv()
+            except (EOFError, OSError):
+                self.process.join()
+                raise Died(self.process.exitcode, self.hung) from None
+            if not isinstance(got, _Told):
+                break
+            if told is not None:
+                told(got.item)
         if isinstance(got, _Raised):
             raise got.exc
         return got
@@ -265,11 +289,9 @@ class Worker:
         """Ends the child when a step of its ran past its bound (its pipe then ends)."""
         self.hung = self.hung or _overdue(self.beat, self.process)
 
-    def take_watched(self) -> list[Any]:
+    def take_watched(self, told: Callable[[Any], object] | None = None) -> list[Any]:
         """`take`, watching the child meanwhile (for a caller with one worker to wait for)."""
-        while not self.results.poll(_POLL):
-            self.watch()
-        return self.take()
+        return self.take(told, watched=True)
 
     def close(self) -> None:
         """Ends the child: it is told to stop after the batches it holds, or, when the results
@@ -368,7 +390,7 @@ def _serve(work: Callable[[Sequence[Any]], list[Any]], tasks: Connection,
            results: Connection, beat: Heartbeat) -> None:
     global _TOLD_TO
     _started(beat)
-    _TOLD_TO = None  # its parent reads only results
+    _TOLD_TO = results  # what a batch tells comes before its result
     while True:
         try:
             batch = tasks.recv()

@@ -31,21 +31,22 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis.control import current_build_context
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from fault_injection import TOOL_FAULTS, FaultKind, FaultPlan
 from harness.checks.checkers import Invariant, Violation, invariants
+from harness.engines import isolation
 from harness.engines.exhaustive import _bands
 from harness.engines.replay import write_replay
 from harness.engines.shrink import Counterexample
 from harness.errors import HarnessError
 from harness.report.trace import describe_steps
-from harness.sim.choices import BRANCH, RecordingChoices, Table, labels_of
+from harness.sim.choices import BRANCH, Choice, RecordingChoices, Table, labels_of
 from harness.sim.machine import MachineFactory, ReferenceMachine
 from harness.sim.simulator import (
     _ADVANCE,
@@ -56,13 +57,22 @@ from harness.sim.simulator import (
     _START,
     PATIENCE,
     SimOptions,
+    SimulationResult,
     Simulator,
-    _Run,
     plan_for,
 )
 from reference_machine import WorkflowDefinition
 
-__all__ = ["InvariantViolated", "workflow_machine"]
+__all__ = ["InvariantViolated", "MachineHung", "workflow_machine"]
+
+
+def _told(violations: Sequence[Violation], trace: Sequence[str],
+          replay_file: Path | None) -> str:
+    lines = [str(v) for v in violations]
+    lines += ["trace:", *(f"  {line}" for line in trace)]
+    if replay_file is not None:
+        lines.append(f"replay: fsmharness replay {replay_file}")
+    return "\n".join(lines)
 
 
 class InvariantViolated(AssertionError):
@@ -71,12 +81,29 @@ class InvariantViolated(AssertionError):
     def __init__(self, violations: Sequence[Violation], trace: Sequence[str],
                  replay_file: Path | None) -> None:
         self.violations = tuple(violations)
+        self.trace = tuple(trace)
         self.replay_file = replay_file
-        lines = [str(v) for v in violations]
-        lines += ["trace:", *(f"  {line}" for line in trace)]
-        if replay_file is not None:
-            lines.append(f"replay: fsmharness replay {replay_file}")
-        super().__init__("\n".join(lines))
+        super().__init__(_told(violations, trace, replay_file))
+
+    def __reduce__(self) -> tuple[Any, ...]:  # it crosses from the child that ran the example
+        return type(self), (self.violations, self.trace, self.replay_file)
+
+
+class MachineHung(BaseException):
+    """A step of a Hypothesis-driven run ran past its bound (`machine_ok`): the example is
+    reported as found, not shrunk, since each run of it takes the step's bound. A
+    `BaseException`, so that Hypothesis lets it through rather than shrink it; the test fails
+    with it, and Hypothesis prints the seed that finds it again."""
+
+    def __init__(self, violations: Sequence[Violation], trace: Sequence[str],
+                 replay_file: Path | None) -> None:
+        self.violations = tuple(violations)
+        self.trace = tuple(trace)
+        self.replay_file = replay_file
+        super().__init__(_told(violations, trace, replay_file))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.violations, self.trace, self.replay_file)
 
 
 class _DrivenChoices(RecordingChoices):
@@ -89,8 +116,10 @@ class _DrivenChoices(RecordingChoices):
 
     paced = False
 
-    def __init__(self, seed: int, variants: dict[str, tuple[str, ...]]) -> None:
+    def __init__(self, seed: int, variants: dict[str, tuple[str, ...]],
+                 stream: bool = False) -> None:
         super().__init__(seed)
+        self.stream = stream  # tell the parent each draw (`isolation.tell`) as it is made
         self.armed: Counter[str] = Counter()
         self.forced: int | None = None
         self.variants = variants
@@ -101,7 +130,15 @@ class _DrivenChoices(RecordingChoices):
         self.forced = None
         self._record(BRANCH, (index + 0.5) / len(actions))
         self.actions[self.step] = labels_of(actions, label)[index]
+        if self.stream:
+            isolation.tell((None, (self.step, self.actions[self.step])))
         return index
+
+    def _record(self, tag: str, u: float) -> float:
+        super()._record(tag, u)
+        if self.stream:
+            isolation.tell((self.recorded[-1], None))
+        return u
 
     def branch(self, n: int) -> int:
         if self.shape is None:
@@ -155,99 +192,90 @@ def workflow_machine(definition: WorkflowDefinition, *,
                      plan: FaultPlan | None = None,
                      only: Iterable[str] | None = None,
                      replay_dir: str | os.PathLike[str] | None = None,
-                     settings: Settings | None = None) -> type[RuleBasedStateMachine]:
+                     settings: Settings | None = None,
+                     isolate: bool = True) -> type[RuleBasedStateMachine]:
     """Gives a `RuleBasedStateMachine` that tests `machine` running `definition`.
 
     `options` shapes the runs (executions, the liveness phase; its step bound is Hypothesis's
     `stateful_step_count`), `plan` the faults a rule may inject (every kind the definition can
-    take by default), `only` the invariants checked (all by default)."""
+    take by default), `only` the invariants checked (all by default). With `isolate` (where
+    the platform can fork) each example's run is held in a child process the rules talk to,
+    so that a machine that ends its process or hangs it past the watchdog is that example's
+    `machine_ok` failure, never the test session's end."""
     base = options if options is not None else SimOptions()
     chosen_plan = plan if plan is not None else (base.plan if base.plan is not None
                                                  else plan_for(definition))
     if chosen_plan.swarm:
         raise HarnessError("a Hypothesis machine injects the faults its rules arm: give a plan "
                            "without swarm mode")
+    if not isinstance(isolate, bool):
+        raise HarnessError(f"isolate: expected true or false, got {isolate!r}")
     sim_options = replace(base, plan=chosen_plan)
-    simulator = Simulator(definition, sim_options, machine)
     checked: tuple[Invariant, ...] = invariants(only)
-    prefix_rules = tuple(rule_ for rule_ in checked if not rule_.final_only)
-    menu = _fault_menu(chosen_plan, getattr(machine, "crash_points", ()))
-    variants = menu.variants
-    folder = None if replay_dir is None else Path(replay_dir)
+    shared = _Shared(definition, machine, sim_options, Simulator(definition, sim_options, machine),
+                     checked, tuple(rule_ for rule_ in checked if not rule_.final_only),
+                     _fault_menu(chosen_plan, getattr(machine, "crash_points", ())),
+                     None if replay_dir is None else Path(replay_dir))
+    apart = isolate and isolation.available()
+    menu = shared.menu
 
     class WorkflowMachine(RuleBasedStateMachine):
-        """Runs the workflow one rule at a time; see `harness.stateful`."""
+        """Runs the workflow one rule at a time; see `harness.stateful`. The run itself is an
+        `_Example`, in a child process when isolated: the rules ask it to act, and read what
+        it answers (the kinds of action enabled) for their preconditions."""
 
         def __init__(self) -> None:
             super().__init__()
-            self.run: _Run | None = None
-            self.choices: _DrivenChoices | None = None
+            self.link: _Here | _Apart | None = None
+            self.kinds: frozenset[int] = frozenset()  # of the actions enabled now
+            self.live = False  # a run began and its machine has not failed
             self.failed = False  # teardown runs after a failure too, and must not fail again
 
         @initialize(seed=st.integers(min_value=0, max_value=2**32 - 1),
                     density=st.sampled_from(DENSITY), patience=st.sampled_from(PATIENCE))
         def begin(self, seed: int, density: float, patience: float) -> None:
-            self.density, self.patience = density, patience
-            self.choices = _DrivenChoices(seed, variants)
-            self.run = simulator.begin(seed, choices=self.choices)
-            if not self.run.start():
-                failure = self.run.failure
-                assert failure is not None
-                found = list(self._violations(self.run, complete=True)) or [Violation(
-                    "machine_ok", f"the machine {failure.problem} ({failure.error}): "
-                                  f"{failure.message}")]
-                self._fail(found)
+            self.link = _Apart(shared, seed) if apart else _Here(shared)
+            self._ask(f"begin(seed={seed}, density={density}, patience={patience})", "begin",
+                      seed, density, patience, _final_example())
 
-        def _enabled(self, kinds_of: frozenset[int]) -> list[int]:
-            assert self.run is not None
-            return [i for i, action in enumerate(self.run.actions()) if action[0] in kinds_of]
+        def _ask(self, said: str, name: str, *args: Any) -> None:
+            """Has the example do `name` for the rule `said` (as Hypothesis prints it)."""
+            assert self.link is not None
+            try:
+                self.kinds, self.live = self.link.ask(said, name, *args)
+            except (InvariantViolated, MachineHung):
+                self.failed = True
+                raise
 
         def _can(self, kinds_of: frozenset[int]) -> bool:
-            return (self.run is not None and self.run.failure is None
-                    and bool(self._enabled(kinds_of)))
-
-        def _act(self, kinds_of: frozenset[int], pick: int) -> None:
-            assert self.run is not None and self.choices is not None
-            eligible = self._enabled(kinds_of)
-            self.choices.forced = eligible[pick % len(eligible)]
-            self.run.step()
+            return self.live and not self.kinds.isdisjoint(kinds_of)
 
         @precondition(lambda self: self._can(frozenset({_START})))
         @rule(pick=st.integers(min_value=0, max_value=255))
         def start_execution(self, pick: int) -> None:
-            self._act(frozenset({_START}), pick)
+            self._ask(f"start_execution(pick={pick})", "act", frozenset({_START}), pick)
 
         @precondition(lambda self: self._can(_DELIVER))
         @rule(pick=st.integers(min_value=0, max_value=255), fault=FAULT)
         def deliver_event(self, pick: int, fault: tuple[int, int]) -> None:
             """Delivers an event the execution's state takes, an approval decision or a
             queued copy; `fault` strikes this delivery (or the next one it can)."""
-            self._arm(self._fault(menu.delivery, fault))
-            self._act(_DELIVER, pick)
+            self._ask(f"deliver_event(pick={pick}, fault={fault})", "act", _DELIVER, pick,
+                      ("delivery", fault))
 
         @precondition(lambda self: self._can(frozenset({_COMPLETE})))
         @rule(pick=st.integers(min_value=0, max_value=255), fault=FAULT)
         def complete_call(self, pick: int, fault: tuple[int, int]) -> None:
             """Lets a tool call in flight reach its tool; `fault` is what the tool does."""
-            self._arm(self._fault(menu.tool, fault))
-            self._act(frozenset({_COMPLETE}), pick)
+            self._ask(f"complete_call(pick={pick}, fault={fault})", "act",
+                      frozenset({_COMPLETE}), pick, ("tool", fault))
 
         @precondition(lambda self: self._can(frozenset({_ADVANCE})))
         @rule(fault=FAULT, now=st.integers(min_value=0, max_value=99))
         def advance_clock(self, fault: tuple[int, int], now: int) -> None:
             """Moves the clock to what is due next; a run that holds the clock back
             (`patience`) moves it only on a `now` that high, while anything else can happen."""
-            if now < 100 - 100 * self.patience and self._can(_ANY - {_ADVANCE}):
-                return
-            self._arm(self._fault(menu.clock, fault))
-            self._act(frozenset({_ADVANCE}), 0)
-
-        def _fault(self, kinds: tuple[str, ...], drawn: tuple[int, int]) -> str | None:
-            """Gives the fault a rule arms: with the example's `density`, one of `kinds`."""
-            roll, pick = drawn
-            if not kinds or roll < 100 - 100 * self.density:
-                return None
-            return kinds[pick % len(kinds)]
+            self._ask(f"advance_clock(fault={fault}, now={now})", "advance", fault, now)
 
         if menu.crash:
             @precondition(lambda self: self._can(_ANY))
@@ -256,17 +284,17 @@ def workflow_machine(definition: WorkflowDefinition, *,
             def crash_and_recover(self, pick: int, point: str) -> None:
                 """The process dies at `point` in the middle of its next action that passes
                 it (later ones', if that one does not), and recovers."""
-                self._arm(point)
-                self._act(_ANY, pick)
+                self._ask(f"crash_and_recover(pick={pick}, point={point!r})", "act", _ANY,
+                          pick, None, point)
 
         if menu.other or menu.tool:
-            @precondition(lambda self: self.run is not None and self.run.failure is None)
+            @precondition(lambda self: self.live)
             @rule(kind=st.sampled_from((*menu.other, *menu.tool)))
             def inject_fault(self, kind: str) -> None:
                 """Arms a fault for its next opportunity inside the machine: a tool fault
                 strikes its next tool call too, so a machine that calls its tools while it
                 takes an event (no call left in flight to complete) meets them."""
-                self._arm(kind)
+                self._ask(f"inject_fault(kind={kind!r})", "arm", kind)
 
         @precondition(lambda self: not self._can(_ANY))
         @rule()
@@ -274,54 +302,16 @@ def workflow_machine(definition: WorkflowDefinition, *,
             """Nothing can happen (every execution has ended, or the machine failed): the run
             rests until Hypothesis ends it, rather than leaving no rule to run."""
 
-        def _arm(self, fault: str | None) -> None:
-            if fault is not None:
-                assert self.choices is not None
-                self.choices.armed[fault] += 1
-
-        @invariant()
-        def invariants_hold(self) -> None:
-            if self.run is None:
-                return
-            found = list(self._violations(self.run, complete=False))
-            if found:
-                self._fail(found)
-
         def teardown(self) -> None:
-            run = self.run
-            if run is None or run.failure is not None or self.failed:
+            link = self.link
+            if link is None:
                 return
-            status = run.stopped()
-            if status != "final" and sim_options.liveness_steps:
-                run.heal()
-                status = run.steps(sim_options.liveness_steps)
-            run.finish(status)
-            found = list(self._violations(run, complete=True))
-            if found:
-                self._fail(found)
-
-        def _violations(self, run: _Run, *, complete: bool) -> Iterable[Violation]:
-            rules = checked if complete else prefix_rules
-            for rule_ in rules:
-                yield from rule_.run(definition, run.history)
-
-        def _fail(self, found: list[Violation]) -> None:
-            assert self.run is not None and self.choices is not None
-            self.failed = True
-            found.sort(key=lambda v: v.step)
-            first = found[0]
-            path = None
-            if folder is not None and _final_example():
-                example = Counterexample(
-                    definition, machine, self.run.seed,
-                    replace(sim_options, steps_max=(self.run.healed_at if self.run.healed
-                                                    else self.run.clock.step)),
-                    tuple(c for c in self.choices.recorded if c.step <= first.step),
-                    {s: a for s, a in self.choices.actions.items() if s <= first.step},
-                    first, self.run.result("step_bound"))
-                path = write_replay(example, folder)
-            raise InvariantViolated(found, describe_steps(self.run.history, last=first.step),
-                                    path)
+            try:
+                if self.live and not self.failed:
+                    self._ask("teardown()", "teardown")
+            finally:
+                link.close()
+                self.link = None
 
     WorkflowMachine.__name__ = WorkflowMachine.__qualname__ = (
         f"{_camel(definition.name)}Machine")
@@ -332,6 +322,216 @@ def workflow_machine(definition: WorkflowDefinition, *,
     if default is None or chosen.deadline == default.deadline:
         chosen = Settings(chosen, deadline=None)
     return chosen(WorkflowMachine)
+
+
+class _Shared(NamedTuple):
+    """What every example of one Hypothesis machine shares."""
+
+    definition: WorkflowDefinition
+    machine: MachineFactory
+    options: SimOptions
+    simulator: Simulator
+    checked: tuple[Invariant, ...]
+    prefix: tuple[Invariant, ...]  # those that hold of a prefix: checked after each rule
+    menu: _Menu
+    folder: Path | None  # where replay files go
+
+
+class _Example:
+    """One example's run, where it runs (a child process, or here): the rules' work on it,
+    the invariants after each, and the teardown. A failure raises `InvariantViolated`, or
+    `MachineHung` when the watchdog stopped a step (which Hypothesis does not shrink: each run
+    of it would take the step's bound)."""
+
+    def __init__(self, shared: _Shared, seed: int, density: float, patience: float,
+                 final: bool, stream: bool = False) -> None:
+        self.shared = shared
+        self.density, self.patience, self.final = density, patience, final
+        self.choices = _DrivenChoices(seed, shared.menu.variants, stream)
+        self.run = shared.simulator.begin(seed, choices=self.choices)
+        if not self.run.start():
+            failure = self.run.failure
+            assert failure is not None
+            self._fail(list(self._violations(complete=True)) or [Violation(
+                "machine_ok", f"the machine {failure.problem} ({failure.error}): "
+                              f"{failure.message}")])
+        self._check()
+
+    def state(self) -> tuple[frozenset[int], bool]:
+        """Gives what the preconditions read: the kinds of the actions enabled now, and
+        whether the machine has not failed."""
+        if self.run.failure is not None:
+            return frozenset(), False
+        return frozenset(action[0] for action in self.run.actions()), True
+
+    def act(self, kinds_of: frozenset[int], pick: int,
+            fault: tuple[str, tuple[int, int]] | None = None, armed: str | None = None
+            ) -> None:
+        """Performs the `pick`-th enabled action of `kinds_of`, with the fault the rule drew
+        from the menu's `fault[0]` kinds, or the fault `armed`."""
+        if fault is not None:
+            self._arm(self._fault(getattr(self.shared.menu, fault[0]), fault[1]))
+        self._arm(armed)
+        eligible = [i for i, action in enumerate(self.run.actions()) if action[0] in kinds_of]
+        self.choices.forced = eligible[pick % len(eligible)]
+        self.run.step()
+        self._check()
+
+    def advance(self, fault: tuple[int, int], now: int) -> None:
+        if now < 100 - 100 * self.patience and not self.state()[0].isdisjoint(
+                _ANY - {_ADVANCE}):
+            return
+        self.act(frozenset({_ADVANCE}), 0, ("clock", fault))
+
+    def arm(self, kind: str) -> None:
+        self._arm(kind)
+
+    def _fault(self, kinds: tuple[str, ...], drawn: tuple[int, int]) -> str | None:
+        """Gives the fault a rule arms: with the example's `density`, one of `kinds`."""
+        roll, pick = drawn
+        if not kinds or roll < 100 - 100 * self.density:
+            return None
+        return kinds[pick % len(kinds)]
+
+    def _arm(self, fault: str | None) -> None:
+        if fault is not None:
+            self.choices.armed[fault] += 1
+
+    def teardown(self) -> None:
+        run, options = self.run, self.shared.options
+        if run.failure is not None:
+            return
+        status = run.stopped()
+        if status != "final" and options.liveness_steps:
+            run.heal()
+            status = run.steps(options.liveness_steps)
+        run.finish(status)
+        found = list(self._violations(complete=True))
+        if found:
+            self._fail(found)
+
+    def _check(self) -> None:
+        found = list(self._violations(complete=False))
+        if found:
+            self._fail(found)
+
+    def _violations(self, *, complete: bool) -> Iterable[Violation]:
+        for rule_ in self.shared.checked if complete else self.shared.prefix:
+            yield from rule_.run(self.shared.definition, self.run.history)
+
+    def _fail(self, found: list[Violation]) -> None:
+        found.sort(key=lambda v: v.step)
+        first, run, shared = found[0], self.run, self.shared
+        failure = run.failure
+        hung = failure is not None and failure.problem == "hung"
+        path = None
+        if shared.folder is not None and (self.final or hung):  # a hang is not shrunk
+            example = Counterexample(
+                shared.definition, shared.machine, run.seed,
+                replace(shared.options, steps_max=(run.healed_at if run.healed
+                                                   else run.clock.step)),
+                tuple(c for c in self.choices.recorded if c.step <= first.step),
+                {s: a for s, a in self.choices.actions.items() if s <= first.step},
+                first, run.result("step_bound"))
+            path = write_replay(example, shared.folder)
+        trace = describe_steps(run.history, last=first.step)
+        if hung:
+            raise MachineHung(found, trace, path)
+        raise InvariantViolated(found, trace, path)
+
+
+class _Here:
+    """An example run in this process."""
+
+    def __init__(self, shared: _Shared) -> None:
+        self.shared = shared
+        self.example: _Example | None = None
+
+    def ask(self, said: str, name: str, *args: Any) -> tuple[frozenset[int], bool]:
+        """Has the example do `name` (`begin` makes it) for the rule `said`; gives its
+        `state()` after."""
+        return _answer(self, name, args)
+
+    def close(self) -> None:
+        self.example = None
+
+
+def _answer(held: _Here, name: str, args: tuple[Any, ...],
+            stream: bool = False) -> tuple[frozenset[int], bool]:
+    if name == "begin":
+        seed, density, patience, final = args
+        held.example = _Example(held.shared, seed, density, patience, final, stream)
+    else:
+        assert held.example is not None
+        getattr(held.example, name)(*args)
+    return held.example.state()
+
+
+class _Apart:
+    """An example run in a child process the parent watches: each request is answered
+    there, and a child that ends or hangs before it answers is the example's `machine_ok`
+    failure. The choices the run draws come back as it draws them (`tell`), so that the
+    replay file of a run whose process ended mid-step holds that step's draws too."""
+
+    def __init__(self, shared: _Shared, seed: int) -> None:
+        self.shared, self.seed = shared, seed
+        held = _Here(shared)
+        stream = shared.folder is not None
+
+        def serve(batch: Sequence[tuple[str, tuple[Any, ...]]]) -> list[Any]:
+            ((name, args),) = batch
+            return [_answer(held, name, args, stream)]
+
+        self.worker = isolation.Worker(serve)
+        self.recorded: list[Choice] = []
+        self.actions: dict[int, str] = {}
+        self.asked: list[str] = []  # the rules run, as the trace of a run that died
+        self.final = False
+
+    def ask(self, said: str, name: str, *args: Any) -> tuple[frozenset[int], bool]:
+        if name == "begin":
+            self.final = args[-1]
+        self.asked.append(f"state.{said}")
+        self.worker.give(0, [(name, args)])
+        try:
+            (state,) = self.worker.take_watched(self._told)
+        except isolation.Died as died:
+            self._died(died)
+        finally:
+            self.worker.given.clear()
+        answer: tuple[frozenset[int], bool] = state
+        return answer
+
+    def _told(self, item: Any) -> None:
+        choice, label = item
+        if choice is not None:
+            self.recorded.append(choice)
+        else:
+            step, text = label
+            self.actions[step] = text
+
+    def _died(self, died: isolation.Died) -> NoReturn:
+        shared = self.shared
+        step = max((c.step for c in self.recorded), default=0)
+        found = [Violation("machine_ok", f"the machine ended its process ({died.how}) in "
+                                         f"this example's step {step}", step=step)]
+        hung = died.hung is not None
+        path = None
+        if shared.folder is not None and (self.final or hung):
+            assert shared.options.plan is not None
+            ran = SimulationResult(self.seed, "machine_failed", step, 0, shared.options.plan,
+                                   (), (), {})
+            path = write_replay(Counterexample(
+                shared.definition, shared.machine, self.seed,
+                replace(shared.options, steps_max=step), tuple(self.recorded),
+                dict(self.actions), found[0], ran), shared.folder)
+        trace = ["(the run's history ended with its process; the rules run:)", *self.asked]
+        if hung:
+            raise MachineHung(found, trace, path) from None
+        raise InvariantViolated(found, trace, path) from None
+
+    def close(self) -> None:
+        self.worker.close()
 
 
 class _Menu(NamedTuple):

@@ -218,6 +218,31 @@ class TestHypothesisMachine:
         assert menu.clock == ("timer_skew",)
         assert set(menu.other) == {"store_write_failure", "second_worker"}
 
+    def test_apart_or_here_it_finds_the_same_failure(self, tmp_path: Path) -> None:
+        """The run held in a child process (the default) or in this one: the same examples,
+        the same violation, the same replay file."""
+        from harness.stateful import InvariantViolated
+
+        machine, _ = PLANTED["key_per_attempt"]
+        found = []
+        for isolate in (True, False):
+            folder = tmp_path / str(isolate)
+            tested = workflow_machine(WORKFLOW, machine=machine, isolate=isolate,
+                                      replay_dir=folder)
+            with pytest.raises(InvariantViolated) as caught:
+                run_state_machine_as_test(tested, settings=settings(
+                    max_examples=200, stateful_step_count=20, database=None, deadline=None,
+                    derandomize=True, suppress_health_check=list(HealthCheck)))
+            assert caught.value.replay_file is not None
+            found.append((str(caught.value.violations[0]),
+                          caught.value.replay_file.read_text(encoding="utf-8").replace(
+                              str(folder), "<folder>")))
+        assert found[0] == found[1]
+
+    def test_isolate_must_be_a_truth_value(self) -> None:
+        with pytest.raises(HarnessError, match=r"isolate: expected true or false, got 'no'"):
+            workflow_machine(WORKFLOW, isolate="no")  # type: ignore[arg-type]
+
     def test_options_shape_its_runs(self) -> None:
         """Executions and the liveness phase come from `options`."""
         machine = workflow_machine(WORKFLOW, options=SimOptions(executions=2, liveness_steps=0))
