@@ -229,6 +229,7 @@ def workflow_machine(definition: WorkflowDefinition, *,
             self.link: _Here | _Apart | None = None
             self.kinds: frozenset[int] = frozenset()  # of the actions enabled now
             self.live = False  # a run began and its machine has not failed
+            self.steps = 0  # the run's steps so far
             self.failed = False  # teardown runs after a failure too, and must not fail again
 
         @initialize(seed=st.integers(min_value=0, max_value=2**32 - 1),
@@ -242,7 +243,7 @@ def workflow_machine(definition: WorkflowDefinition, *,
             """Has the example do `name` for the rule `said` (as Hypothesis prints it)."""
             assert self.link is not None
             try:
-                self.kinds, self.live = self.link.ask(said, name, *args)
+                self.kinds, self.live, self.steps = self.link.ask(said, name, *args)
             except (InvariantViolated, MachineHung):
                 self.failed = True
                 raise
@@ -324,6 +325,11 @@ def workflow_machine(definition: WorkflowDefinition, *,
     return chosen(WorkflowMachine)
 
 
+#: What an example answers each request with: the kinds of the actions enabled, whether its
+#: machine has not failed, its steps so far.
+_State = tuple[frozenset[int], bool, int]
+
+
 class _Shared(NamedTuple):
     """What every example of one Hypothesis machine shares."""
 
@@ -357,12 +363,13 @@ class _Example:
                               f"{failure.message}")])
         self._check()
 
-    def state(self) -> tuple[frozenset[int], bool]:
+    def state(self) -> _State:
         """Gives what the preconditions read: the kinds of the actions enabled now, and
-        whether the machine has not failed."""
-        if self.run.failure is not None:
-            return frozenset(), False
-        return frozenset(action[0] for action in self.run.actions()), True
+        whether the machine has not failed; and the run's steps so far."""
+        run = self.run
+        if run.failure is not None:
+            return frozenset(), False, run.clock.step
+        return frozenset(action[0] for action in run.actions()), True, run.clock.step
 
     def act(self, kinds_of: frozenset[int], pick: int,
             fault: tuple[str, tuple[int, int]] | None = None, armed: str | None = None
@@ -447,7 +454,7 @@ class _Here:
         self.shared = shared
         self.example: _Example | None = None
 
-    def ask(self, said: str, name: str, *args: Any) -> tuple[frozenset[int], bool]:
+    def ask(self, said: str, name: str, *args: Any) -> _State:
         """Has the example do `name` (`begin` makes it) for the rule `said`; gives its
         `state()` after."""
         return _answer(self, name, args)
@@ -457,7 +464,7 @@ class _Here:
 
 
 def _answer(held: _Here, name: str, args: tuple[Any, ...],
-            stream: bool = False) -> tuple[frozenset[int], bool]:
+            stream: bool = False) -> _State:
     if name == "begin":
         seed, density, patience, final = args
         held.example = _Example(held.shared, seed, density, patience, final, stream)
@@ -488,7 +495,7 @@ class _Apart:
         self.asked: list[str] = []  # the rules run, as the trace of a run that died
         self.final = False
 
-    def ask(self, said: str, name: str, *args: Any) -> tuple[frozenset[int], bool]:
+    def ask(self, said: str, name: str, *args: Any) -> _State:
         if name == "begin":
             self.final = args[-1]
         self.asked.append(f"state.{said}")
@@ -499,7 +506,7 @@ class _Apart:
             self._died(died)
         finally:
             self.worker.given.clear()
-        answer: tuple[frozenset[int], bool] = state
+        answer: _State = state
         return answer
 
     def _told(self, item: Any) -> None:
