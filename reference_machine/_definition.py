@@ -37,7 +37,7 @@ from reference_machine._records import (
     Transition,
 )
 from reference_machine._schema import compile_fast_check, generation_problem
-from reference_machine._secrets import is_reference
+from reference_machine._secrets import is_reference, named_secret
 from reference_machine._spec import (
     ActionSpec,
     Category,
@@ -205,6 +205,9 @@ class WorkflowDefinition:
     initial_context: Mapping[str, Any]
     secrets: frozenset[str] = frozenset()
     source: str = "<definition>"
+    #: every word the definition's expressions hold (None: unknown, a `function:` may read
+    #: any key): a key named like a secret that none reads is stored as a reference too
+    read: frozenset[str] | None = None
     warnings: tuple[Finding, ...] = field(default=())
     acknowledged: tuple[Acknowledged, ...] = field(default=())
     #: what a campaign may leave untested here (`untested:`): gap code -> reason
@@ -222,6 +225,14 @@ class WorkflowDefinition:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "plain_moves", _plain_moves(self))
+
+    def conceals(self, key: str, value: Any) -> bool:
+        """Tells whether the runtime stores `value`, found under the context or output key
+        `key`, as a vault reference: a declared secret's, or text under a key named like one
+        (`api_token`) that no expression reads, so that nothing but the store can tell."""
+        return key in self.secrets or (
+            isinstance(value, str) and self.read is not None and key not in self.read
+            and named_secret(key))
 
     @property
     def final_states(self) -> tuple[str, ...]:
@@ -326,6 +337,7 @@ class _Builder:
         self.states = spec.states
         self.unresolved: set[str] = set()  # states with a target we could not resolve
         self.output_checks: dict[str, PayloadCheck | None] = {}
+        self.read = _words_read(spec)
         self.templates: dict[str, Callable[[Mapping[str, Any]], Mapping[str, Any]]] = {}
 
     # -- findings ---------------------------------------------------------------------------
@@ -462,6 +474,7 @@ class _Builder:
             initial_context=MappingProxyType(dict(spec.context)),
             secrets=frozenset(spec.secrets),
             source=source,
+            read=self.read,
             warnings=tuple(f for f in self.findings if f.severity is Severity.WARNING),
             acknowledged=tuple(self.acknowledged),
             untested=MappingProxyType(untested),
@@ -869,7 +882,7 @@ class _Builder:
         return tuple(compiled)
 
     def _payload_check(self, schema: Any, location: str,
-                       secrets: frozenset[str] = frozenset()) -> PayloadCheck | None:
+                       secrets: Callable[[str], bool] | None = None) -> PayloadCheck | None:
         """Gives the check of a payload against `schema`; fields under `secrets` that hold a
         vault reference pass (the runtime checked their values in clear first)."""
         if schema is None:
@@ -894,9 +907,15 @@ class _Builder:
                                   secrets)
 
     def _check_tools(self) -> None:
-        secrets = frozenset(self.spec.secrets)  # a tool output's secret fields are references
+        secrets = frozenset(self.spec.secrets)
+        read = self.read
+
+        def hidden(key: str) -> bool:  # a tool output's secret fields are references
+            return key in secrets or (read is not None and key not in read
+                                      and named_secret(key))
+
         self.output_checks = {
-            name: self._payload_check(tool.output, f"tools.{name}.output", secrets)
+            name: self._payload_check(tool.output, f"tools.{name}.output", hidden)
             for name, tool in self.spec.tools.items()
         }
 
@@ -1663,12 +1682,38 @@ def _unresolvable_reference(schema: Any) -> str | None:
     return None
 
 
-def _references_at(payload: Mapping[str, Any], secrets: frozenset[str]) -> frozenset[str]:
+def _words_read(spec: WorkflowSpec) -> frozenset[str] | None:
+    """Gives every word the definition's expressions hold (outside its context's defaults, its
+    tools' schemas, and what the linter and campaigns are told); None when a `function:` may
+    read any key."""
+    stack: list[Any] = [spec.model_dump(mode="json", exclude={
+        "name", "version", "description", "context", "tools", "secrets", "lint", "untested"})]
+    words: set[str] = set()
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            if value.get("function") is not None:
+                return None
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, str):
+            words.update(_WORD.findall(value))
+    return frozenset(words)
+
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _references_at(payload: Mapping[str, Any], secrets: Callable[[str], bool]
+                   ) -> frozenset[str]:
     """Gives the secret fields of `payload` that hold a vault reference."""
-    return frozenset(key for key in secrets if is_reference(payload.get(key)))
+    return frozenset(key for key, value in payload.items()
+                     if is_reference(value) and secrets(key))
 
 
-def _json_schema_check(validator: Any, secrets: frozenset[str] = frozenset()) -> PayloadCheck:
+def _json_schema_check(validator: Any, secrets: Callable[[str], bool] | None = None
+                       ) -> PayloadCheck:
     fast = compile_fast_check(validator.schema)
 
     def check(payload: Mapping[str, Any]) -> str | None:
@@ -1677,7 +1722,7 @@ def _json_schema_check(validator: Any, secrets: frozenset[str] = frozenset()) ->
             return None  # the fast subset accepts only what jsonschema accepts
         try:
             errors = validator.iter_errors(instance)
-            held = _references_at(instance, secrets) if secrets else frozenset()
+            held = _references_at(instance, secrets) if secrets is not None else frozenset()
             if held:  # checked in clear before they became references
                 errors = (e for e in errors if not (e.absolute_path
                                                     and e.absolute_path[0] in held))
@@ -1692,12 +1737,13 @@ def _json_schema_check(validator: Any, secrets: frozenset[str] = frozenset()) ->
     return check
 
 
-def _model_check(model: type[BaseModel], secrets: frozenset[str] = frozenset()) -> PayloadCheck:
+def _model_check(model: type[BaseModel], secrets: Callable[[str], bool] | None = None
+                 ) -> PayloadCheck:
     def check(payload: Mapping[str, Any]) -> str | None:
         try:
             model.model_validate(dict(payload))
         except ValidationError as exc:
-            held = _references_at(payload, secrets) if secrets else frozenset()
+            held = _references_at(payload, secrets) if secrets is not None else frozenset()
             found = [e for e in exc.errors() if not (e["loc"] and e["loc"][0] in held)]
             if not found:  # only secret fields, checked in clear before they were references
                 return None

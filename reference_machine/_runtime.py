@@ -204,11 +204,11 @@ class Runtime:
         self.registry.register(definition)
         # created before a crash, maybe started too: the start event's id decides
         hidden: dict[str, Any] = {}
-        if definition.secrets:
-            # every secret key, defaults included, is a reference from the first record on
-            merged = {**definition.initial_context, **(context or {})}
-            hidden = conceal(execution_id, {k: merged[k] for k in definition.secrets
-                                            if k in merged}, definition.secrets, self.vault)
+        # every secret key, defaults included, is a reference from the first record on
+        merged = {**definition.initial_context, **(context or {})}
+        kept = frozenset(key for key, value in merged.items() if definition.conceals(key, value))
+        if kept:
+            hidden = conceal(execution_id, {k: merged[k] for k in kept}, kept, self.vault)
             context = {**(context or {}), **hidden}
         with contextlib.suppress(ExecutionExistsError):
             self.store.create(new_execution(definition, execution_id, context=hidden))
@@ -426,10 +426,9 @@ class Runtime:
                 outcome: ToolOutcome, resent: bool = False) -> Event:
         execution = self._load(execution_id).execution
         definition = self._definition(execution)
-        if definition.secrets:
+        if definition.secrets or definition.read is not None:
             outcome = self._checked_in_clear(definition, execution, command, outcome)
-        result = _result_event(command, outcome, execution_id, definition.secrets, self.vault,
-                               resent)
+        result = _result_event(command, outcome, execution_id, definition, self.vault, resent)
         recorded = self.store.record_result(execution_id, command.effect_id, result)
         self._crash("after_record_before_event")
         return recorded  # another worker's, when it recorded one first
@@ -450,17 +449,17 @@ class Runtime:
         effect = pending_effect(execution, command.effect_id)
         state = definition.states.get(effect.state) if effect is not None else None
         step = state.step if state is not None else None
+        kept = [] if not isinstance(outcome.output, Mapping) else [
+            value for key, value in outcome.output.items() if definition.conceals(key, value)]
         if (isinstance(command, RunCompensation) or step is None or step.check_output is None
-                or effect is None
-                or not isinstance(outcome.output, Mapping)
-                or not definition.secrets & outcome.output.keys()):
+                or effect is None or not kept):
             return outcome  # decide checks it as it is stored
         problem = step.check_output(outcome.output)
         if problem is None:
             return outcome
         values = revealed_values([command.input, *_contexts(execution)], self.vault)
-        for key in definition.secrets & outcome.output.keys():
-            values |= as_texts(outcome.output[key])
+        for value in kept:
+            values |= as_texts(value)
         return Failure(Category.INVALID_OUTPUT, scrub(problem, values))
 
     # -- recovering --------------------------------------------------------------------------
@@ -570,12 +569,13 @@ def _key_pending(execution: Execution, key: str) -> bool:
 
 
 def _result_event(command: RunEffect | RunCompensation, outcome: ToolOutcome,
-                  execution_id: str, secrets: frozenset[str], vault: Vault,
+                  execution_id: str, definition: WorkflowDefinition, vault: Vault,
                   resent: bool = False) -> Event:
     """Gives the event a tool outcome becomes; its id derives from the effect id, so a result
-    delivered twice is refused as a duplicate. Output fields named like secret context keys
-    are kept as vault references; a failure category the machine does not know is recorded
-    as permanent (a tool's typo must not strand the run)."""
+    delivered twice is refused as a duplicate. Output fields the definition conceals (a
+    secret context key's, or text named like a secret that nothing reads) are kept as vault
+    references; a failure category the machine does not know is recorded as permanent (a
+    tool's typo must not strand the run)."""
     compensation = isinstance(command, RunCompensation)
     if isinstance(outcome, Success) and not isinstance(outcome.output, Mapping):
         # an agent's JSON that is no object (a list, a string): invalid output, not a crash
@@ -584,8 +584,10 @@ def _result_event(command: RunEffect | RunCompensation, outcome: ToolOutcome,
     if isinstance(outcome, Success):
         kind = COMPENSATION_SUCCEEDED if compensation else STEP_SUCCEEDED
         output = dict(outcome.output)
-        if secrets and secrets & output.keys():
-            output = conceal(execution_id, output, secrets, vault)
+        kept = frozenset(key for key, value in output.items()
+                         if definition.conceals(key, value))
+        if kept:
+            output = conceal(execution_id, output, kept, vault)
         return Event(f"{RESERVED_ID_PREFIX}result:{command.effect_id}", kind, Source.TOOL,
                      output, command.effect_id)
     kind = COMPENSATION_FAILED if compensation else STEP_FAILED

@@ -12,6 +12,7 @@ harness's reports and histories use the same marker, `REDACTED`.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Collection, Iterator, Mapping
@@ -25,6 +26,22 @@ REDACTED = "[redacted]"
 #: Values at least this long are redacted wherever they appear in a text; shorter ones (a
 #: three-digit CVV) only where they stand alone, so that they do not redact ordinary words.
 SHORTEST = 4
+
+
+#: Key names that say their value is a secret. The harness redacts what such a key holds
+#: wherever it writes; the runtime stores text under one as a reference where no expression of
+#: the definition reads the key (`WorkflowDefinition.conceals`), as it does a declared secret.
+SECRET_NAMES = re.compile(r"(password|passwd|secret|token|api_?key|card_number|ssn)", re.I)
+
+
+def named_secret(key: object) -> bool:
+    """Tells whether `key` is named like a secret (`api_token`, `password`)."""
+    return isinstance(key, str) and _named(key)
+
+
+@functools.lru_cache(maxsize=4096)
+def _named(key: str) -> bool:  # asked of every field of every tool output
+    return SECRET_NAMES.search(key) is not None
 
 
 class SecretError(ReferenceMachineError):

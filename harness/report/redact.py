@@ -16,15 +16,20 @@ from typing import Any
 
 from harness.sim.history import Applied, HistoryRecord, RunStarted, Started
 from reference_machine import WorkflowDefinition
-from reference_machine._secrets import REDACTED, SHORTEST, as_texts, is_reference, scrub
+from reference_machine._secrets import (
+    REDACTED,
+    SECRET_NAMES,
+    SHORTEST,
+    as_texts,
+    is_reference,
+    named_secret,
+    scrub,
+)
 
 __all__ = ["REDACTED", "redact", "redact_history", "secret_values"]
 
-_SECRET_NAMES = re.compile(r"(password|passwd|secret|token|api_?key|card_number|ssn)", re.I)
-
-
 def _is_secret_key(definition: WorkflowDefinition, key: object) -> bool:
-    return isinstance(key, str) and (key in definition.secrets or bool(_SECRET_NAMES.search(key)))
+    return isinstance(key, str) and (key in definition.secrets or named_secret(key))
 
 
 def secret_values(definition: WorkflowDefinition,
@@ -83,7 +88,7 @@ def _strings(value: Any) -> Iterator[str]:
 def _input_secrets(definition: WorkflowDefinition, fields: frozenset[str], text: str) -> set[str]:
     """Gives the secret values in one tool input (its JSON text): those of `fields`, and of
     any key named like a secret."""
-    if not fields and not _SECRET_NAMES.search(text):
+    if not fields and not SECRET_NAMES.search(text):
         return set()  # no need to read the JSON
     try:
         given = json.loads(text)

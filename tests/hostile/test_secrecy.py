@@ -157,6 +157,81 @@ class TestSecretOutputField:
         assert "tok_9" not in _everything_stored(store, tmp_path, "x1")
 
 
+class TestNamedLikeASecret:
+    """A tool output field or context key named like a secret (`api_token`) but not declared
+    one: the reports redacted it while the store kept it in clear (issue 36). Where nothing
+    of the definition reads it, the store keeps text under it as a reference too; where an
+    expression reads it, it stays what the expression reads."""
+
+    LOGIN = {
+        "name": "login",
+        "context": {"user": "ann", "db_password": "hunter2-hunter2", "token_count": 0},
+        "tools": {"auth.login": {"idempotency_keys": True, "output": {
+            "type": "object", "required": ["api_token", "token_count"],
+            "properties": {"api_token": {"type": "string", "minLength": 8},
+                           "token_count": {"type": "integer"}}}}},
+        "states": {
+            "logging_in": {"initial": True,
+                           "step": {"tool": "auth.login", "input": {"user": "=context.user"}},
+                           "on": {"step.succeeded": "done", "step.failed": "failed"}},
+            "done": {"type": "final", "outcome": "success"},
+            "failed": {"type": "final", "outcome": "failure"},
+        },
+    }
+    TOKEN = "sk_live_4242424242"
+
+    def _run(self, tmp_path: Path, spec: Mapping[str, Any], output: Mapping[str, Any]
+             ) -> tuple[SQLiteStore, Runtime]:
+        definition = load_definition(dict(spec))
+        store = SQLiteStore(tmp_path / "store.db")
+        runtime = Runtime(store, [definition], {"auth.login": lambda p, k: Success(output)})
+        runtime.start(definition, "x1")
+        return store, runtime
+
+    def test_text_no_expression_reads_is_stored_as_a_reference(self, tmp_path: Path) -> None:
+        store, runtime = self._run(tmp_path, self.LOGIN,
+                                   {"api_token": self.TOKEN, "token_count": 3})
+        execution = store.load("x1").execution
+        assert execution.outcome == "success", store.history("x1").log
+        assert execution.context["db_password"] == {"$secret": "x1/db_password"}
+        assert runtime.vault.get("x1/db_password") == "hunter2-hunter2"
+        assert runtime.replay("x1") == execution
+        (done,) = [e.event for e in store.history("x1").log if e.event.type == "step.succeeded"]
+        assert done.payload == {"api_token": {"$secret": "x1/api_token"}, "token_count": 3}
+        stored = _everything_stored(store, tmp_path, "x1")  # a number named so is no secret
+        assert self.TOKEN not in stored and "hunter2-hunter2" not in stored
+
+    def test_the_schema_is_checked_in_clear_first(self, tmp_path: Path) -> None:
+        store, _ = self._run(tmp_path, self.LOGIN, {"api_token": "sk_9", "token_count": 3})
+        (failed,) = [e.event for e in store.history("x1").log if e.event.type == "step.failed"]
+        assert failed.payload["error"].startswith("api_token: ")
+        assert "sk_9" not in _everything_stored(store, tmp_path, "x1")
+
+    def test_a_key_an_expression_reads_keeps_its_value(self, tmp_path: Path) -> None:
+        """A guard compares it: a reference in its place would change what the run does."""
+        spec = {**self.LOGIN, "states": {**self.LOGIN["states"], "logging_in": {
+            **self.LOGIN["states"]["logging_in"],
+            "on": {"step.succeeded": [
+                {"target": "done", "guard": "event.payload.api_token != 'sk_revoked'"},
+                {"target": "failed"}], "step.failed": "failed"}}}}
+        store, _ = self._run(tmp_path, spec, {"api_token": self.TOKEN, "token_count": 3})
+        assert store.load("x1").execution.outcome == "success"
+
+    def test_a_function_may_read_anything(self) -> None:
+        """A `function:` guard is Python: what it reads is unknown, so nothing is hidden."""
+        from reference_machine import register_function
+
+        register_function("always_secret_test")(lambda context, event: True)
+        spec = {**self.LOGIN, "states": {**self.LOGIN["states"], "logging_in": {
+            **self.LOGIN["states"]["logging_in"],
+            "on": {"step.succeeded": {"target": "done",
+                                      "guard": {"function": "always_secret_test"}},
+                   "step.failed": "failed"}}}}
+        definition = load_definition(spec)
+        assert definition.read is None
+        assert not definition.conceals("api_token", self.TOKEN)
+
+
 TWO_STEPS = """\
 name: two
 context: {card: "CARD", token: null, amount: 12}
