@@ -33,11 +33,12 @@ _SHOWN = 160  # characters of each record shown
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
-def difference(first: Sequence[HistoryRecord], second: Sequence[HistoryRecord]
+def difference(first: Sequence[HistoryRecord], second: Sequence[HistoryRecord | str]
                ) -> Violation | None:
-    """Gives the `deterministic` violation of two histories of one seed (None: the same)."""
+    """Gives the `deterministic` violation of two histories of one seed (None: the same);
+    the second may be given as its lines (`dump_line`)."""
     for index, (one, other) in enumerate(zip(first, second, strict=False)):
-        line, again = dump_line(one), dump_line(other)
+        line, again = dump_line(one), other if isinstance(other, str) else dump_line(other)
         if line != again and _ADDRESS.sub("", line) != _ADDRESS.sub("", again):
             return Violation(
                 RULE, f"the same seed gave two histories: record {index} (step {one.step}) was "

@@ -31,11 +31,11 @@ from harness.checks.determinism import RULE as DETERMINISTIC
 from harness.checks.lines import LineCoverage, check_sources
 from harness.checks.metrics import Metrics, metrics_of
 from harness.checks.targets import score, targets
-from harness.engines import isolation
+from harness.engines import elsewhere, isolation
 from harness.engines.fleet import FailingSeeds
 from harness.engines.guided import ROUND, STRATEGIES, Corpus, Guide, Learnt, Trial, struck_keys
 from harness.engines.isolation import Died
-from harness.engines.replay import write_replay
+from harness.engines.replay import imports_needed, write_replay
 from harness.engines.shrink import Counterexample, NotReproduced, shrink
 from harness.errors import HarnessError
 from harness.sim.choices import AimedChoices, RecordingChoices
@@ -913,6 +913,10 @@ def _shrunk(campaign: _Campaign, options: FuzzOptions, seed: int, rule: str,
 
 
 DETERMINISM_SAMPLE = 3
+#: A campaign of at least this many runs (or an open-ended one) also runs its first seed in a
+#: fresh interpreter with another hash seed (`harness.engines.elsewhere`): about half a
+#: second of a core, beside the campaign.
+ELSEWHERE_RUNS = 100
 """How many of a campaign's first seeds run twice before it: one seed misses a machine that
 flips a coin only now and then (two runs agree by luck); each more seed makes that rarer."""
 
@@ -950,14 +954,24 @@ def _determinism_sample(campaign: _Campaign, options: FuzzOptions) -> _Sample:
                                                                   options.runs)
 
     def work() -> tuple[int, Violation] | None:
-        for seed in range(options.seed, options.seed + sample):
-            first = campaign.simulator.run(seed)
-            if _overran(first):  # a machine that loops: the campaign says so, at less cost
-                return None
-            unsteady = difference(first.history, campaign.simulator.run(seed).history)
-            if unsteady is not None:
-                return seed, unsteady
-        return None
+        # the first seed in a fresh interpreter too, meanwhile: hash order and id() differ
+        there = (elsewhere.begin(campaign.definition, campaign.machine, campaign.sim_options,
+                                 options.seed, imports_needed(campaign.definition, ""))
+                 if options.runs is None or options.runs >= ELSEWHERE_RUNS else None)
+        try:
+            for seed in range(options.seed, options.seed + sample):
+                first = campaign.simulator.run(seed)
+                if _overran(first):  # a machine that loops: the campaign says so, at less cost
+                    return None
+                unsteady = difference(first.history, campaign.simulator.run(seed).history)
+                if unsteady is None and there is not None:
+                    unsteady, there = there.difference(first.history), None
+                if unsteady is not None:
+                    return seed, unsteady
+            return None
+        finally:
+            if there is not None:
+                there.cancel()
 
     if _isolated(options):
         return _Sample(isolation.begin(work))

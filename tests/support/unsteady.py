@@ -11,6 +11,8 @@ Both keep state between runs on purpose; `forget()` clears it, so that a test se
 thing whatever ran before it in the process.
 - `cached_orders`: `pay` is refused for an order a module-level cache says was paid: the
   cache outlives the run, so the same seed pays the first time and not the second.
+- `hashed_orders`: `pay` is accepted when `hash("pay")` is even: the same in one process (and
+  its forks), another in a process with another hash seed.
 """
 
 from __future__ import annotations
@@ -73,3 +75,11 @@ def forget() -> None:
 
 
 cached_orders = transitions_target(CachedOrder, name="cached_orders", events=EVENTS)
+
+
+class HashedOrder(_Order):
+    def pay_allowed(self) -> bool:
+        return hash("pay") % 2 == 0  # the same all through one process, not from one to another
+
+
+hashed_orders = transitions_target(HashedOrder, name="hashed_orders", events=EVENTS)
