@@ -421,7 +421,7 @@ def replay_command(path: str, definition_path: str | None, as_json: bool,
             "violation": told.to_dict() if (told := outcome.told()) else None,
             "expected": outcome.expected, "trace": outcome.trace(),
             "edited": outcome.edited, "skipped": list(outcome.skipped),
-            "unscheduled": outcome.unscheduled}, indent=2))
+            "unscheduled": outcome.unscheduled, "sealed": outcome.sealed}, indent=2))
         sys.exit(EXIT_OK if outcome.violation is None else EXIT_FOUND)
     console = make_console(soft_wrap=True)
     for line in outcome.trace():
@@ -439,6 +439,10 @@ def replay_command(path: str, definition_path: str | None, as_json: bool,
     else:
         console.print(f"[green]no longer fails[/green]: {escape(outcome.rule)} held "
                       f"(it broke as: {escape(outcome.expected)})")
+        if not outcome.sealed:
+            console.print("the file has no checksum (an older fsmharness wrote it): its rule, "
+                          "seed and schedule are not sealed against edits; fuzz again to be "
+                          "sure", markup=False)
     sys.exit(EXIT_OK if outcome.violation is None else EXIT_FOUND)
 
 

@@ -93,6 +93,9 @@ class ReplayOutcome:
     skipped: tuple[str, ...] = ()
     unscheduled: int = 0
     secrets: frozenset[str] = frozenset()  # the run's secret values, kept out of what it says
+    #: the file carries a checksum over its evidence (an older fsmharness wrote none: its
+    #: rule, seed and schedule could have been edited unseen)
+    sealed: bool = True
 
     def trace(self) -> list[str]:
         """Gives the replayed run as readable steps, up to the violation (all when none), every
@@ -332,7 +335,8 @@ def replay(path: str | os.PathLike[str], *, definition: WorkflowDefinition | Non
                 say(line)
         ended = Violation("machine_ok", f"the machine ended its process ({died.how})")
         return ReplayOutcome(name, data["rule"], data["violation"],
-                             data["rule"] == "machine_ok", ended, None, changed)
+                             data["rule"] == "machine_ok", ended, None, changed,
+                             sealed="checksum" in data)
     if departures and not changed:  # a schedule not carried out is no evidence either way
         more = f" (and {len(departures) - 1} more)" if len(departures) > 1 else ""
         raise ReplayError(name, f"the schedule cannot be carried out as recorded: "
@@ -347,7 +351,7 @@ def replay(path: str | os.PathLike[str], *, definition: WorkflowDefinition | Non
     skipped = (*notes, *skipped_steps) if changed else ()
     return ReplayOutcome(name, data["rule"], data["violation"], violation is not None,
                          violation, result, changed, skipped, unscheduled,
-                         secret_values(definition, result.history))
+                         secret_values(definition, result.history), "checksum" in data)
 
 
 def _find_definition(name: str, recorded: Mapping[str, Any], told: list[str],

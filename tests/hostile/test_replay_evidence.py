@@ -114,6 +114,19 @@ def test_a_file_without_a_checksum_is_replayed_as_before(
         "r.json": _edited(recorded, lambda d: d.pop("checksum"), sealed=False)}))
 
 
+def test_an_unsealed_file_that_no_longer_fails_says_it_is_unsealed(
+        recorded: dict[str, Any], hostile: Callable[[Case], Any]) -> None:
+    """Its checksum dropped and its rule edited: it is judged as an older file would be, and
+    the verdict says the evidence was never sealed."""
+    def unseal(data: dict[str, Any]) -> None:
+        data.pop("checksum")
+        data["rule"] = "terminal_stays_terminal"
+
+    result = hostile(Case("older, edited", ("replay", "r.json"), 0, "no longer fails", files={
+        "r.json": _edited(recorded, unseal, sealed=False)}))
+    assert "the file has no checksum (an older fsmharness wrote it)" in result.stdout
+
+
 @pytest.mark.parametrize(("edit", "line"), [(e, line) for _, e, line in EDITS],
                          ids=[name for name, _, _ in EDITS])
 def test_an_edited_replay_file_is_refused_not_judged(
