@@ -1684,9 +1684,11 @@ def _unresolvable_reference(schema: Any) -> str | None:
 
 def _words_read(spec: WorkflowSpec) -> frozenset[str] | None:
     """Gives every word the definition's expressions hold (outside its context's defaults, its
-    tools' schemas, and what the linter and campaigns are told); None when a `function:` may
-    read any key."""
-    stack: list[Any] = [spec.model_dump(mode="json", exclude={
+    tools' schemas, and what the linter and campaigns are told): a key none names is read by
+    none. None when what is read cannot be known: a Python callable or a `function:` may read
+    any key, and so may an expression that takes the whole context or payload
+    (`=context`, `event.payload`, `context[name]`)."""
+    stack: list[Any] = [spec.model_dump(mode="python", exclude={
         "name", "version", "description", "context", "tools", "secrets", "lint", "untested"})]
     words: set[str] = set()
     while stack:
@@ -1695,13 +1697,22 @@ def _words_read(spec: WorkflowSpec) -> frozenset[str] | None:
             if value.get("function") is not None:
                 return None
             stack.extend(value.values())
-        elif isinstance(value, list):
+        elif isinstance(value, list | tuple):
             stack.extend(value)
         elif isinstance(value, str):
+            if _WHOLE.search(value):
+                return None
             words.update(_WORD.findall(value))
+        elif isinstance(value, type):
+            continue  # a payload's model: a schema, which reads nothing
+        elif callable(value):
+            return None
     return frozenset(words)
 
 
+#: An expression that takes a whole mapping, or one of its keys by a name computed: `context`,
+#: `payload` or `event` not followed by `.name` or `['name']`.
+_WHOLE = re.compile(r"\b(?:context|payload|event)\b(?!\s*(?:\.\s*[A-Za-z_]|\[\s*['\"]))")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -1720,13 +1731,10 @@ def _json_schema_check(validator: Any, secrets: Callable[[str], bool] | None = N
         instance = payload if isinstance(payload, dict) else dict(payload)
         if fast is not None and fast(instance):
             return None  # the fast subset accepts only what jsonschema accepts
+        if secrets is not None and _references_at(instance, secrets):
+            return None  # checked whole, in clear, before its secrets became references
         try:
-            errors = validator.iter_errors(instance)
-            held = _references_at(instance, secrets) if secrets is not None else frozenset()
-            if held:  # checked in clear before they became references
-                errors = (e for e in errors if not (e.absolute_path
-                                                    and e.absolute_path[0] in held))
-            error = jsonschema.exceptions.best_match(errors)
+            error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
         except Exception as exc:  # a schema the checks let through must not crash decide
             return f"the schema could not be applied: {type(exc).__name__}: {exc}"
         if error is None:
@@ -1743,11 +1751,9 @@ def _model_check(model: type[BaseModel], secrets: Callable[[str], bool] | None =
         try:
             model.model_validate(dict(payload))
         except ValidationError as exc:
-            held = _references_at(payload, secrets) if secrets is not None else frozenset()
-            found = [e for e in exc.errors() if not (e["loc"] and e["loc"][0] in held)]
-            if not found:  # only secret fields, checked in clear before they were references
-                return None
-            first = found[0]
+            if secrets is not None and _references_at(payload, secrets):
+                return None  # checked whole, in clear, before its secrets became references
+            first = exc.errors()[0]
             path = ".".join(str(p) for p in first["loc"]) or "payload"
             return f"{path}: {first['msg']}"
         return None

@@ -9,6 +9,7 @@ what usually makes a machine differ.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 
@@ -33,24 +34,42 @@ _SHOWN = 160  # characters of each record shown
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
-def difference(first: Sequence[HistoryRecord], second: Sequence[HistoryRecord | str]
+def difference(first: Sequence[HistoryRecord | str], second: Sequence[HistoryRecord | str]
                ) -> Violation | None:
     """Gives the `deterministic` violation of two histories of one seed (None: the same);
-    the second may be given as its lines (`dump_line`)."""
+    either may be given as its lines (`dump_line`)."""
     for index, (one, other) in enumerate(zip(first, second, strict=False)):
-        line, again = dump_line(one), other if isinstance(other, str) else dump_line(other)
+        line, again = _line(one), _line(other)
         if line != again and _ADDRESS.sub("", line) != _ADDRESS.sub("", again):
+            execution, step = _where(one)
             return Violation(
-                RULE, f"the same seed gave two histories: record {index} (step {one.step}) was "
+                RULE, f"the same seed gave two histories: record {index} (step {step}) was "
                       f"{_short(line)} the first time and {_short(again)} the second; {CAUSES}",
-                getattr(one, "execution", ""), one.step, (index,))
+                execution, step, (index,))
     if len(first) != len(second):
         common = min(len(first), len(second))
         return Violation(
             RULE, f"the same seed gave two histories: one ended after {len(first)} records, "
                   f"the other after {len(second)}; {CAUSES}",
-            "", first[common - 1].step if common else 0, (common,))
+            "", _where(first[common - 1])[1] if common else 0, (common,))
     return None
+
+
+def _line(record: HistoryRecord | str) -> str:
+    return record if isinstance(record, str) else dump_line(record)
+
+
+def _where(record: HistoryRecord | str) -> tuple[str, int]:
+    """Gives the execution and the step of a record, or of its line."""
+    if not isinstance(record, str):
+        return getattr(record, "execution", ""), record.step
+    try:
+        fields = json.loads(record)
+    except ValueError:
+        return "", 0
+    execution, step = fields.get("execution", ""), fields.get("step", 0)
+    return (execution if isinstance(execution, str) else "",
+            step if isinstance(step, int) else 0)
 
 
 def _short(line: str) -> str:

@@ -1,14 +1,17 @@
-"""One seed run again in a fresh interpreter with another hash seed, to catch what one
-interpreter hides: a machine whose behaviour follows the order of a set of strings (hash
-randomization) or `id()` gives the same history twice in one process (a fork copies its hash
-seed and its memory), and another history in a process of its own.
+"""One seed run in two fresh interpreters with two hash seeds, to catch what one interpreter
+hides: a machine whose behaviour follows the order of a set of strings (hash randomization)
+or `id()` gives the same history twice in one process (a fork copies its hash seed and its
+memory), and another history in a process with another hash seed.
 
-The fresh interpreter (`python -m harness.engines.elsewhere`) is told, on its standard input,
-where the definition was loaded from (or that the machine carries it) and its digest, the
-machine's `module:name`, the
-modules the definition's functions live in, the run's options and the seed; it prints the
-history's lines. A machine or definition a fresh interpreter cannot find again (a local
-class, a definition built in code) is not checked so: `begin` gives None.
+The two fresh interpreters are compared with each other, never with the campaign's process:
+that one may hold what a fresh one does not (a test's monkeypatch, `-W error`, a fixture's
+setup), and a difference from it proves nothing about the machine. Each
+(`python -m harness.engines.elsewhere`) reads, from a file on its standard input, where the
+definition was loaded from (or that the machine carries it) and its digest, the machine's
+`module:name`, the modules the definition's functions live in, the run's options and the
+seed; it writes the history's lines, as one JSON list, to a file on its standard output. A
+machine or definition a fresh interpreter cannot find again (a local class, a definition
+built in code) is not checked so: `begin` gives None.
 """
 
 from __future__ import annotations
@@ -18,102 +21,143 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+import tempfile
+import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from harness.checks.checkers import Violation
 from harness.checks.determinism import difference
-from harness.sim.history import HistoryRecord, dump_line
+from harness.sim.history import dump_line
 from harness.sim.identity import definition_digest, machine_path
 from harness.sim.machine import MachineFactory
 from harness.sim.simulator import SimOptions
 from reference_machine import WorkflowDefinition
 
-__all__ = ["Elsewhere", "begin"]
+__all__ = ["HASH_SEEDS", "Elsewhere", "begin"]
 
-#: How long the fresh interpreter may take, past the run's own bound, before it is given up
-#: on (no verdict: the check is a second opinion, not a run of the campaign).
+#: The hash seeds of the two fresh interpreters (0: no randomization).
+HASH_SEEDS = ("0", "1")
+#: How long the fresh interpreters may take, past the run's own bound, before they are given
+#: up on (no verdict: the check is a second opinion, not a run of the campaign).
 _SLACK_S = 60.0
+#: The exit code of a fresh interpreter that could not find the machine or the definition.
+_NOT_FOUND = 3
+#: The environment variable that tells a fresh interpreter the campaign's process id.
+_PARENT = "FSMHARNESS_ELSEWHERE_PARENT"
 
 
-class Elsewhere:
-    """The run of a seed in a fresh interpreter, under way: `difference(first)` waits for it
-    and compares its history with `first`, this process's history of the seed."""
+class _Fresh:
+    """One fresh interpreter running the seed, its output going to a file."""
 
-    def __init__(self, process: subprocess.Popen[str], request: str, seed: int,
-                 hash_seed: str, bound: float) -> None:
-        self.process, self.request = process, request  # it starts up while it waits for it
-        self.seed, self.hash_seed, self.bound = seed, hash_seed, bound
+    def __init__(self, request: bytes, hash_seed: str) -> None:
+        self.hash_seed = hash_seed
+        # files, not pipes: nothing blocks while the campaign runs; `close()` closes them
+        self.asked: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115
+        self.out: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115
+        self.asked.write(request)
+        self.asked.seek(0)
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed, _PARENT: str(os.getpid()),
+               "PYTHONPATH": os.pathsep.join(path or os.getcwd() for path in sys.path)}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "harness.engines.elsewhere"], stdin=self.asked,
+            stdout=self.out, stderr=subprocess.DEVNULL, env=env)
 
-    def difference(self, first: Sequence[HistoryRecord]) -> Violation | None:
-        """Gives how the fresh interpreter's history differs from `first` (None: the same,
-        or no history came back, which is no verdict)."""
+    def lines(self, deadline: float) -> list[str] | None:
+        """Gives the history's lines (None: none came back by `deadline`, or the machine
+        could not be found)."""
         try:
-            out, _ = self.process.communicate(self.request, timeout=self.bound)
-        except (subprocess.TimeoutExpired, OSError):
-            self.cancel()
+            code = self.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
             return None
-        if self.process.returncode != 0:
+        if code != 0:
             return None
-        found = difference(first, out.splitlines())
-        if found is None:
+        self.out.seek(0)
+        try:
+            got = json.loads(self.out.read())
+        except ValueError:
             return None
-        return Violation(found.rule, found.message.replace(
-            "the same seed gave two histories", f"seed {self.seed} gave another history in a "
-            f"fresh interpreter (PYTHONHASHSEED={self.hash_seed}) than here").replace(
-            "the first time and", "here and").replace(
-            "the second;", "there;"), found.execution, found.step, found.records)
+        return got if isinstance(got, list) and all(isinstance(x, str) for x in got) else None
 
-    def cancel(self) -> None:
+    def close(self) -> None:
         with contextlib.suppress(OSError):
             self.process.kill()
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-            self.process.communicate(timeout=5)
+            self.process.wait(timeout=5)
+        self.asked.close()
+        self.out.close()
+
+
+class Elsewhere:
+    """The run of a seed in two fresh interpreters, under way: `difference()` waits for them
+    and compares their histories; `close()` ends them (always call it)."""
+
+    def __init__(self, fresh: list[_Fresh], seed: int, bound: float) -> None:
+        self.fresh, self.seed, self.bound = fresh, seed, bound
+        self.began = time.monotonic()
+
+    def difference(self) -> Violation | None:
+        """Gives how the two fresh interpreters' histories differ (None: the same, or one
+        gave none, which is no verdict)."""
+        deadline = self.began + self.bound
+        first, second = (fresh.lines(deadline) for fresh in self.fresh)
+        if first is None or second is None:
+            return None
+        found = difference(first, second)
+        if found is None:
+            return None
+        one, other = (fresh.hash_seed for fresh in self.fresh)
+        return Violation(found.rule, found.message.replace(
+            "the same seed gave two histories", f"seed {self.seed} gave two histories in two "
+            f"fresh interpreters, one with PYTHONHASHSEED={one} and one with {other}").replace(
+            "the first time and", f"with {one} and").replace(
+            "the second;", f"with {other};"), found.execution, found.step, found.records)
+
+    def close(self) -> None:
+        for fresh in self.fresh:
+            fresh.close()
 
 
 def begin(definition: WorkflowDefinition, machine: MachineFactory, options: SimOptions,
           seed: int, imports: list[str]) -> Elsewhere | None:
-    """Starts the run of `seed` in a fresh interpreter with another hash seed than this
-    one's; None when a fresh interpreter could not find the machine or the definition."""
+    """Starts the run of `seed` in two fresh interpreters (`HASH_SEEDS`); None when a fresh
+    interpreter could not find the machine or the definition."""
     where = machine_path(machine)
     carried = getattr(machine, "definition", None) is definition  # an adapter's target
     source = Path(definition.source)
     if not where or not (carried or source.is_file()):
         return None
-    ours = os.environ.get("PYTHONHASHSEED", "")
-    theirs = "1" if ours == "0" else "0"  # 0: no randomization; ours is random, or another
-    request = {"definition": None if carried else str(source.resolve()),
-               "digest": definition_digest(definition),
-               "machine": where, "imports": imports, "options": options.to_dict(),
-               "seed": seed}
-    env = {**os.environ, "PYTHONHASHSEED": theirs,
-           "PYTHONPATH": os.pathsep.join(path or os.getcwd() for path in sys.path)}
+    request = json.dumps({
+        "definition": None if carried else str(source.resolve()),
+        "digest": definition_digest(definition), "machine": where, "imports": imports,
+        "options": options.to_dict(), "seed": seed}).encode("utf-8", "surrogatepass")
+    fresh: list[_Fresh] = []
     try:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "harness.engines.elsewhere"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True,
-            encoding="utf-8", errors="surrogateescape")
+        for hash_seed in HASH_SEEDS:
+            fresh.append(_Fresh(request, hash_seed))
     except OSError:
+        for started in fresh:
+            started.close()
         return None
     steps = options.steps_max + options.liveness_steps
     bound = _SLACK_S + (steps * options.step_timeout_s if options.step_timeout_s else 0)
-    return Elsewhere(process, json.dumps(request), seed, theirs, bound)
+    return Elsewhere(fresh, seed, bound)
 
 
 def _main() -> int:
-    """Runs the seed the standard input asks for and prints its history's lines; exit 3
-    when the machine or the definition cannot be found again as they were."""
+    """Runs the seed the standard input asks for and writes its history's lines; exit
+    `_NOT_FOUND` when the machine or the definition cannot be found again as they were."""
     import importlib
 
     from harness.sim.simulator import Simulator
     from reference_machine import load_definition
 
-    request: dict[str, Any] = json.loads(sys.stdin.read())
-    sys.stdout.flush()
-    out = os.fdopen(os.dup(1), "w", encoding="utf-8", errors="surrogateescape")
+    _die_with_parent()
+    out = os.fdopen(os.dup(1), "w", encoding="ascii")
     os.dup2(2, 1)  # what the machine prints goes to stderr: stdout is the history's
     try:
+        request: dict[str, Any] = json.loads(sys.stdin.buffer.read().decode(
+            "utf-8", "surrogatepass"))
         for module in request["imports"]:
             importlib.import_module(module)
         module_name, _, attribute = request["machine"].partition(":")
@@ -123,15 +167,26 @@ def _main() -> int:
         definition = (target.definition if request["definition"] is None
                       else load_definition(request["definition"]))
     except Exception:
-        return 3
+        return _NOT_FOUND
     if definition_digest(definition) != request["digest"]:
-        return 3
+        return _NOT_FOUND
     result = Simulator(definition, SimOptions.from_dict(request["options"]), target).run(
         request["seed"])
-    for record in result.history:
-        out.write(dump_line(record) + "\n")
-    out.flush()
+    json.dump([dump_line(record) for record in result.history], out)  # ASCII: no line breaks
+    out.close()
     return 0
+
+
+def _die_with_parent() -> None:
+    """Asks Linux to end this interpreter when the campaign that started it ends (a machine
+    that hangs here, past its watchdog, would otherwise outlive it); elsewhere, nothing."""
+    with contextlib.suppress(Exception):
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    if os.environ.get(_PARENT) not in (None, str(os.getppid())):  # it ended already
+        os._exit(_NOT_FOUND)
 
 
 if __name__ == "__main__":

@@ -913,12 +913,12 @@ def _shrunk(campaign: _Campaign, options: FuzzOptions, seed: int, rule: str,
 
 
 DETERMINISM_SAMPLE = 3
-#: A campaign of at least this many runs (or an open-ended one) also runs its first seed in a
-#: fresh interpreter with another hash seed (`harness.engines.elsewhere`): about half a
-#: second of a core, beside the campaign.
-ELSEWHERE_RUNS = 100
 """How many of a campaign's first seeds run twice before it: one seed misses a machine that
 flips a coin only now and then (two runs agree by luck); each more seed makes that rarer."""
+#: A campaign of at least this many runs (or an open-ended one) also runs its first seed in
+#: two fresh interpreters with two hash seeds (`harness.engines.elsewhere`): about a second
+#: of a core, beside the campaign.
+ELSEWHERE_RUNS = 100
 
 
 class _Sample:
@@ -926,27 +926,42 @@ class _Sample:
     (see `_determinism_sample`)."""
 
     def __init__(self, running: isolation.Running | None,
-                 found: tuple[int, Violation] | None = None) -> None:
-        self.running, self.found = running, found
+                 found: tuple[int, Violation] | None = None,
+                 there: elsewhere.Elsewhere | None = None) -> None:
+        self.running, self.found, self.there = running, found, there
 
     def result(self) -> tuple[int, Violation] | None:
-        if self.running is not None:
-            running, self.running = self.running, None
-            try:
-                self.found = running.result()
-            except Died:  # the campaign meets the seed that ends its process, and says so
-                self.found = None
+        try:
+            if self.running is not None:
+                running, self.running = self.running, None
+                try:
+                    self.found = running.result()
+                except Died:  # the campaign meets the seed that ends its process, and says so
+                    self.found = None
+            if self.found is None and self.there is not None:
+                unsteady = self.there.difference()
+                if unsteady is not None:
+                    self.found = self.there.seed, unsteady
+        finally:
+            self._close()
         return self.found
 
     def cancel(self) -> None:
         if self.running is not None:
             self.running.cancel()
             self.running = None
+        self._close()
+
+    def _close(self) -> None:
+        if self.there is not None:
+            self.there.close()
+            self.there = None
 
 
 def _determinism_sample(campaign: _Campaign, options: FuzzOptions) -> _Sample:
-    """Runs the campaign's first seeds twice each, from the state the campaign starts in;
-    its `result()` gives the first seed whose two histories differ, and how. Isolated, the
+    """Runs the campaign's first seeds twice each, from the state the campaign starts in (and
+    the first in two fresh interpreters, see `ELSEWHERE_RUNS`); its `result()` gives the first
+    seed whose two histories differ, and how. Isolated, the
     sample runs in a child of its own beside the campaign's workers (a fork of this process
     before any run, so no run of the campaign can leave state behind in it); else here,
     before the campaign."""
@@ -954,28 +969,27 @@ def _determinism_sample(campaign: _Campaign, options: FuzzOptions) -> _Sample:
                                                                   options.runs)
 
     def work() -> tuple[int, Violation] | None:
-        # the first seed in a fresh interpreter too, meanwhile: hash order and id() differ
-        there = (elsewhere.begin(campaign.definition, campaign.machine, campaign.sim_options,
-                                 options.seed, imports_needed(campaign.definition, ""))
-                 if options.runs is None or options.runs >= ELSEWHERE_RUNS else None)
-        try:
-            for seed in range(options.seed, options.seed + sample):
-                first = campaign.simulator.run(seed)
-                if _overran(first):  # a machine that loops: the campaign says so, at less cost
-                    return None
-                unsteady = difference(first.history, campaign.simulator.run(seed).history)
-                if unsteady is None and there is not None:
-                    unsteady, there = there.difference(first.history), None
-                if unsteady is not None:
-                    return seed, unsteady
-            return None
-        finally:
-            if there is not None:
-                there.cancel()
+        for seed in range(options.seed, options.seed + sample):
+            first = campaign.simulator.run(seed)
+            if _overran(first):  # a machine that loops: the campaign says so, at less cost
+                return None
+            unsteady = difference(first.history, campaign.simulator.run(seed).history)
+            if unsteady is not None:
+                return seed, unsteady
+        return None
 
-    if _isolated(options):
-        return _Sample(isolation.begin(work))
-    return _Sample(None, work())
+    # the first seed in two fresh interpreters too, meanwhile: hash order and id() differ
+    there = (elsewhere.begin(campaign.definition, campaign.machine, campaign.sim_options,
+                             options.seed, imports_needed(campaign.definition, ""))
+             if options.runs is None or options.runs >= ELSEWHERE_RUNS else None)
+    try:
+        if _isolated(options):
+            return _Sample(isolation.begin(work), there=there)
+        return _Sample(None, work(), there)
+    except BaseException:
+        if there is not None:
+            there.close()
+        raise
 
 
 def _unsteady(campaign: _Campaign, seed: int, trial: Trial | None = None) -> Violation | None:

@@ -26,6 +26,7 @@ deadline is off unless those set one (a step with a crash and its recovery takes
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -216,7 +217,8 @@ def workflow_machine(definition: WorkflowDefinition, *,
                      checked, tuple(rule_ for rule_ in checked if not rule_.final_only),
                      _fault_menu(chosen_plan, getattr(machine, "crash_points", ())),
                      None if replay_dir is None else Path(replay_dir))
-    apart = isolate and isolation.available()
+    # a daemonic process (a pool's worker, a harness child) may have no children: here, then
+    apart = isolate and isolation.available() and not multiprocessing.current_process().daemon
     menu = shared.menu
 
     class WorkflowMachine(RuleBasedStateMachine):
@@ -494,6 +496,7 @@ class _Apart:
         self.actions: dict[int, str] = {}
         self.asked: list[str] = []  # the rules run, as the trace of a run that died
         self.final = False
+        self.steps = 0  # the run's steps as last answered
 
     def ask(self, said: str, name: str, *args: Any) -> _State:
         if name == "begin":
@@ -507,6 +510,7 @@ class _Apart:
         finally:
             self.worker.given.clear()
         answer: _State = state
+        self.steps = answer[2]
         return answer
 
     def _told(self, item: Any) -> None:
@@ -519,9 +523,13 @@ class _Apart:
 
     def _died(self, died: isolation.Died) -> NoReturn:
         shared = self.shared
-        step = max((c.step for c in self.recorded), default=0)
-        found = [Violation("machine_ok", f"the machine ended its process ({died.how}) in "
-                                         f"this example's step {step}", step=step)]
+        if self.recorded:  # its draws came back: the step it died in is known
+            step = max(c.step for c in self.recorded)
+            where = f"in this example's step {step}"
+        else:
+            step, where = self.steps, f"after this example's step {self.steps}"
+        found = [Violation("machine_ok", f"the machine ended its process ({died.how}) {where}",
+                           step=step)]
         hung = died.hung is not None
         path = None
         if shared.folder is not None and (self.final or hung):

@@ -217,6 +217,37 @@ class TestNamedLikeASecret:
         store, _ = self._run(tmp_path, spec, {"api_token": self.TOKEN, "token_count": 3})
         assert store.load("x1").execution.outcome == "success"
 
+    def test_a_schema_over_the_whole_output_is_checked_in_clear(self, tmp_path: Path) -> None:
+        """A root `anyOf` on the output: checked in clear before the token became a
+        reference, and not again on the reference (which it would refuse)."""
+        tool = self.LOGIN["tools"]["auth.login"]
+        spec = {**self.LOGIN, "tools": {"auth.login": {**tool, "output": {
+            "anyOf": [{"type": "object", "required": ["api_token"],
+                       "properties": {"api_token": {"type": "string"}}}]}}}}
+        store, _ = self._run(tmp_path, spec, {"api_token": self.TOKEN, "token_count": 3})
+        assert store.load("x1").execution.outcome == "success", store.history("x1").log
+        assert self.TOKEN not in _everything_stored(store, tmp_path, "x1")
+
+    @pytest.mark.parametrize("reads", ["=context", "=context[context.user]"])
+    def test_an_expression_that_takes_the_whole_context_reads_every_key(
+            self, reads: str) -> None:
+        """`=context` hands a tool every key: a reference in it would reach the tool."""
+        spec = {**self.LOGIN, "states": {**self.LOGIN["states"], "logging_in": {
+            **self.LOGIN["states"]["logging_in"],
+            "step": {"tool": "auth.login", "input": {"settings": reads}}}}}
+        definition = load_definition(spec)
+        assert definition.read is None
+        assert not definition.conceals("db_password", "hunter2-hunter2")
+
+    def test_a_python_guard_may_read_anything(self) -> None:
+        spec = {**self.LOGIN, "states": {**self.LOGIN["states"], "logging_in": {
+            **self.LOGIN["states"]["logging_in"],
+            "on": {"step.succeeded": {"target": "done",
+                                      "guard": lambda context, event: True},
+                   "step.failed": "failed"}}}}
+        definition = load_definition(spec)
+        assert definition.read is None
+
     def test_a_function_may_read_anything(self) -> None:
         """A `function:` guard is Python: what it reads is unknown, so nothing is hidden."""
         from reference_machine import register_function

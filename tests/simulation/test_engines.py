@@ -239,6 +239,19 @@ class TestHypothesisMachine:
                               str(folder), "<folder>")))
         assert found[0] == found[1]
 
+    def test_in_a_daemonic_process_it_runs_there(self) -> None:
+        """A pool's worker or a harness child may have no children: the examples run in that
+        process rather than each failing."""
+        from harness.engines import isolation
+
+        def work() -> str:
+            run_state_machine_as_test(workflow_machine(WORKFLOW), settings=settings(
+                max_examples=3, stateful_step_count=5, database=None, deadline=None,
+                suppress_health_check=list(HealthCheck)))
+            return "held"
+
+        assert isolation.call(work) == "held"
+
     def test_isolate_must_be_a_truth_value(self) -> None:
         with pytest.raises(HarnessError, match=r"isolate: expected true or false, got 'no'"):
             workflow_machine(WORKFLOW, isolate="no")  # type: ignore[arg-type]
