@@ -38,9 +38,9 @@ __all__ = ["HASH_SEEDS", "Elsewhere", "begin"]
 
 #: The hash seeds of the two fresh interpreters (0: no randomization).
 HASH_SEEDS = ("0", "1")
-#: How long the fresh interpreters may take, past the run's own bound, before they are given
-#: up on (no verdict: the check is a second opinion, not a run of the campaign).
-_SLACK_S = 60.0
+#: How long the fresh interpreters may take, from their start, before they are given up on
+#: (no verdict: the check is a second opinion, not a run of the campaign).
+_BOUND_S = 120.0
 #: The exit code of a fresh interpreter that could not find the machine or the definition.
 _NOT_FOUND = 3
 #: The environment variable that tells a fresh interpreter the campaign's process id.
@@ -139,9 +139,7 @@ def begin(definition: WorkflowDefinition, machine: MachineFactory, options: SimO
         for started in fresh:
             started.close()
         return None
-    steps = options.steps_max + options.liveness_steps
-    bound = _SLACK_S + (steps * options.step_timeout_s if options.step_timeout_s else 0)
-    return Elsewhere(fresh, seed, bound)
+    return Elsewhere(fresh, seed, _BOUND_S)
 
 
 def _main() -> int:

@@ -470,7 +470,9 @@ def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any]
         broke = {outcome.seed for outcome in totals.failing}
         fleet.update(sorted(broke), [seed for seed in saved
                                      if seed in totals.ran and seed not in broke])
-    unsteady = sample.result()
+    unsteady = sample.result(elsewhere_too=not any(
+        outcome.overran or any(v.rule == "machine_ok" for v in outcome.violations)
+        for outcome in totals.failing))
     failures = _failures(campaign, options, totals.failing, unsteady)
     if not totals.failing and unsteady is None and not vacuity(
             definition, totals.covered, options.coverage_min):  # held: as much as it claims?
@@ -926,19 +928,27 @@ class _Sample:
     (see `_determinism_sample`)."""
 
     def __init__(self, running: isolation.Running | None,
-                 found: tuple[int, Violation] | None = None,
+                 found: tuple[int, Violation] | bool | None = None,
                  there: elsewhere.Elsewhere | None = None) -> None:
-        self.running, self.found, self.there = running, found, there
+        self.running, self.there = running, there
+        self.found = found if isinstance(found, tuple) else None
+        self.looped = found is False  # its first run ran past its bound, or ended its process
 
-    def result(self) -> tuple[int, Violation] | None:
+    def result(self, elsewhere_too: bool = True) -> tuple[int, Violation] | None:
+        """Gives the sample's verdict; `elsewhere_too`: with the fresh interpreters' (not
+        when the campaign met a machine that hangs or ends its process: they would wait out
+        their bound on it, for no verdict the campaign lacks)."""
         try:
             if self.running is not None:
                 running, self.running = self.running, None
                 try:
-                    self.found = running.result()
+                    got = running.result()
                 except Died:  # the campaign meets the seed that ends its process, and says so
-                    self.found = None
-            if self.found is None and self.there is not None:
+                    got = False
+                self.found = got if isinstance(got, tuple) else None
+                self.looped = got is False
+            if (self.found is None and not self.looped and elsewhere_too
+                    and self.there is not None):
                 unsteady = self.there.difference()
                 if unsteady is not None:
                     self.found = self.there.seed, unsteady
@@ -968,11 +978,11 @@ def _determinism_sample(campaign: _Campaign, options: FuzzOptions) -> _Sample:
     sample = DETERMINISM_SAMPLE if options.runs is None else min(DETERMINISM_SAMPLE,
                                                                   options.runs)
 
-    def work() -> tuple[int, Violation] | None:
+    def work() -> tuple[int, Violation] | bool | None:
         for seed in range(options.seed, options.seed + sample):
             first = campaign.simulator.run(seed)
             if _overran(first):  # a machine that loops: the campaign says so, at less cost
-                return None
+                return False
             unsteady = difference(first.history, campaign.simulator.run(seed).history)
             if unsteady is not None:
                 return seed, unsteady
