@@ -926,9 +926,11 @@ def native_fuzz(definition: WorkflowDefinition, runs: int, processes: int = 1, *
 
 
 def hypothesis_fuzz(definition: WorkflowDefinition, examples: int, steps: int = 30, *,
-                    machine: MachineFactory = ReferenceMachine) -> Callable[[], int]:
+                    machine: MachineFactory = ReferenceMachine,
+                    isolate: bool = True) -> Callable[[], int]:
     """Gives a call that runs the Hypothesis machine of the same workflow for `examples`
-    examples (every fault it can draw, one execution); the call gives the steps simulated."""
+    examples (every fault it can draw, one execution; in a child process, or with `isolate`
+    false in this one); the call gives the steps simulated."""
     from hypothesis import HealthCheck, settings
     from hypothesis.stateful import run_state_machine_as_test
 
@@ -937,7 +939,7 @@ def hypothesis_fuzz(definition: WorkflowDefinition, examples: int, steps: int = 
     def campaign() -> int:
         taken = [0]
         tested = workflow_machine(definition, machine=machine,
-                                  options=SimOptions(executions=1))
+                                  options=SimOptions(executions=1), isolate=isolate)
         teardown = tested.teardown
 
         def counting(self: Any) -> None:
@@ -1160,7 +1162,10 @@ def engines_group(definition: WorkflowDefinition, machine: MachineFactory, quick
                   0, "step"),
         Contender("hypothesis machine",
                   lambda stack: hypothesis_fuzz(definition, 5 if quick else 25,
-                                                machine=machine), 0, "step")))
+                                                machine=machine), 0, "step"),
+        Contender("hypothesis machine, in the test's process (isolate=False)",
+                  lambda stack: hypothesis_fuzz(definition, 5 if quick else 25,
+                                                machine=machine, isolate=False), 0, "step")))
 
 
 def checker_groups(definition: WorkflowDefinition, sizes: Sequence[int],

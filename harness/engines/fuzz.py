@@ -917,10 +917,10 @@ def _shrunk(campaign: _Campaign, options: FuzzOptions, seed: int, rule: str,
 DETERMINISM_SAMPLE = 3
 """How many of a campaign's first seeds run twice before it: one seed misses a machine that
 flips a coin only now and then (two runs agree by luck); each more seed makes that rarer."""
-#: A campaign of at least this many runs (or an open-ended one) also runs its first seed in
-#: two fresh interpreters with two hash seeds (`harness.engines.elsewhere`): about a second
-#: of a core, beside the campaign.
-ELSEWHERE_RUNS = 100
+#: A campaign of at least this many runs (the default, or an open-ended one) also runs its
+#: first seed in two fresh interpreters with two hash seeds (`harness.engines.elsewhere`):
+#: about a second of a core, beside the campaign (a fixed cost a short campaign would feel).
+ELSEWHERE_RUNS = RUNS_DEFAULT
 
 
 class _Sample:

@@ -26,6 +26,7 @@ deadline is off unless those set one (a step with a crash and its recovery takes
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing
 import os
 from collections import Counter
@@ -480,18 +481,15 @@ class _Apart:
     """An example run in a child process the parent watches: each request is answered
     there, and a child that ends or hangs before it answers is the example's `machine_ok`
     failure. The choices the run draws come back as it draws them (`tell`), so that the
-    replay file of a run whose process ended mid-step holds that step's draws too."""
+    replay file of a run whose process ended mid-step holds that step's draws too.
+
+    The child outlives the example, for the machine's next one (`_kept`): a fork per example
+    made the Hypothesis machine three times slower than in process, this about a third
+    slower. Examples so share a process, as they did in the test's own."""
 
     def __init__(self, shared: _Shared, seed: int) -> None:
         self.shared, self.seed = shared, seed
-        held = _Here(shared)
-        stream = shared.folder is not None
-
-        def serve(batch: Sequence[tuple[str, tuple[Any, ...]]]) -> list[Any]:
-            ((name, args),) = batch
-            return [_answer(held, name, args, stream)]
-
-        self.worker = isolation.Worker(serve)
+        self.worker = _kept(shared)
         self.recorded: list[Choice] = []
         self.actions: dict[int, str] = {}
         self.asked: list[str] = []  # the rules run, as the trace of a run that died
@@ -506,7 +504,11 @@ class _Apart:
         try:
             (state,) = self.worker.take_watched(self._told)
         except isolation.Died as died:
+            _end_kept()
             self._died(died)
+        except (KeyboardInterrupt, SystemExit):  # here, while the child works: it is ended,
+            _end_kept()  # so that no later example reads this one's answer
+            raise
         finally:
             self.worker.given.clear()
         answer: _State = state
@@ -546,7 +548,44 @@ class _Apart:
         raise InvariantViolated(found, trace, path) from None
 
     def close(self) -> None:
-        self.worker.close()
+        """Leaves the child to the machine's next example (see `_kept`)."""
+
+
+#: The child the last Hypothesis machine's examples ran in, kept for its next one: (the
+#: machine's shared part, the child). One at most: another machine's example ends it.
+_KEPT: list[tuple[_Shared, isolation.Worker]] = []
+
+
+def _kept(shared: _Shared) -> isolation.Worker:
+    """Gives the child this machine's examples run in, made when there is none alive."""
+    if _KEPT and _KEPT[0][0] is shared and _KEPT[0][1].process.is_alive():
+        return _KEPT[0][1]
+    _end_kept()
+    held = _Here(shared)
+    stream = shared.folder is not None
+
+    def serve(batch: Sequence[tuple[str, tuple[Any, ...]]]) -> list[Any]:
+        ((name, args),) = batch
+        return [_answer(held, name, args, stream)]
+
+    worker = isolation.Worker(serve)
+    if not _KEPT and not _ENDS_AT_EXIT:
+        atexit.register(_end_kept)  # before multiprocessing's, which only asks it to end
+        _ENDS_AT_EXIT.append(True)
+    _KEPT[:] = [(shared, worker)]
+    return worker
+
+
+_ENDS_AT_EXIT: list[bool] = []
+
+
+def _end_kept() -> None:
+    """Ends the kept child (told to stop, killed when it does not within five seconds)."""
+    if _KEPT:
+        (_, worker), = _KEPT
+        _KEPT.clear()
+        worker.given.clear()
+        worker.close()
 
 
 class _Menu(NamedTuple):

@@ -71,11 +71,13 @@ def test_checkers_100k(benchmark: Any, contender: Any, large: tuple[HistoryRecor
 FUZZ_RUNS = 40
 native = native_fuzz(WORKFLOW, FUZZ_RUNS)
 hypothesis_driven = hypothesis_fuzz(WORKFLOW, examples=25)
+hypothesis_here = hypothesis_fuzz(WORKFLOW, examples=25, isolate=False)
 
 
 @pytest.mark.benchmark(group="engines: simulated steps of the planted workflow")
-@pytest.mark.parametrize("engine", [native, hypothesis_driven], ids=["native fuzz",
-                                                                    "hypothesis machine"])
+@pytest.mark.parametrize("engine", [native, hypothesis_driven, hypothesis_here],
+                         ids=["native fuzz", "hypothesis machine",
+                              "hypothesis machine, in process"])
 def test_fuzz_engines(benchmark: Any, engine: Any) -> None:
     """Native seeded runs beside Hypothesis's rule-based runs of the same simulator; divide
     the time by `extra_info["steps"]` for the time per step."""

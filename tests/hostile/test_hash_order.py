@@ -14,6 +14,7 @@ import pytest
 from hostile import ROOT
 
 from harness import FuzzOptions, fuzz
+from harness.engines.fuzz import RUNS_DEFAULT
 
 SUPPORT = str(ROOT / "tests" / "support")
 
@@ -25,10 +26,10 @@ def _fuzz(runs: str, tmp_path: Path, hash_seed: str) -> subprocess.CompletedProc
         check=False, env={**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": SUPPORT})
 
 
-@pytest.mark.parametrize("hash_seed", ["1", "random"])
-def test_hash_order_is_told_by_two_fresh_interpreters(hash_seed: str, tmp_path: Path) -> None:
-    """`hash("pay")` is even with hash seed 0 and odd with 1: whatever this process's."""
-    done = _fuzz("100", tmp_path, hash_seed)
+def test_hash_order_is_told_by_two_fresh_interpreters(tmp_path: Path) -> None:
+    """`hash("pay")` is even with hash seed 0 and odd with 1. This campaign's own hash seed
+    (0: the machine pays, and its runs end) holds in every run of it."""
+    done = _fuzz(str(RUNS_DEFAULT), tmp_path, "0")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "violated deterministic" in done.stdout
     assert ("seed 0 gave two histories in two fresh interpreters, one with "
@@ -54,7 +55,7 @@ def test_what_only_this_process_holds_is_no_difference(tmp_path: Path,
 
     monkeypatch.setattr(patched, "REFUSE", False)
     report = fuzz(ROOT / "scenarios" / "refund_escalation.yaml", FuzzOptions(
-        runs=100, replay_dir=None), machine=patched.Patched)
+        runs=RUNS_DEFAULT, replay_dir=None), machine=patched.Patched)
     assert report.held, report.failures
 
 
@@ -65,5 +66,5 @@ def test_a_line_separator_in_a_value_is_no_difference(tmp_path: Path) -> None:
     assert "context:\n" in text
     edited = text.replace("context:\n", 'context:\n  note: "EUR\\u2028 caf\\udcc3"\n', 1)
     (tmp_path / "refund.yaml").write_text(edited, encoding="utf-8")
-    report = fuzz(tmp_path / "refund.yaml", FuzzOptions(runs=100, replay_dir=None))
+    report = fuzz(tmp_path / "refund.yaml", FuzzOptions(runs=RUNS_DEFAULT, replay_dir=None))
     assert report.held, report.failures
