@@ -9,7 +9,8 @@ setup), and a difference from it proves nothing about the machine. Each
 (`python -m harness.engines.elsewhere`) reads, from a file on its standard input, where the
 definition was loaded from (or that the machine carries it) and its digest, the machine's
 `module:name`, the modules the definition's functions live in, the run's options and the
-seed; it writes the history's lines, as one JSON list, to a file on its standard output. A
+seed; it writes the digest of the history's lines, then the lines as one JSON list, to a file
+on its standard output. A
 machine or definition a fresh interpreter cannot find again (a local class, a definition
 built in code) is not checked so: `begin` gives None.
 """
@@ -17,6 +18,7 @@ built in code) is not checked so: `begin` gives None.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import subprocess
@@ -63,9 +65,9 @@ class _Fresh:
             [sys.executable, "-m", "harness.engines.elsewhere"], stdin=self.asked,
             stdout=self.out, stderr=subprocess.DEVNULL, env=env)
 
-    def lines(self, deadline: float) -> list[str] | None:
-        """Gives the history's lines (None: none came back by `deadline`, or the machine
-        could not be found)."""
+    def digest(self, deadline: float) -> bytes | None:
+        """Gives the digest of the history's lines (None: none came back by `deadline`, or
+        the machine could not be found)."""
         try:
             code = self.process.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
@@ -73,6 +75,11 @@ class _Fresh:
         if code != 0:
             return None
         self.out.seek(0)
+        return self.out.readline().strip() or None
+
+    def lines(self) -> list[str] | None:
+        """Gives the history's lines, after its digest (read only when two differ: a
+        history's lines weigh what the campaign's whole peak does)."""
         try:
             got = json.loads(self.out.read())
         except ValueError:
@@ -100,7 +107,10 @@ class Elsewhere:
         """Gives how the two fresh interpreters' histories differ (None: the same, or one
         gave none, which is no verdict)."""
         deadline = self.began + self.bound
-        first, second = (fresh.lines(deadline) for fresh in self.fresh)
+        digests = [fresh.digest(deadline) for fresh in self.fresh]
+        if None in digests or digests[0] == digests[1]:
+            return None
+        first, second = (fresh.lines() for fresh in self.fresh)
         if first is None or second is None:
             return None
         found = difference(first, second)
@@ -170,7 +180,8 @@ def _main() -> int:
         return _NOT_FOUND
     result = Simulator(definition, SimOptions.from_dict(request["options"]), target).run(
         request["seed"])
-    json.dump([dump_line(record) for record in result.history], out)  # ASCII: no line breaks
+    lines = json.dumps([dump_line(record) for record in result.history])  # ASCII: one line
+    out.write(hashlib.sha256(lines.encode("ascii")).hexdigest() + "\n" + lines)
     out.close()
     return 0
 
