@@ -19,9 +19,13 @@ database; the failure's message tells the trace as readable steps and, with `rep
 replay file that reruns it without Hypothesis (`fsmharness replay FILE`).
 
 It drives the same simulator as `fuzz`: every choice goes through one recorded source, so what
-Hypothesis found replays natively. Settings are Hypothesis's own: set them on the class with
-`@settings(...)`, on `TestCase.settings`, through a profile, or with `settings=` here; the
-deadline is off unless those set one (a step with a crash and its recovery takes a while).
+Hypothesis found replays natively. The run is held in a child process (`isolate`, see
+`workflow_machine`): a machine that ends its process fails its example with `machine_ok`, and
+one that hangs it raises `MachineHung`, reported as found, not shrunk.
+
+Settings are Hypothesis's own: set them on the class with `@settings(...)`, on
+`TestCase.settings`, through a profile, or with `settings=` here; the deadline is off unless
+those set one (a step with a crash and its recovery takes a while).
 """
 
 from __future__ import annotations
