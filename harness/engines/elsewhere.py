@@ -103,10 +103,11 @@ class Elsewhere:
         self.fresh, self.seed, self.bound = fresh, seed, bound
         self.began = time.monotonic()
 
-    def difference(self) -> Violation | None:
+    def difference(self, until: float | None = None) -> Violation | None:
         """Gives how the two fresh interpreters' histories differ (None: the same, or one
-        gave none, which is no verdict)."""
-        deadline = self.began + self.bound
+        gave none by their bound or by `until`, a monotonic time, which is no verdict)."""
+        deadline = self.began + self.bound if until is None else min(
+            self.began + self.bound, until)
         digests = [fresh.digest(deadline) for fresh in self.fresh]
         if None in digests or digests[0] == digests[1]:
             return None

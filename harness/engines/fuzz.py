@@ -470,16 +470,24 @@ def fuzz(target: WorkflowDefinition | str | os.PathLike[str] | Mapping[str, Any]
         broke = {outcome.seed for outcome in totals.failing}
         fleet.update(sorted(broke), [seed for seed in saved
                                      if seed in totals.ran and seed not in broke])
-    unsteady = sample.result(elsewhere_too=not any(
-        outcome.overran or any(v.rule == "machine_ok" for v in outcome.violations)
-        for outcome in totals.failing))
-    failures = _failures(campaign, options, totals.failing, unsteady)
-    if not totals.failing and unsteady is None and not vacuity(
-            definition, totals.covered, options.coverage_min):  # held: as much as it claims?
-        ran = totals.runs
-        failures += _aimed(campaign, options, totals, deadline)
-        if progress is not None and totals.runs > ran:
-            progress(totals.runs, totals.steps, len(failures))
+    try:
+        unsteady = sample.result()
+        failures = _failures(campaign, options, totals.failing, unsteady)
+        if not totals.failing and unsteady is None and not vacuity(
+                definition, totals.covered, options.coverage_min):  # held: as much as it claims?
+            ran = totals.runs
+            failures += _aimed(campaign, options, totals, deadline)
+            if progress is not None and totals.runs > ran:
+                progress(totals.runs, totals.steps, len(failures))
+        # the fresh interpreters' second opinion, last (not on a machine that hangs or ends
+        # its process: they would wait out their bound on it, for no verdict the campaign lacks)
+        if unsteady is None and not any(v.rule == "machine_ok" for failure in failures
+                                        for v in failure.violations):
+            there = sample.elsewhere(deadline)
+            if there is not None:
+                failures.insert(0, FuzzFailure(there[0], (there[1],)))
+    finally:
+        sample.cancel()
     elapsed = time.monotonic() - started
     kept = _keep(corpus, guide, totals.failing) if corpus is not None and guide is not None \
         else 0
@@ -934,27 +942,29 @@ class _Sample:
         self.found = found if isinstance(found, tuple) else None
         self.looped = found is False  # its first run ran past its bound, or ended its process
 
-    def result(self, elsewhere_too: bool = True) -> tuple[int, Violation] | None:
-        """Gives the sample's verdict; `elsewhere_too`: with the fresh interpreters' (not
-        when the campaign met a machine that hangs or ends its process: they would wait out
-        their bound on it, for no verdict the campaign lacks)."""
+    def result(self) -> tuple[int, Violation] | None:
+        """Gives the verdict of the sample's runs in this process (or its child)."""
+        if self.running is not None:
+            running, self.running = self.running, None
+            try:
+                got = running.result()
+            except Died:  # the campaign meets the seed that ends its process, and says so
+                got = False
+            self.found = got if isinstance(got, tuple) else None
+            self.looped = got is False
+        return self.found
+
+    def elsewhere(self, deadline: float | None) -> tuple[int, Violation] | None:
+        """Gives the fresh interpreters' verdict on the first seed, waiting for them at most
+        until `deadline` (a time budget's end) when one is given; None: the same history, or
+        none in time. Not when the sample's first run looped or ended its process."""
+        if self.looped or self.there is None:
+            return None
         try:
-            if self.running is not None:
-                running, self.running = self.running, None
-                try:
-                    got = running.result()
-                except Died:  # the campaign meets the seed that ends its process, and says so
-                    got = False
-                self.found = got if isinstance(got, tuple) else None
-                self.looped = got is False
-            if (self.found is None and not self.looped and elsewhere_too
-                    and self.there is not None):
-                unsteady = self.there.difference()
-                if unsteady is not None:
-                    self.found = self.there.seed, unsteady
+            unsteady = self.there.difference(deadline)
+            return None if unsteady is None else (self.there.seed, unsteady)
         finally:
             self._close()
-        return self.found
 
     def cancel(self) -> None:
         if self.running is not None:
