@@ -929,6 +929,9 @@ flips a coin only now and then (two runs agree by luck); each more seed makes th
 #: first seed in two fresh interpreters with two hash seeds (`harness.engines.elsewhere`):
 #: about a second of a core, beside the campaign (a fixed cost a short campaign would feel).
 ELSEWHERE_RUNS = RUNS_DEFAULT
+#: Nor a campaign bounded by less time than this (seconds): their second of CPU would take
+#: the time its own runs and its aimed runs have.
+ELSEWHERE_BUDGET_MIN_S = 30.0
 
 
 class _Sample:
@@ -999,9 +1002,12 @@ def _determinism_sample(campaign: _Campaign, options: FuzzOptions) -> _Sample:
         return None
 
     # the first seed in two fresh interpreters too, meanwhile: hash order and id() differ
+    long_enough = ((options.runs is None or options.runs >= ELSEWHERE_RUNS)
+                   and (options.time_budget_s is None
+                        or options.time_budget_s >= ELSEWHERE_BUDGET_MIN_S))
     there = (elsewhere.begin(campaign.definition, campaign.machine, campaign.sim_options,
                              options.seed, imports_needed(campaign.definition, ""))
-             if options.runs is None or options.runs >= ELSEWHERE_RUNS else None)
+             if long_enough else None)
     try:
         if _isolated(options):
             return _Sample(isolation.begin(work), there=there)
