@@ -540,7 +540,10 @@ class _Converter:
             in_region = node.parent is not None and self._is_region(node.parent)
             if parent is None or in_region:
                 native["type"] = "final"
-                native["outcome"] = "success"
+                # the W3C tests' convention, and the plain meaning of the name: a top-level
+                # final `fail` is a failed run (a region's final only ends its region, and a
+                # failed region would fail the join SCXML makes regardless)
+                native["outcome"] = "failure" if parent is None and name == "fail" else "success"
             else:
                 self.warn("scxml-nested-final", node,
                           f"<final> {name!r} inside compound {parent!r}: a native final state "

@@ -1,7 +1,8 @@
 """The W3C SCXML conformance tests, imported and run on the reference machine.
 
 `conformance(folder)` imports each `*.scxml` test of the folder (the mandatory tests, as
-python-statemachine keeps them: a test passes when the chart reaches its final state `pass`),
+python-statemachine keeps them: a test passes when the chart reaches its final state `pass`;
+the helper charts some tests invoke, `test*sub*.scxml`, are not tests and are left out),
 and runs each one imported with `decide`, playing SCXML's event loop around it: the events the
 chart raises and sends to itself (the importer's outbox, `scxml.OUTBOX`) are taken out after
 every decision and delivered, internal ones first, then external ones in the order they fall
@@ -14,6 +15,7 @@ transition takes is dropped, as SCXML drops it. `markdown()` sums the results up
 from __future__ import annotations
 
 import heapq
+import re
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -27,8 +29,10 @@ from reference_machine._records import Accepted, Event, Execution, Rejected, Sta
 from reference_machine.errors import DefinitionError
 from reference_machine.importers import scxml
 
-__all__ = ["EVENTS_MAX", "RunEnd", "W3CResult", "conformance", "markdown", "run_definition"]
+__all__ = ["EVENTS_MAX", "RunEnd", "W3CResult", "conformance", "is_helper", "markdown",
+           "run_definition"]
 
+_HELPER = re.compile(r"test\d+[a-z]?sub\d*")
 _PROCESSOR = "http://www.w3.org/TR/scxml/#SCXMLEventProcessor"
 #: Events one run may take before it is stopped as one that does not finish.
 EVENTS_MAX = 500
@@ -59,10 +63,14 @@ class RunEnd:
 
 def conformance(folder: str | Path) -> list[W3CResult]:
     """Gives one result per `*.scxml` file of `folder`, in name order."""
-    results = []
-    for path in sorted(Path(folder).glob("*.scxml")):
-        results.append(_one(path))
-    return results
+    return [_one(path) for path in sorted(Path(folder).glob("*.scxml"))
+            if not is_helper(path)]
+
+
+def is_helper(path: str | Path) -> bool:
+    """Tells whether a file is one of the W3C suite's helper charts (`test226sub1.scxml`: a
+    chart another test invokes), which is not a test and is not counted."""
+    return _HELPER.fullmatch(Path(path).stem) is not None
 
 
 def _one(path: Path) -> W3CResult:
