@@ -17,6 +17,14 @@ evaluated in document order at import, or by the move out of a start choice stat
 read what only the run knows), and python-datamodel expressions rewritten into the native
 safe expression language over `context` (a data item is a context key; `_event.name` is
 `event.type`; `_event.data` and the other fields of `_event` come from the payload).
+ECMAScript-datamodel expressions are read by a small parser of JavaScript's expression
+grammar into the same Python tree, then rewritten the same way (nothing runs them): literals
+(numbers, strings, `true`, `false`, `null`, `undefined`, arrays), `===` `!==` `==` `!=` (both
+without JavaScript's type coercion), `<` `<=` `>` `>=`, `+ - * / %`, `!`, `&&` and `||` (the
+operand that decides), `?:`, member and index reads, `.length`, `typeof x === 'type'`, `In()`,
+`Math.abs`/`min`/`max`; a cond is true as JavaScript holds it (an empty array is true).
+`undefined` and `null` are both None. Text that is no expression (`return`) raises
+error.execution where it runs, as SCXML does.
 What SCXML's interpreter raises where it runs (an assign to an undeclared location, text that
 is not Python, a send to a session that cannot be this one) is raised there, as known at import.
 
@@ -36,8 +44,9 @@ What the native format lacks is said with a warning, located:
 - transitions out of a region: moved to the parallel state's own `on:` (tried when no region
   takes the event, where SCXML would run both); `<history>` (the `history:` attribute).
 
-Refused, with the location: datamodels other than python and null (`ecmascript`),
-`<script>`, `<invoke>`, `<foreach>`, `<send>` to other sessions or with markup content,
+Refused, with the location: datamodels other than python, ecmascript and null (`c89`),
+JavaScript with no native counterpart (object literals, `new`, method calls, assignment
+operators, `in`, the comma operator: each named), `<script>`, `<invoke>`, `<foreach>`, `<send>` to other sessions or with markup content,
 transitions with several targets, targetless eventless transitions, and expressions the safe
 language cannot say (`hasattr`, method calls but `.get`). What the native checks refuse in
 what was made (a parallel state with no `done.state` transition, a trap state) is raised
@@ -47,6 +56,7 @@ located at the SCXML element of the state at fault.
 from __future__ import annotations
 
 import ast
+import copy
 import re
 import xml.parsers.expat
 from collections.abc import Mapping
@@ -92,6 +102,9 @@ _EXECUTABLE = ("assign", "raise", "send", "log", "if", "elseif", "else", "foreac
                "cancel")
 _FUNCTIONS = frozenset({"len", "abs", "min", "max", "round"})
 _SCXML_PROCESSOR = ("http://www.w3.org/TR/scxml/#SCXMLEventProcessor", "scxml")
+#: Event processors SCXML names besides its own: a send of one is refused, as a processor
+#: that has it would deliver the event (a type no processor has raises error.execution)
+_KNOWN_PROCESSORS = ("http://www.w3.org/TR/scxml/#BasicHTTPEventProcessor", "basichttp")
 _DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1000}
 
@@ -290,6 +303,8 @@ class _Rewrite(ast.NodeTransformer):
 
     def visit_Call(self, node: ast.Call) -> ast.expr:
         func = node.func
+        if getattr(node, "_native", False):  # made by the ECMAScript translation
+            return _native_call(ast.unparse(func), *(self.visit(a) for a in node.args))
         if (isinstance(func, ast.Name) and func.id == "hasattr" and len(node.args) == 2
                 and isinstance(node.args[0], ast.Name) and node.args[0].id == "_event"
                 and isinstance(node.args[1], ast.Constant)
@@ -315,6 +330,336 @@ class _Rewrite(ast.NodeTransformer):
         shown = ast.unparse(func)
         raise _Inexpressible(f"a call of {shown}() (native expressions call only "
                              f"{', '.join(sorted(_FUNCTIONS))})")
+
+
+# -- ECMAScript expressions ------------------------------------------------------------------------
+
+
+class _ScriptSyntaxError(SyntaxError):
+    """Text that is not an ECMAScript expression (SCXML raises error.execution where it runs)."""
+
+
+_JS_TOKEN = re.compile(r"""
+    (?P<space>\s+)
+  | (?P<number>0[xX][0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)
+  | (?P<string>'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")
+  | (?P<name>[A-Za-z_$][A-Za-z0-9_$]*)
+  | (?P<other>=>|\+\+|--|\*\*=?|>>>?=?|<<=?|[-+*/%&|^]=|=(?![=>])|&(?!&)|\|(?!\|)|[\^~;@\#`\\])
+  | (?P<op>===|!==|==|!=|<=|>=|&&|\|\||[-+*/%!<>()\[\]{},.?:])
+  | (?P<quote>['"])
+""", re.VERBOSE)
+_JS_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "v": "\v", "0": "\0"}
+#: Reserved words that cannot stand in an expression: text using them is not one.
+_JS_RESERVED = frozenset({
+    "break", "case", "catch", "const", "continue", "debugger", "default", "do", "else",
+    "export", "extends", "finally", "for", "if", "import", "let", "return", "static", "switch",
+    "throw", "try", "var", "while", "with", "enum", "await", "implements", "interface",
+    "package", "private", "protected", "public"})
+#: Valid in an expression, but what they do has no native counterpart: refused, named.
+_JS_UNSAID = frozenset({
+    "new", "this", "function", "class", "super", "delete", "void", "instanceof", "in", "yield",
+    "NaN", "Infinity", "Math", "JSON", "Object", "Array", "String", "Number", "Boolean",
+    "Date", "RegExp", "parseInt", "parseFloat", "isNaN", "isFinite", "eval", "Function",
+    "arguments", "globalThis", "window", "document", "console", "Symbol", "Promise"})
+_JS_LITERALS = {"true": True, "false": False, "null": None, "undefined": None}
+_JS_MATH = {"abs": "abs", "min": "min", "max": "max"}
+#: `typeof x === '<type>'`: the native test of each answer (`undefined` and `null` are both
+#: None in a context read back from JSON)
+_JS_TYPES = {"number": "is_number", "string": "is_string", "boolean": "is_bool"}
+_JS_COMPARE: dict[str, ast.cmpop] = {"===": ast.Eq(), "==": ast.Eq(), "!==": ast.NotEq(),
+                                     "!=": ast.NotEq(), "<": ast.Lt(), "<=": ast.LtE(),
+                                     ">": ast.Gt(), ">=": ast.GtE()}
+_JS_ARITHMETIC: dict[str, ast.operator] = {"+": ast.Add(), "-": ast.Sub(), "*": ast.Mult(),
+                                           "/": ast.Div(), "%": ast.Mod()}
+
+
+def _native_call(name: str, *args: ast.expr) -> ast.Call:
+    """Gives a call of a native function the rewriting keeps as it is (`is_number(x)`)."""
+    call = ast.Call(ast.Name(name, ast.Load()), list(args), [])
+    call._native = True  # type: ignore[attr-defined]
+    return call
+
+
+def _js_test(node: ast.expr) -> ast.expr:
+    """Gives `node` as a condition with ECMAScript's truth: false are `false`, 0, '', null
+    and undefined, and an empty array or object is true (Python holds it false)."""
+    if _js_boolean(node):
+        return node
+    # each use a copy: the rewriting changes a tree in place as it goes
+    falsy = ast.BoolOp(ast.Or(), [
+        ast.Compare(copy.deepcopy(node), [ast.Is()], [ast.Constant(None)]),
+        ast.Compare(copy.deepcopy(node), [ast.Eq()], [ast.Constant(0)]),
+        ast.Compare(copy.deepcopy(node), [ast.Eq()], [ast.Constant("")])])
+    return ast.UnaryOp(ast.Not(), falsy)
+
+
+def _js_boolean(node: ast.expr) -> bool:
+    """Tells whether `node` is always a boolean (a comparison, `!`, a boolean literal, a
+    call of `In` or of a type test, `&&`/`||` of those)."""
+    if isinstance(node, ast.Compare) or (isinstance(node, ast.UnaryOp)
+                                         and isinstance(node.op, ast.Not)):
+        return True
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, bool)
+    if isinstance(node, ast.BoolOp):
+        return all(_js_boolean(value) for value in node.values)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        return node.func.id == "In" or getattr(node, "_native", False)
+    return False
+
+
+class _Script:
+    """ECMAScript expression text to the Python expression tree the python datamodel's
+    rewriting takes: a recursive descent over JavaScript's precedence levels, for the part of
+    the language an expression of a chart uses. Text that is no expression raises
+    `_ScriptSyntaxError`; an expression with no native counterpart, `_Inexpressible`."""
+
+    def __init__(self, text: str) -> None:
+        self.tokens: list[tuple[str, str, int]] = []
+        position = 0
+        while position < len(text):
+            match = _JS_TOKEN.match(text, position)
+            if match is not None and match.lastgroup == "other":
+                raise _Inexpressible(f"the operator {match.group()!r} at column "
+                                     f"{position + 1}")
+            if match is None or match.lastgroup == "quote":
+                shown = text[position]
+                raise _ScriptSyntaxError(f"unexpected {shown!r} at column {position + 1}")
+            kind = match.lastgroup or ""
+            if kind != "space":
+                self.tokens.append((kind, match.group(), position + 1))
+            position = match.end()
+        self.at = 0
+
+    def parse(self) -> ast.expr:
+        node = self._conditional()
+        if self.at < len(self.tokens):
+            _, token, column = self.tokens[self.at]
+            if token == ",":
+                raise _Inexpressible(f"the comma operator at column {column}")
+            if token in _JS_UNSAID:
+                raise _Inexpressible(f"the operator {token!r} at column {column}")
+            raise _ScriptSyntaxError(f"unexpected {token!r} at column {column}")
+        if any(isinstance(inner, _TypeOf | _Global) for inner in ast.walk(node)):
+            raise _Inexpressible("typeof other than compared with a type's name, or Math "
+                                 "other than Math.abs, Math.min, Math.max")
+        return node
+
+    def _peek(self) -> str:
+        return self.tokens[self.at][1] if self.at < len(self.tokens) else ""
+
+    def _take(self, *ops: str) -> str | None:
+        if self.at < len(self.tokens) and self.tokens[self.at][0] == "op" and \
+                self.tokens[self.at][1] in ops:
+            self.at += 1
+            return self.tokens[self.at - 1][1]
+        return None
+
+    def _expect(self, op: str) -> None:
+        if self._take(op) is None:
+            found = self._peek()
+            column = self.tokens[self.at][2] if found else "the end"
+            if found == ",":
+                raise _Inexpressible(f"the comma operator at column {column}")
+            raise _ScriptSyntaxError(f"expected {op!r}, found {found or 'the end'!r} "
+                                     f"at column {column}")
+
+    def _conditional(self) -> ast.expr:
+        test = self._binary(0)
+        if self._take("?") is None:
+            return test
+        body = self._conditional()
+        self._expect(":")
+        return ast.IfExp(_js_test(test), body, self._conditional())
+
+    #: the binary operators from the loosest to the tightest
+    _LEVELS: tuple[tuple[str, ...], ...] = (("||",), ("&&",), ("===", "!==", "==", "!="),
+                                            ("<", "<=", ">", ">="), ("+", "-"), ("*", "/", "%"))
+
+    def _binary(self, level: int) -> ast.expr:
+        if level == len(self._LEVELS):
+            return self._unary()
+        left = self._binary(level + 1)
+        while (op := self._take(*self._LEVELS[level])) is not None:
+            right = self._binary(level + 1)
+            if op in ("&&", "||"):
+                left = self._logical(op, left, right)
+            elif op in _JS_COMPARE:
+                left = self._typeof(op, left, right) or ast.Compare(left, [_JS_COMPARE[op]],
+                                                                    [right])
+            else:
+                left = ast.BinOp(left, _JS_ARITHMETIC[op], right)
+        return left
+
+    @staticmethod
+    def _logical(op: str, left: ast.expr, right: ast.expr) -> ast.expr:
+        """Gives `a && b`, `a || b`: of booleans a Python `and`/`or`; else the operand that
+        decides, as ECMAScript gives it (`a || b` is `a` when `a` is true)."""
+        if _js_boolean(left) and _js_boolean(right):
+            return ast.BoolOp(ast.And() if op == "&&" else ast.Or(), [left, right])
+        if op == "&&":
+            return ast.IfExp(_js_test(left), right, copy.deepcopy(left))
+        return ast.IfExp(_js_test(left), copy.deepcopy(left), right)
+
+    @staticmethod
+    def _typeof(op: str, left: ast.expr, right: ast.expr) -> ast.expr | None:
+        """Gives `typeof x === 'number'` (and `!==`, either side) as a native type test."""
+        if not isinstance(left, _TypeOf) and not isinstance(right, _TypeOf):
+            return None
+        typed, name = (left, right) if isinstance(left, _TypeOf) else (right, left)
+        if op not in ("===", "==", "!==", "!=") or not isinstance(name, ast.Constant) or \
+                not isinstance(name.value, str) or not isinstance(typed, _TypeOf):
+            raise _Inexpressible("typeof other than compared with a type's name")
+        operand = typed.operand
+        test: ast.expr
+        if name.value == "undefined":
+            test = ast.Compare(operand, [ast.Is()], [ast.Constant(None)])
+        elif name.value == "object":
+            test = ast.BoolOp(ast.Or(), [_native_call("is_object", operand),
+                                         _native_call("is_list", operand)])
+        elif name.value in _JS_TYPES:
+            test = _native_call(_JS_TYPES[name.value], operand)
+        else:  # 'function', 'symbol', a misspelling: never the type of a data value
+            test = ast.Constant(False)
+        return ast.UnaryOp(ast.Not(), test) if op in ("!==", "!=") else test
+
+    def _unary(self) -> ast.expr:
+        op = self._take("!", "-", "+")
+        if op == "!":
+            return ast.UnaryOp(ast.Not(), _js_test(self._unary()))
+        if op is not None:
+            return ast.UnaryOp(ast.USub() if op == "-" else ast.UAdd(), self._unary())
+        if self.at < len(self.tokens) and self.tokens[self.at][1] == "typeof":
+            self.at += 1
+            return _TypeOf(self._unary())
+        return self._postfix(self._primary())
+
+    def _postfix(self, node: ast.expr) -> ast.expr:
+        while True:
+            if self._take(".") is not None:
+                kind, name, column = self.tokens[self.at] if self.at < len(self.tokens) else (
+                    "", "", 0)
+                if kind != "name":
+                    raise _ScriptSyntaxError(f"expected a property name after '.' at column "
+                                             f"{column or 'the end'}")
+                self.at += 1
+                if isinstance(node, _Global) and self._peek() != "(":
+                    raise _Inexpressible(f"Math.{name} (only Math.abs, Math.min, Math.max "
+                                         "are translated)")
+                if name == "length" and self._peek() != "(":
+                    node = ast.Call(ast.Name("len", ast.Load()), [node], [])
+                elif self._peek() == "(":
+                    node = self._method(node, name)
+                else:
+                    node = ast.Attribute(node, name, ast.Load())
+            elif self._take("[") is not None:
+                index = self._conditional()
+                self._expect("]")
+                node = ast.Subscript(node, index, ast.Load())
+            elif self._peek() == "(" and self.at < len(self.tokens):
+                if not (isinstance(node, ast.Name) and node.id == "In"):
+                    raise _Inexpressible(f"a call of {ast.unparse(node)}() (only In() and "
+                                         "Math.abs, Math.min, Math.max are translated)")
+                self.at += 1
+                node = ast.Call(node, self._arguments(), [])
+            else:
+                return node
+
+    def _method(self, owner: ast.expr, name: str) -> ast.expr:
+        if isinstance(owner, _Global) and owner.id == "Math" and name in _JS_MATH:
+            self.at += 1
+            return ast.Call(ast.Name(_JS_MATH[name], ast.Load()), self._arguments(), [])
+        shown = "Math" if isinstance(owner, _Global) else ast.unparse(owner)
+        raise _Inexpressible(f"a call of {shown}.{name}() (only In() and Math.abs, "
+                             "Math.min, Math.max are translated)")
+
+    def _arguments(self) -> list[ast.expr]:
+        args: list[ast.expr] = []
+        while self._take(")") is None:
+            if args:
+                self._expect(",")
+            args.append(self._conditional())
+        return args
+
+    def _primary(self) -> ast.expr:
+        if self.at >= len(self.tokens):
+            raise _ScriptSyntaxError("the expression ends too early")
+        kind, token, column = self.tokens[self.at]
+        self.at += 1
+        if kind == "number":
+            number = float(int(token, 16)) if token[:2] in ("0x", "0X") else float(token)
+            return ast.Constant(int(number) if number.is_integer() and abs(number) < 2 ** 53
+                                else number)
+        if kind == "string":
+            return ast.Constant(_js_string(token[1:-1], column))
+        if kind == "name":
+            if token in _JS_LITERALS:
+                return ast.Constant(_JS_LITERALS[token])
+            if token in _JS_RESERVED:
+                raise _ScriptSyntaxError(f"{token!r} cannot stand in an expression "
+                                         f"(column {column})")
+            if token == "Math" and self._peek() == ".":
+                return _Global(token)
+            if token in _JS_UNSAID:
+                raise _Inexpressible(f"{token!r} (column {column}) has no native counterpart")
+            return ast.Name(token, ast.Load())
+        if token == "(":
+            inner = self._conditional()
+            self._expect(")")
+            return inner
+        if token == "[":
+            items: list[ast.expr] = []
+            while self._take("]") is None:
+                if items:
+                    self._expect(",")
+                    if self._take("]") is not None:
+                        break  # a trailing comma
+                items.append(self._conditional())
+            return ast.List(items, ast.Load())
+        if token == "{":
+            raise _Inexpressible(f"an object literal (column {column}): native expressions "
+                                 "build lists, not mappings")
+        raise _ScriptSyntaxError(f"unexpected {token!r} at column {column}")
+
+
+class _TypeOf(ast.expr):
+    """`typeof operand`, until the comparison with a type's name that gives its meaning."""
+
+    def __init__(self, operand: ast.expr) -> None:
+        super().__init__()
+        self.operand = operand
+
+
+class _Global(ast.Name):
+    """`Math`, read only as the owner of a method."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, ast.Load())
+
+
+def _js_string(body: str, column: int) -> str:
+    out: list[str] = []
+    index = 0
+    while index < len(body):
+        char = body[index]
+        if char != "\\":
+            out.append(char)
+            index += 1
+            continue
+        escaped = body[index + 1]
+        if escaped == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", body[index + 2:index + 6]):
+            out.append(chr(int(body[index + 2:index + 6], 16)))
+            index += 6
+        elif escaped == "x" and re.fullmatch(r"[0-9a-fA-F]{2}", body[index + 2:index + 4]):
+            out.append(chr(int(body[index + 2:index + 4], 16)))
+            index += 4
+        elif escaped in "ux":
+            raise _ScriptSyntaxError(f"a bad \\{escaped} escape in the string at column "
+                                     f"{column}")
+        else:
+            out.append(_JS_ESCAPES.get(escaped, escaped))
+            index += 2
+    return "".join(out)
 
 
 # -- the converter -----------------------------------------------------------------------------
@@ -370,6 +715,9 @@ class _Converter:
                           for key in ("item", "index") if _NAME.match(n.attrs.get(key, "").strip())
                           and not n.attrs[key].strip().startswith("_")}
         self.chart_name = root.attrs.get("name", "")
+        self.datamodel = root.attrs.get("datamodel", "python")
+        #: the language of the chart's expressions, as its messages name it
+        self.language = "ECMAScript" if self.datamodel == "ecmascript" else "Python"
 
     # -- findings ----------------------------------------------------------------------------
 
@@ -388,13 +736,11 @@ class _Converter:
             self.error("scxml-root", root, f"the root element is <{root.tag}>, not <scxml> in "
                        f"namespace {_NS}", root.tag)
             raise DefinitionError(self.errors, self.source)
-        datamodel = root.attrs.get("datamodel", "python")
-        if datamodel not in ("python", "null"):
+        if self.datamodel not in ("python", "null", "ecmascript"):
             self.error("scxml-datamodel", root,
-                       f"datamodel {datamodel!r} is refused: its expressions are "
-                       f"{'JavaScript' if datamodel == 'ecmascript' else 'of another language'}"
-                       ", which the native safe expression language cannot evaluate (the "
-                       "python and null datamodels are imported)", datamodel)
+                       f"datamodel {self.datamodel!r} is refused: its expressions are of a "
+                       "language the import does not translate (the python, ecmascript and "
+                       "null datamodels are imported)", self.datamodel)
             raise DefinitionError(self.errors, self.source)
         if root.attrs.get("binding", "early") != "early":
             self.warn("scxml-binding", root, "binding 'late' is approximated as early: every "
@@ -732,7 +1078,7 @@ class _Converter:
                 cond_error = True
                 self.raised.add("error.execution")
                 self.warn("scxml-cond-error", node, f"cond={node.attrs['cond']!r} is not "
-                          "Python: like SCXML the transition is never enabled, and the "
+                          f"{self.language}: like SCXML the transition is never enabled, and the "
                           "error.execution SCXML raises as it is evaluated is raised by the "
                           "later transition of this state that is taken (after the exit "
                           "actions; and not at all when none is taken: a native guard has no "
@@ -1208,7 +1554,7 @@ class _Converter:
             text = content.attrs.get("expr")
             if text is None:
                 literal = content.text.strip()
-                value = self._expression(literal, content, "value") if _is_literal(
+                value = self._expression(literal, content, "value") if self._is_literal(
                     literal) else repr(literal)  # text content is data, not an expression
             else:
                 value = self._expression(text, content, "expr", runtime=True)
@@ -1230,10 +1576,13 @@ class _Converter:
             self.warn("scxml-send-typeexpr", node, "typeexpr: the type is known only when it "
                       "is sent; the driver raises error.execution for any but the SCXML event "
                       "processor", state)
-        elif kind not in _SCXML_PROCESSOR:
+        elif kind not in _SCXML_PROCESSOR and kind in _KNOWN_PROCESSORS:
             self.error("scxml-send-type", node, f"<send> of type {kind!r}: only the SCXML "
                        "event processor, to this session, is imported", kind)
             return []
+        elif kind not in _SCXML_PROCESSOR:
+            # a type no processor has: SCXML raises error.execution where the send runs
+            return [self._static_error(node, "error.execution", when)]
         target = attrs.get("target")
         target_expression: str | None = None
         if "targetexpr" in attrs:
@@ -1394,7 +1743,8 @@ class _Converter:
                                       runtime=True)
         if self._syntax_error:
             # SCXML raises error.execution as it binds the data, before the run starts
-            self.warn("scxml-static-error", node, f"data {ident!r} = {text!r} is not Python; "
+            self.warn("scxml-static-error", node, f"data {ident!r} = {text!r} is not "
+                      f"{self.language}; "
                       "like SCXML, the import leaves it unset (None) and raises "
                       "error.execution as the run starts", ident)
             self.context[ident] = None
@@ -1420,23 +1770,28 @@ class _Converter:
 
     def _expression(self, text: str, node: _Node, attribute: str, *, runtime: bool = False,
                     quiet: bool = False) -> str | None:
-        """Gives the native expression for an SCXML (python datamodel) one, or None after an
-        error located at `node`. With `runtime`, text that is not Python sets `_syntax_error`
-        instead (executable content: SCXML raises error.execution where it runs)."""
+        """Gives the native expression for an SCXML (python or ecmascript datamodel) one, or
+        None after an error located at `node`. With `runtime`, text that is not an expression
+        of the datamodel's language sets `_syntax_error` instead (executable content: SCXML
+        raises error.execution where it runs)."""
         rewrite = _Rewrite(self.chart_name)
         self._syntax_error = False
         self.last_system = False
         try:
-            tree = ast.parse(text.strip(), mode="eval")
-            translated = ast.unparse(rewrite.visit(tree.body))
+            tree = self._parse_expression(text)
+            if self.datamodel == "ecmascript" and attribute == "cond":
+                tree = _js_test(tree)
+            translated = ast.unparse(rewrite.visit(tree))
             compile_expression(translated)
         except SyntaxError as exc:
             if runtime:
                 self._syntax_error = True
                 return None
             if not quiet:
-                self.error("scxml-expression", node, f"{attribute}={text!r} is not a Python "
-                           f"expression: {exc.msg}", attribute)
+                self.error("scxml-expression", node, f"{attribute}={text!r} is not an "
+                           f"{self.language} expression: {exc.msg}" if self.language[0] == "E"
+                           else f"{attribute}={text!r} is not a Python expression: {exc.msg}",
+                           attribute)
             return None
         except _Inexpressible as exc:
             self.error("scxml-expression", node, f"{attribute}={text!r} cannot be said in the "
@@ -1462,16 +1817,21 @@ class _Converter:
                 self.system_used.setdefault(name, node)
         return translated
 
+    def _parse_expression(self, text: str) -> ast.expr:
+        """Gives the Python expression tree of an expression of the chart's datamodel (an
+        ECMAScript one translated); raises SyntaxError for text that is none."""
+        if self.datamodel == "ecmascript":
+            return _Script(text.strip()).parse()
+        return ast.parse(text.strip(), mode="eval").body
 
-def _is_literal(text: str) -> bool:
-    """Tells whether `text` is a Python literal (a number, a quoted string, a list of them)."""
-    try:
-        tree = ast.parse(text, mode="eval")
-    except SyntaxError:
-        return False
-    allowed = (ast.Expression, ast.Constant, ast.List, ast.Tuple, ast.UnaryOp, ast.USub,
-               ast.Load)
-    return all(isinstance(node, allowed) for node in ast.walk(tree))
+    def _is_literal(self, text: str) -> bool:
+        """Tells whether `text` is a literal (a number, a quoted string, a list of them)."""
+        try:
+            tree = self._parse_expression(text)
+        except (SyntaxError, _Inexpressible):
+            return False
+        allowed = (ast.Constant, ast.List, ast.Tuple, ast.UnaryOp, ast.USub, ast.Load)
+        return all(isinstance(node, allowed) for node in ast.walk(tree))
 
 
 #: The most native transitions the matching of event descriptors to events may make in all
