@@ -92,12 +92,14 @@ from reference_machine import (
     CRASH_POINTS,
     Commit,
     Event,
+    Execution,
     RunCompensation,
     RunEffect,
     StoreError,
     WorkflowDefinition,
 )
 from reference_machine._findings import did_you_mean
+from reference_machine.importers import scxml, w3c
 
 __all__ = ["FROZEN_EPOCH", "Chances", "SimOptions", "SimulationResult", "Simulator", "plan_for",
            "simulate"]
@@ -469,6 +471,11 @@ class _Run:
         self.obs: dict[str, Observation] = {}
         self.unstarted = list(self.ids)
         self.queue: list[_Queued] = []
+        # what an imported SCXML chart raised and sent to itself (its context outbox): raised
+        # events are delivered before anything else happens, sends on the clock
+        self.raised: list[_Queued] = []
+        self.outboxes: dict[str, w3c.OutboxReader] | None = (
+            {} if scxml.OUTBOX in definition.initial_context else None)
         self.serial = 0
         self.sent: dict[tuple[str, str], int] = {}  # (execution, event) -> sends of a bounded one
         self.ops = 0
@@ -869,7 +876,10 @@ class _Run:
     def actions(self) -> list[tuple[Any, ...]]:
         """Gives the actions enabled now, in a fixed order: starts, then per execution its calls
         to complete, its approval and its external events, then queued deliveries, then moving
-        the clock to what is due next."""
+        the clock to what is due next; while a chart's raised event waits, only its delivery
+        (SCXML's internal queue comes first)."""
+        if self.raised:
+            return [(_QUEUED, self.raised[0])]
         actions: list[tuple[Any, ...]] = [(_START, eid) for eid in self.unstarted]
         now, offset = self.clock.now, self.offset
         soonest: int | None = None
@@ -936,7 +946,8 @@ class _Run:
             self._approve(action[1], action[2])
         elif kind == _QUEUED:
             queued = action[1]
-            self.queue.remove(queued)
+            (self.raised if self.raised and self.raised[0] == queued else self.queue).remove(
+                queued)
             self._deliver(queued.execution, queued.event, queued.via)
         elif kind == _ADVANCE:
             self._advance(action[1])
@@ -1390,6 +1401,8 @@ class _Run:
             return
         self.last_state[eid] = execution.state
         self.contexts[eid] = execution.context
+        if self.outboxes is not None:
+            self._sent_itself(self.outboxes, eid, execution)
         effects = tuple(Commanded(c.effect_id, c.tool, c.key, type(c) is RunCompensation)
                         for c in commit.commands if type(c) is RunEffect
                         or type(c) is RunCompensation)
@@ -1402,6 +1415,31 @@ class _Run:
                             _inner_moves(transition.inner) if transition is not None else (),
                             _region_states(execution.regions),
                             _region_contexts(execution.regions)))
+
+    def _sent_itself(self, outboxes: dict[str, w3c.OutboxReader], eid: str,
+                     execution: Execution) -> None:
+        """Queues what a chart raised and sent to itself in the commit (`scxml.OUTBOX`): raised
+        events to be delivered next, sends when due, cancels taking back sends not delivered.
+        A session that ended drops what it still has, as SCXML's does."""
+        reader = outboxes.get(eid)
+        if reader is None:
+            reader = outboxes[eid] = w3c.OutboxReader(f"#_scxml_{eid}")
+        if execution.status == "final":
+            self.raised = [q for q in self.raised if q.execution != eid]
+            self.queue = [q for q in self.queue if q.execution != eid or q.via != "sent"]
+            return
+        names, now = self.definition.events, self.clock.now
+        for out in reader.read(execution):
+            if out.queue == "cancel":
+                self.queue = [q for q in self.queue if q.execution != eid or q.via != "sent"
+                              or q.event.payload[scxml.EVENT_FIELDS]["sendid"] != out.name]
+            elif out.name in names:  # a name no transition takes is dropped, as SCXML does
+                event = Event(self._new_id(), out.name, "system", out.payload)
+                if out.queue == "internal":
+                    self.serial += 1
+                    self.raised.append(_Queued(now, self.serial, eid, event, "raised"))
+                else:
+                    self._queue(now + out.delay_ms, eid, event, "sent")
 
     def _recorded(self, execution_id: str, command_id: str, result: Event) -> None:
         self.changed[execution_id] = None

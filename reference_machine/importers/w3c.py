@@ -18,7 +18,7 @@ import heapq
 import re
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +29,8 @@ from reference_machine._records import Accepted, Event, Execution, Rejected, Sta
 from reference_machine.errors import DefinitionError
 from reference_machine.importers import scxml
 
-__all__ = ["EVENTS_MAX", "RunEnd", "W3CResult", "conformance", "is_helper", "markdown",
-           "run_definition"]
+__all__ = ["EVENTS_MAX", "OutboxReader", "Outgoing", "RunEnd", "W3CResult", "conformance",
+           "is_helper", "markdown", "outgoing", "run_definition"]
 
 _HELPER = re.compile(r"test\d+[a-z]?sub\d*")
 _PROCESSOR = "http://www.w3.org/TR/scxml/#SCXMLEventProcessor"
@@ -137,22 +137,16 @@ def run_definition(definition: WorkflowDefinition, *, events_max: int = EVENTS_M
     delivered = 0
     while True:
         execution, sent = _take_outbox(execution)
-        for queue, name, delay, data, send_id, target in sent:
-            if queue == "target":
-                queue, name, data = _resolved(target, origin, name, data)
-            if queue == "cancel":
-                external = [e for e in external if e[4] != name]
+        for out in outgoing(sent, origin):
+            if out.queue == "cancel":
+                external = [e for e in external if e[4] != out.name]
                 heapq.heapify(external)
-                continue
-            fields = {"type": queue, "sendid": send_id or None, "invokeid": None,
-                      "origin": origin if queue == "external" else None,
-                      "origintype": _PROCESSOR if queue == "external" else None}
-            payload = {scxml.EVENT_FIELDS: fields, scxml.EVENT_DATA: data}
-            if queue in ("internal", "platform"):
-                internal.append((name, payload))
+            elif out.queue == "internal":
+                internal.append((out.name, out.payload))
             else:
                 order += 1
-                heapq.heappush(external, (now + delay, order, name, payload, send_id))
+                heapq.heappush(external, (now + out.delay_ms, order, out.name, out.payload,
+                                          out.send_id))
         if execution.status == Status.FINAL:
             return RunEnd(execution.state, True, "final")
         if delivered >= events_max:
@@ -189,8 +183,80 @@ def _resolved(target: Any, origin: str, name: str, data: Any) -> tuple[str, str,
     return queue, name, data
 
 
-def _take_outbox(execution: Execution
-                 ) -> tuple[Execution, list[tuple[str, str, int, Any, str, Any]]]:
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """One event a chart raised or sent to itself (or a cancel), as its driver delivers it."""
+
+    #: `internal` (a raise, an error the platform raises: delivered before any external one),
+    #: `external` (a send to this session, due `delay_ms` after it was sent) or `cancel`
+    queue: str
+    #: the event's name; for a cancel, the send id of the sends it takes back
+    name: str
+    delay_ms: int = 0
+    #: SCXML's event fields and data (`scxml.EVENT_FIELDS`, `scxml.EVENT_DATA`)
+    payload: dict[str, Any] = field(default_factory=dict)
+    send_id: str = ""
+
+
+def outgoing(entries: Iterable[Any], origin: str) -> list[Outgoing]:
+    """Gives what outbox entries (`scxml.OUTBOX`, in the order written) ask the driver to
+    deliver; `origin` is this session's address (`#_scxml_<session id>`), which a send whose
+    target is an expression may name."""
+    out = []
+    for queue, name, delay, data, send_id, target in map(_entry, entries):
+        if queue == "target":
+            queue, name, data = _resolved(target, origin, name, data)
+        if queue == "cancel":
+            out.append(Outgoing("cancel", name))
+            continue
+        fields = {"type": queue, "sendid": send_id or None, "invokeid": None,
+                  "origin": origin if queue == "external" else None,
+                  "origintype": _PROCESSOR if queue == "external" else None}
+        payload = {scxml.EVENT_FIELDS: fields, scxml.EVENT_DATA: data}
+        internal = queue in ("internal", "platform")
+        out.append(Outgoing("internal" if internal else "external", name,
+                            0 if internal else delay, payload, send_id))
+    return out
+
+
+class OutboxReader:
+    """Reads what one execution's chart raised and sent since the last commit read, for a
+    driver that cannot empty the outbox (it does not own the execution: the simulator).
+
+    An outbox only grows along an execution's line: each context's new entries are those past
+    the longest outbox read at the last commit (or earlier in this one) that begins it. So a
+    region's copy of its parallel state's outbox, or the outbox a join takes from a region,
+    gives nothing twice."""
+
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+        self._last: list[list[Any]] = []
+
+    def read(self, execution: Execution) -> list[Outgoing]:
+        """Gives what the execution's contexts (its own, then its regions', depth first)
+        hold that was not read before, in order."""
+        found: list[Any] = []
+        current: list[list[Any]] = []
+        for context in _contexts(execution):
+            box = context.get(scxml.OUTBOX)
+            if not isinstance(box, list):
+                continue
+            known = max((len(seen) for seen in (*self._last, *current)
+                         if len(seen) <= len(box) and box[:len(seen)] == seen), default=0)
+            found += box[known:]
+            current.append(box)
+        self._last = current
+        return outgoing(found, self.origin)
+
+
+def _contexts(execution: Execution) -> list[Any]:
+    contexts = [execution.context]
+    for region in execution.regions:
+        contexts += _contexts(region)
+    return contexts
+
+
+def _take_outbox(execution: Execution) -> tuple[Execution, list[Any]]:
     """Gives the execution with its outbox (and its regions') emptied, and what they held."""
     found: list[list[Any]] = []
     seen: list[Any] = []
@@ -208,8 +274,7 @@ def _take_outbox(execution: Execution
             return ex
         return ex._replace(context=context, regions=regions)
 
-    emptied = empty(execution)
-    return emptied, [_entry(item) for item in found]
+    return empty(execution), found
 
 
 def _entry(item: Any) -> tuple[str, str, int, Any, str, Any]:
