@@ -46,11 +46,14 @@ What the native format lacks is said with a warning, located:
 
 Refused, with the location: datamodels other than python, ecmascript and null (`c89`),
 JavaScript with no native counterpart (object literals, `new`, method calls, assignment
-operators, `in`, the comma operator: each named), `<script>`, `<invoke>`, `<foreach>`, `<send>` to other sessions or with markup content,
-transitions with several targets, targetless eventless transitions, and expressions the safe
-language cannot say (`hasattr`, method calls but `.get`). What the native checks refuse in
-what was made (a parallel state with no `done.state` transition, a trap state) is raised
-located at the SCXML element of the state at fault.
+operators, `in`, the comma operator: each named), a `<script>` that is more than a list of
+assignments to names (one that is, is those assigns: at load for a top-level script, where it
+stands otherwise), `<invoke>`, a `<foreach>` over an array not known at import, `<send>` to
+other sessions or with markup content, transitions with several targets, targetless
+eventless transitions, and expressions the safe language cannot say (`hasattr`, method
+calls but `.get`). What the native checks refuse in what was made (a parallel state with no
+`done.state` transition, a trap state) is raised located at the SCXML element of the state at
+fault.
 """
 
 from __future__ import annotations
@@ -622,6 +625,36 @@ class _Script:
         raise _ScriptSyntaxError(f"unexpected {token!r} at column {column}")
 
 
+_JS_ASSIGNMENT = re.compile(r"(?:(?:var|let|const)\s+)?([A-Za-z_$][A-Za-z0-9_$]*)\s*=(?![=>])\s*"
+                            r"(.+)", re.DOTALL)
+
+
+def _js_statements(text: str) -> list[str]:
+    """Gives the statements of ECMAScript text, split at `;` and line ends outside strings
+    and brackets (the ones a script of assignments has)."""
+    statements: list[str] = []
+    current: list[str] = []
+    quote = ""
+    depth = 0
+    for index, char in enumerate(text):
+        if quote:
+            if char == quote and text[index - 1] != "\\":
+                quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char in ";\n" and depth == 0:
+            statements.append("".join(current))
+            current = []
+            continue
+        current.append(char)
+    statements.append("".join(current))
+    return [statement.strip() for statement in statements if statement.strip()]
+
+
 class _TypeOf(ast.expr):
     """`typeof operand`, until the comparison with a type's name that gives its meaning."""
 
@@ -715,6 +748,8 @@ class _Converter:
                           for key in ("item", "index") if _NAME.match(n.attrs.get(key, "").strip())
                           and not n.attrs[key].strip().startswith("_")}
         self.chart_name = root.attrs.get("name", "")
+        #: each `<script>`'s assignments, (name, expression text), by id() of its node
+        self.scripts: dict[int, list[tuple[str, str]]] = {}
         self.datamodel = root.attrs.get("datamodel", "python")
         #: the language of the chart's expressions, as its messages name it
         self.language = "ECMAScript" if self.datamodel == "ecmascript" else "Python"
@@ -749,6 +784,9 @@ class _Converter:
         self._name_states(root)
         for data in self._all(root, "data"):
             self._data(data)
+        for script in root.kids("script"):  # run as the document loads, after the data
+            for ident, text in self.scripts.get(id(script), []):
+                self._bind(ident, text, script, "script")
         for child in root.children:
             if child.namespace == _NS and child.tag in _STATES:
                 self._state(child, None)
@@ -825,8 +863,12 @@ class _Converter:
 
     def _refuse_everywhere(self, root: _Node) -> None:
         for node in self._all(root, "script"):
-            self.error("scxml-script", node, "<script> is refused: its code would have to be "
-                       "run, and the native format runs only safe expressions", "script")
+            assignments = self._script(node)
+            if assignments is not None:
+                self.scripts[id(node)] = assignments
+                names = {name for name, _ in assignments}
+                self.declared |= names
+                self.assigned |= names
         for node in self._all(root, "invoke"):
             self.error("scxml-invoke", node, "<invoke> is refused: the native format has no "
                        "child sessions (a native step calls a tool instead)", "invoke")
@@ -1401,7 +1443,9 @@ class _Converter:
                 actions += self._cancel(node, when)
             elif tag == "if":
                 actions += self._if(node, when, state)
-            elif tag in ("script", "invoke"):
+            elif tag == "script":
+                actions += self._script_actions(node, when)
+            elif tag == "invoke":
                 continue  # refused where it stands (`_refuse_everywhere`)
             elif tag == "foreach":
                 actions += self._foreach(node, when, state)
@@ -1724,6 +1768,55 @@ class _Converter:
 
     # -- data and expressions ----------------------------------------------------------------
 
+    def _script(self, node: _Node) -> list[tuple[str, str]] | None:
+        """Gives a `<script>`'s assignments, (name, expression text) in order, or None after
+        an error located at it: a script is imported when it is a list of assignments to
+        names (`x = 1` in Python; `var x = 1;` or `x = 1` in ECMAScript), each one an
+        expression the native language can say."""
+        if "src" in node.attrs:
+            self.error("scxml-script", node, "<script src=> is refused: importing reads no "
+                       "other file or address", "script")
+            return None
+        text = node.text.strip()
+        assignments: list[tuple[str, str]] = []
+        try:
+            if self.datamodel == "ecmascript":
+                for statement in _js_statements(text):
+                    match = _JS_ASSIGNMENT.fullmatch(statement)
+                    if match is None:
+                        raise ValueError(statement)
+                    assignments.append((match.group(1), match.group(2)))
+            else:
+                for line in ast.parse(text, mode="exec").body:
+                    if not (isinstance(line, ast.Assign) and len(line.targets) == 1
+                            and isinstance(line.targets[0], ast.Name)):
+                        raise ValueError(ast.unparse(line))
+                    assignments.append((line.targets[0].id, ast.unparse(line.value)))
+        except (ValueError, SyntaxError) as exc:
+            shown = str(exc) if isinstance(exc, ValueError) else f"not {self.language}"
+            self.error("scxml-script", node, f"<script> is imported only as a list of "
+                       f"assignments to names (the native format runs safe expressions, not "
+                       f"code): {shown[:80]!r} is not one", "script")
+            return None
+        for name, _ in assignments:
+            if not _NAME.match(name) or name.startswith("_"):
+                self.error("scxml-script", node, f"<script> assigns {name!r}, which cannot be "
+                           "a context key", name)
+                return None
+        return assignments
+
+    def _script_actions(self, node: _Node, when: str | None) -> list[dict[str, Any]]:
+        """Gives a `<script>` in executable content: its assignments, in order."""
+        actions: list[dict[str, Any]] = []
+        for name, text in self.scripts.get(id(node), []):
+            value = self._expression(text, node, "script", runtime=True)
+            if self._syntax_error:
+                return [*actions, self._static_error(node, "error.execution", when)]
+            if value is None:
+                return actions
+            actions.append(self._guarded(name, value, when))
+        return actions
+
     def _data(self, node: _Node) -> None:
         ident = node.attrs.get("id", "")
         if not _NAME.match(ident) or ident.startswith("_"):
@@ -1739,8 +1832,12 @@ class _Converter:
         if text is None:
             self.context[ident] = None
             return
-        translated = self._expression(text, node, "expr" if "expr" in node.attrs else "value",
-                                      runtime=True)
+        self._bind(ident, text, node, "expr" if "expr" in node.attrs else "value")
+
+    def _bind(self, ident: str, text: str, node: _Node, attribute: str) -> None:
+        """Binds data item `ident` to the value of `text` as the document loads: at import
+        when it reads nothing the run knows, else as the run starts."""
+        translated = self._expression(text, node, attribute, runtime=True)
         if self._syntax_error:
             # SCXML raises error.execution as it binds the data, before the run starts
             self.warn("scxml-static-error", node, f"data {ident!r} = {text!r} is not "
