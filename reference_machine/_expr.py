@@ -3,7 +3,9 @@
 An expression reads `context` and `event` (`event.payload`, `event.source`, `event.type`,
 `event.id`, `event.answers`) and may use literals, comparisons, boolean logic, membership,
 arithmetic, conditional expressions, key access (`context.order.amount` or `context["order"]`)
-and the functions `len`, `abs`, `min`, `max`, `round`. Nothing is ever passed to `eval`: each
+and the functions `len`, `abs`, `min`, `max`, `round`, the JSON type tests (`is_number`, ...)
+and `at(x, 'a', 0)`, a read of `x.a[0]` that gives null where a step is missing or of another
+type. Nothing is ever passed to `eval`: each
 node becomes a small Python closure once, at load time.
 
 What an expression builds is bounded, so that no guard or action exhausts memory or time: a
@@ -31,6 +33,20 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def _at(value: Any, *path: Any) -> Any:
+    """`at(x, 'a', 0, 'b')`: `x.a[0].b`, or null where a step on the way is missing or is not
+    a mapping or a list (a read that neither fails nor grows with its depth's square, as a chain
+    of `is not None` tests does)."""
+    for key in path:
+        if type(value) is dict or isinstance(value, Mapping):
+            value = value.get(key)
+        elif type(value) is list and type(key) is int and 0 <= key < len(value):
+            value = value[key]
+        else:
+            return None
+    return value
+
+
 def _round(number: Any, ndigits: Any = None) -> Any:
     """`round`, its digits bounded: an integer rounded to a place far to the left of it
     (`round(5, -1000000000)`) costs time that grows with the place."""
@@ -41,6 +57,7 @@ def _round(number: Any, ndigits: Any = None) -> Any:
 
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "len": len,
+    "at": _at,
     "abs": abs,
     "min": min,
     "max": max,
@@ -223,6 +240,10 @@ def _compile(node: ast.AST) -> Compiled:
             raise _fail(node, f"only these functions may be called: {allowed}")
         if node.keywords:
             raise _fail(node, "keyword arguments are not allowed")
+        if node.func.id == "at" and len(node.args) < 2:
+            raise _fail(node, "at() takes a value and at least one key or index: at(x, 'a', 0)")
+        if node.func.id == "at" and isinstance(node.args[0], ast.Name):
+            node.args[0]._read_through = True  # type: ignore[attr-defined]  # a key of it is read
         function = _FUNCTIONS[node.func.id]
         args = tuple(_compile(arg) for arg in node.args)
         return lambda c, e: function(*(arg(c, e) for arg in args))

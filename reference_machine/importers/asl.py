@@ -126,8 +126,6 @@ _CATCHER_FIELDS = frozenset(("ErrorEquals", "Next", "ResultPath", "Comment"))
 _RULE_FIELDS = frozenset(("Next", "Comment", "Assign", "Condition"))
 _TOP_FIELDS = frozenset(("StartAt", "States", "Comment", "Version", "TimeoutSeconds",
                          "QueryLanguage"))
-_READ_LENGTH_MAX = 900  # a null-safe read of a deep path grows with its square; 1,000 is the
-# native limit of one expression
 _STATE_TYPES = ("Task", "Choice", "Wait", "Pass", "Parallel", "Map", "Succeed", "Fail")
 _CALLBACK_TIMEOUT_DEFAULT_S = 365 * 86400
 _WAIT_DEFAULT_S = 60
@@ -1305,12 +1303,7 @@ class _Converter:
         if kind == "$":
             if root == "context":
                 self._note(base + tuple(segments), "Read", None)
-            text = self._render_read(base + tuple(segments), root)
-            if text == "None":
-                self.warn("asl-path", location,
-                          f"path {path!r} is too deep to read null-safely natively: read as "
-                          "null")
-            return text
+            return self._render_read(base + tuple(segments), root)
         if kind == "$$":
             if tuple(segments[:3]) == ("Map", "Item", "Value"):
                 return _render(tuple(segments[3:]), "context")
@@ -1883,16 +1876,15 @@ def _or(expr: str, fallback: str) -> str:
 
 def _render(segments: tuple[str | int, ...] | list[str | int], root: str = "context",
             *, nullable: bool = False) -> str:
-    """Gives the expression reading `segments` below `root`: null when a mapping on the way
-    is missing (ASL would fail the run there; a run started with unknown input must not).
-    `nullable`: `root` itself may be null."""
+    """Gives the expression reading `segments` below `root`: null when a step on the way is
+    missing or is not a mapping or list (ASL would fail the run there; a run started with
+    unknown input must not). `nullable`: `root` itself may be null, or not a mapping (a Pass
+    whose `Result` is text replaces the data with that text)."""
     first = 0 if nullable else 1
-    if len(segments) < 1 + first:
+    if len(segments) <= first:
         return _render_plain(segments, root)
-    prefixes = [_render_plain(segments[:size], root) for size in range(first, len(segments))]
-    guarded = (f"({_render_plain(segments, root)} if "
-               f"{' and '.join(f'{p} is not None' for p in prefixes)} else None)")
-    return guarded if len(guarded) <= _READ_LENGTH_MAX else "None"
+    head = _render_plain(segments[:first], root)
+    return f"at({head}, {', '.join(repr(s) for s in segments[first:])})"
 
 
 def _render_plain(segments: tuple[str | int, ...] | list[str | int], root: str) -> str:

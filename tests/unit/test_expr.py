@@ -41,6 +41,16 @@ class TestEvaluation:
         ("context.items[10]", None),
         ("-context.limit", -100),
         ("context.name * 3", "AdaAdaAda"),
+        ("at(context.user, 'role')", "admin"),
+        ("at(context, 'items', 2)", 3),
+        ("at(event.payload, 'nested', 'x')", 1),
+        # null where a step is missing, out of range, or not a mapping or list
+        ("at(context, 'missing', 'x', 0)", None),
+        ("at(context, 'items', 3)", None),
+        ("at(context, 'items', -1)", None),
+        ("at(context, 'limit', 'x')", None),
+        ("at(context.name, 'x')", None),
+        ("at('text', 'x')", None),
     ])
     def test_value(self, text: str, expected: object) -> None:
         """Each whitelisted construct evaluates like Python over mappings."""
@@ -50,6 +60,16 @@ class TestEvaluation:
         """Reading a key of a non-mapping raises GuardError, which decide turns into a reject."""
         with pytest.raises(GuardError, match="cannot read 'x' of a int"):
             value("context.limit.x")
+
+    def test_at_reads_through_without_copying_the_context(self) -> None:
+        """`at(context, ...)` gives the value held, not a copy's: an action assigning it
+        stores what the context holds."""
+        assert compile_expression("at(context, 'user')")(CONTEXT, EVENT) is CONTEXT["user"]
+
+    def test_at_needs_a_key(self) -> None:
+        """`at(context)` would be the context itself, which an action could store in itself."""
+        with pytest.raises(ExpressionSyntaxError, match="at least one key"):
+            compile_expression("at(context)")
 
     def test_oversized_repetition_is_refused(self) -> None:
         """Repetition that would build a huge string is refused at evaluation."""
