@@ -553,7 +553,8 @@ def _commit(execution_id: str, version: int, event: Event, decision: Decision,
     if isinstance(decision, Accepted):
         return Commit(execution_id, version, event, decision.kind, now, decision.execution,
                       decision.commands, decision.transition)
-    return Commit(execution_id, version, event, decision.kind, now)
+    return Commit(execution_id, version, event, decision.kind, now,
+                  reason=f"{decision.reason}: {decision.detail}")
 
 
 def _key_pending(execution: Execution, key: str) -> bool:

@@ -158,7 +158,9 @@ class Commit:
 
     `execution` is the new record when the event was accepted (None when it was ignored or
     rejected: the event is still logged and consumed). `expected_version` is the version the
-    execution was loaded at.
+    execution was loaded at. `reason` says why an event was ignored or rejected (`action_error:
+    ...`), for whoever watches the store; a store keeps the decision, not the reason (replay
+    decides it again).
     """
 
     execution_id: str
@@ -170,6 +172,7 @@ class Commit:
     commands: tuple[Command, ...] = ()
     transition: Transition | None = None
     duration_ms: int = 0
+    reason: str = ""
 
 
 @runtime_checkable

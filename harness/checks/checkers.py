@@ -26,6 +26,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from harness.errors import HarnessError
 from harness.sim.history import (
+    REFUSED_TIMER,
     Applied,
     Committed,
     Decided,
@@ -2655,10 +2656,14 @@ def _runs_away(definition: WorkflowDefinition, chart: _Chart, prev: Committed,
 def no_stuck_execution(definition: WorkflowDefinition, history: History
                        ) -> Iterator[Violation]:
     for index, record in enumerate(history):
-        if type(record) is Finished and record.status != "final" and not record.waiting_on:
+        if type(record) is Finished and record.status != "final" and (
+                not record.waiting_on or record.waiting_on == (REFUSED_TIMER,)):
+            why = ("its timer fell due and the machine refused the move each time it fired "
+                   "(the trace says why)" if record.waiting_on else
+                   "no timer, call, approval or event can move it")
             yield Violation("no_stuck_execution",
                             f"{record.execution} is stuck in {record.state!r} "
-                            f"({record.status}): no timer, call, approval or event can move it",
+                            f"({record.status}): {why}",
                             record.execution, record.step, (index,))
 
 

@@ -81,8 +81,16 @@ def _part(record: HistoryRecord) -> str:
     if type(record) is Decided:
         return "" if record.decision == "accepted" else f"{record.decision}"
     if type(record) is Committed:
+        if record.decision == "rejected" and record.reason:  # the machine said why
+            what = (f"the answer ({record.event_type}) to call {record.answers}"
+                    if record.answers and record.event_type.startswith("step.") else
+                    f"{record.event_type} ({record.answers})" if record.answers
+                    else record.event_type)
+            code, _, detail = record.reason.partition(": ")
+            return (f"{record.execution} rejected {what}: {code.replace('_', ' ')}"
+                    + (f": {detail}" if detail else ""))
         if record.decision != "accepted" and record.answers and record.event_type.startswith(
-                "step."):  # a tool's answer the machine would not take: say so
+                "step."):  # a tool's answer the machine would not take, no reason told
             return (f"{record.execution} {record.decision} the answer ({record.event_type}) to "
                     f"call {record.answers}: stale or already answered")
         if record.decision != "accepted" or not record.moved:

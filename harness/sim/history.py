@@ -137,8 +137,9 @@ class Committed(NamedTuple):
     `state`; in a parallel or map state, `inner` holds (source, event, target) of each move a
     region (or map item) made, depth first (a source of "" is a region starting), and
     `regions` (region execution id, state, status) of every region after the commit, depth
-    first, and `region_contexts` their contexts in the same order. Each is left out of the
-    JSON line while empty."""
+    first, and `region_contexts` their contexts in the same order. `reason` says why the
+    machine rejected the event (`action_error: ...`). Each is left out of the JSON line while
+    empty."""
 
     step: int
     at: int
@@ -160,6 +161,7 @@ class Committed(NamedTuple):
     inner: tuple[tuple[str, str, str], ...] = ()
     regions: tuple[tuple[str, str, str], ...] = ()
     region_contexts: tuple[Mapping[str, Any], ...] = ()
+    reason: str = ""
 
     @property
     def kind(self) -> Literal["committed"]:
@@ -345,6 +347,11 @@ class Replayed(NamedTuple):
         return "replayed"
 
 
+#: What a `Finished` record's `waiting_on` names for an execution whose only timers are ones
+#: the machine refuses to fire (their moves rejected each time): nothing can move it.
+REFUSED_TIMER = "timer (refused)"
+
+
 class Finished(NamedTuple):
     """How an execution was observed when the run ended; `waiting_on` names what could still
     move one that is not final (timer, call, approval, event, queued), empty when nothing."""
@@ -371,7 +378,7 @@ HistoryRecord = (RunStarted | Started | Delivered | Decided | Committed | Dispat
 
 #: Fields added after the first history format: left out of a line while empty, so that a run
 #: that does not use them writes the lines it did.
-_LEFT_OUT_EMPTY = {"committed": ("via", "inner", "regions", "region_contexts"),
+_LEFT_OUT_EMPTY = {"committed": ("via", "inner", "regions", "region_contexts", "reason"),
                    "observed": ("approvals", "moves")}
 
 

@@ -54,6 +54,7 @@ from harness.errors import HarnessError, short_repr, trace_of, words_of
 from harness.sim.asyncloop import AsyncCalls, LoopFailure, RunLoop, is_async
 from harness.sim.choices import AimedChoices, Choices
 from harness.sim.history import (
+    REFUSED_TIMER,
     Commanded,
     Committed,
     Crashed,
@@ -113,6 +114,7 @@ _CHARTED = frozenset({"parallel", "map"})
 _START, _EXTERNAL, _COMPLETE, _APPROVE, _QUEUED, _ADVANCE = range(6)
 _CLOSE_BOUND = 5  # a machine's close() may take this many step timeouts (a slow teardown)
 _VERSION_LIMIT = 2**63  # a store's version is a signed 64-bit number, as databases keep it
+_REFUSALS_MAX = 3  # times a due timer is fired, its execution unmoved, before it is refused
 _MOVES_MAX = 64  # clock moves one step of a schedule (`advance | N moves`) makes at most
 #: How readily a run moves the clock while anything else can happen, one drawn per run (swarm
 #: over the scheduler, as over the faults): every action alike, or the clock held back so
@@ -500,6 +502,10 @@ class _Run:
         self.offered: tuple[str, ...] = ()  # the crash points, in the machine's order
         self.between = False
         self.machine_time = 0  # the machine's clock: never goes back
+        # (execution, timer) -> (version, times told due): a timer the machine was told was
+        # due `_REFUSALS_MAX` times and still shows, its execution unmoved, is one it refuses
+        # to fire (its move rejected): the clock moves past it, and it moves nothing
+        self.told_due: dict[tuple[str, str], tuple[int, int]] = {}
         self.offset = 0  # how far the machine's clock runs ahead (an early timer skew)
         self.frozen: Any = None  # freezegun's handle, with `freeze_clock`
         self.healed = False
@@ -826,7 +832,8 @@ class _Run:
             return ()
         waiting = []
         if obs.timers:
-            waiting.append("timer")
+            refused = all(self._refused(eid, obs, timer) for timer, _ in obs.timers)
+            waiting.append(REFUSED_TIMER if refused else "timer")
         if obs.calls:
             waiting.append("call")
         if obs.approval is not None:
@@ -836,6 +843,12 @@ class _Run:
         if any(queued.execution == eid for queued in self.queue):
             waiting.append("queued")
         return tuple(waiting)
+
+    def _refused(self, eid: str, obs: Observation, timer: str) -> bool:
+        """Tells whether the machine refuses to fire an execution's timer: told it was due
+        `_REFUSALS_MAX` times, the execution unmoved."""
+        told = self.told_due.get((eid, timer))
+        return told is not None and told[0] == obs.version and told[1] >= _REFUSALS_MAX
 
     def _fail(self, failure: MachineFailed, trace: str) -> None:
         self.emit(failure)
@@ -910,7 +923,8 @@ class _Run:
                     else external.get(state)):
                 actions.append((_EXTERNAL, eid, obs))
             for timer, fire_at in obs.timers:  # the machine's time; the clock's is behind
-                if soonest is None or fire_at - offset < soonest:
+                if (soonest is None or fire_at - offset < soonest) and not self._refused(
+                        eid, obs, timer):
                     soonest, what = fire_at - offset, timer
         for queued in self.queue:
             if queued.due <= now:
@@ -1103,6 +1117,14 @@ class _Run:
         machine_now = self._machine_now()
         if any(t <= machine_now for t in timers):
             self.emit(TimerFired(clock.step, sim_now, due, machine_now, machine_now - sim_now))
+            told = self.told_due
+            for eid, obs in self.obs.items():
+                if obs.status != "final":
+                    for timer, fire_at in obs.timers:
+                        if fire_at <= machine_now:
+                            version, times = told.get((eid, timer), (obs.version, 0))
+                            told[eid, timer] = (obs.version, times + 1 if version == obs.version
+                                                else 1)
         self._guard("timer", self.calls.advance, machine_now)
 
     def _machine_now(self) -> int:
@@ -1198,6 +1220,7 @@ class _Run:
         failed tries, with faults off: a storm of crashes must end)."""
         clock, machine = self.clock, self.calls
         quiet, attempts = self.quiet, 0
+        self.told_due.clear()  # a tick a crash cut short fires nothing: each is due again
         if crashed:
             machine.crash()
         try:
@@ -1397,7 +1420,8 @@ class _Run:
         if execution is None:
             self.emit(Committed(self.clock.step, self.clock.now, eid, event.id,
                                 commit.decision, result, "", previous, "", "", event.type,
-                                event.source, event.answers, event.payload))
+                                event.source, event.answers, event.payload,
+                                reason=commit.reason if commit.decision == "rejected" else ""))
             return
         self.last_state[eid] = execution.state
         self.contexts[eid] = execution.context

@@ -24,6 +24,9 @@ Deliberate changes:
   swarm plan keeps every kind in half its runs (one more draw). Replay files written before
   still replay (no released plan said `hot`): a schedule without the step-0 branch draws the
   first patience, uniform, which draws nothing more.
+- 2026-12-05, histories with a rejected commit (issue 37): a `committed` line of a rejected
+  event carries the machine's reason (`"reason":"action_error: ..."`). Nothing else changed:
+  with the reason left out, every digest is the one before.
 """
 
 from __future__ import annotations
