@@ -82,7 +82,7 @@ def import_document(path: str | Path, *, format: str | None = None) -> Imported:
     data: Any
     lines: dict[str, int] = {}
     try:
-        if fmt == "scxml":
+        if fmt == "scxml" or (fmt == "xstate" and name.endswith((".ts", ".js", ".tsx", ".jsx"))):
             data = _read_text(Path(path))
         else:
             data, lines = read_document(path, what="a definition",

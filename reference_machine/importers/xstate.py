@@ -44,7 +44,7 @@ Nothing is evaluated: a string that looks like JavaScript where a name belongs i
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,8 +54,15 @@ from reference_machine.errors import DefinitionError
 from reference_machine.importers import Imported
 from reference_machine.importers._common import line_of
 from reference_machine.importers._common import literal as _literal
+from reference_machine.importers.xstate_source import (
+    INLINE_PREFIX,
+    SOURCE_SUFFIXES,
+    Machine,
+    inline_reference,
+    machines,
+)
 
-__all__ = ["EVENT_SOURCES", "convert"]
+__all__ = ["EVENT_SOURCES", "convert", "convert_machine", "inline_name"]
 
 #: Who may send an imported event: a user or another part of the system.
 EVENT_SOURCES = ("human", "system")
@@ -79,6 +86,17 @@ _STATE_KEYS = frozenset({"id", "type", "initial", "states", "on", "always", "aft
 _TRANSITION_KEYS = frozenset({"target", "guard", "cond", "actions", "reenter", "internal",
                               "description", "meta"})
 _INVOKE_KEYS = frozenset({"src", "id", "systemId", "input", "onDone", "onError"})
+#: An ISO 8601 duration as XState reads a delay: weeks, days, hours, minutes, seconds.
+_ISO_DURATION = re.compile(r"P(?:(\d+(?:\.\d+)?)W)?(?:(\d+(?:\.\d+)?)D)?"
+                           r"(?:T(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?"
+                           r"(?:(\d+(?:\.\d+)?)S)?)?")
+#: XState's guard combinators over named guards, each imported as one registered function.
+_COMBINATORS = ("xstate.not", "xstate.and", "xstate.or")
+#: What a value JSON.stringify made from a config with functions looks like, and the way out.
+_STRINGIFIED = (": JSON.stringify writes a function in a list as null and leaves a function "
+                "property out, so a config stringified from JavaScript has lost its inline "
+                "functions; import the TypeScript or JavaScript source instead (`--format "
+                "xstate`), which keeps each as a named reference")
 #: Keys that only type or tune the JavaScript, with no effect on how the machine moves.
 _TYPING_KEYS = frozenset({"types", "schema", "tsTypes", "predictableActionArguments",
                           "preserveActionOrder"})
@@ -122,15 +140,50 @@ class _Node:
         return self is other or other in self.ancestors()
 
 
+def inline_name(reference: str) -> str:
+    """Gives the registered function's name an inline reference (`inline:<file>:<line>`)
+    is imported as: `inline.<file>.L<line>`."""
+    _, _, rest = reference.partition(INLINE_PREFIX)
+    stem, _, line = rest.rpartition(":")
+    return f"inline.{_safe(stem, 'source')}.L{_UNSAFE.sub('_', line)}"
+
+
 class _Fatal(Exception):
     """Stops the conversion where going on would only report the same fault again."""
 
 
 def convert(data: Any, lines: Mapping[str, int], name: str) -> Imported:
-    """Gives the native definition data of an XState v5 machine config, with a warning for
-    each feature approximated or left out. Raises `DefinitionError` with located findings
-    when the config cannot be imported."""
-    converter = _Converter(lines, name)
+    """Gives the native definition data of an XState v5 machine config (or of the last
+    machine a TypeScript or JavaScript source text creates), with a warning for each feature
+    approximated or left out. Raises `DefinitionError` with located findings when the config
+    cannot be imported."""
+    if isinstance(data, str) and name.lower().endswith(SOURCE_SUFFIXES):
+        found = machines(data, name)
+        machine = found[-1]
+        extra: list[Finding] = []
+        if len(found) > 1:
+            lines_of = ", ".join(str(m.line) for m in found[:-1])
+            extra.append(Finding(
+                Severity.WARNING, "several-machines", "", f"the file creates {len(found)} "
+                f"machines; the last (line {machine.line}) is imported, not those of line(s) "
+                f"{lines_of} (import one with xstate_source.machines and convert_machine)",
+                line=machine.line))
+        return convert_machine(machine, name, extra)
+    return _convert(data, lines, name, None, [])
+
+
+def convert_machine(machine: Machine, name: str, findings: Sequence[Finding] = ()
+                    ) -> Imported:
+    """Gives the native definition data of a machine read from source (see
+    `xstate_source`); its named delays are those its implementations write as numbers."""
+    return _convert(machine.config, machine.lines, name, machine.delays,
+                    [*findings, *machine.findings])
+
+
+def _convert(data: Any, lines: Mapping[str, int], name: str, delays: Mapping[str, int] | None,
+             findings: list[Finding]) -> Imported:
+    converter = _Converter(lines, name, delays)
+    converter.findings.extend(findings)
     try:
         native = converter.run(data)
     except _Fatal:
@@ -143,9 +196,13 @@ def convert(data: Any, lines: Mapping[str, int], name: str) -> Imported:
 
 
 class _Converter:
-    def __init__(self, lines: Mapping[str, int], source: str) -> None:
+    def __init__(self, lines: Mapping[str, int], source: str,
+                 delays: Mapping[str, int] | None = None) -> None:
         self.lines = lines
         self.source = source
+        #: the named delays of the machine's implementations; None where they are unknown
+        #: (a JSON config: they are given in JavaScript, with `.provide()` or `setup()`)
+        self.delays = None if delays is None else dict(delays)
         self.findings: list[Finding] = []
         self.ids: dict[str, _Node] = {}
         self.nodes: list[_Node] = []
@@ -158,6 +215,7 @@ class _Converter:
         self.direct_to: dict[int, str] = {}     # compound with history -> a location targeting it
         self.error_finals: dict[str | None, str] = {}
         self.compound_after: dict[str, dict[str, Any]] = {}
+        self.compound_always: dict[str, list[Any]] = {}
         self.root_on: dict[str, list[Any]] = {}
         self.used_context: set[str] = set()
         self.reactive = False
@@ -201,14 +259,22 @@ class _Converter:
             raise self.fatal("bad-id", "id", f"the machine's id is a string, got {machine_id!r}")
         stem = Path(self.source).name.split(".")[0] if self.source else ""
         workflow = _safe(machine_id or stem or "machine", "machine")
-        if not isinstance(data.get("states"), Mapping) or not data["states"]:
-            raise self.fatal("no-states", "states", "the machine has no `states`; a "
-                             "definition needs at least one state")
+        states = data.get("states")
+        if states is not None and not isinstance(states, Mapping):
+            raise self.fatal("not-a-state", "states", "`states` is a JSON object of state "
+                             f"nodes, got {_json_type(states)}")
+        if not states and not any(data.get(k) for k in ("on", "after", "always", "invoke")):
+            raise self.fatal("no-states", "states", "the machine has no `states` and takes "
+                             "nothing (no on, after, always or invoke); a definition needs at "
+                             "least one state")
         root = self._read(data, "", (), "", None, machine_id or "(machine)")
         self._name_all(root)
         self._collect_events()
         self.root = root
-        wrapped = root.kind == "parallel" or bool(data.get("entry") or data.get("exit"))
+        # the root is a native state of its own where it does what a state does: a machine
+        # with no `states` (it only takes events), a root timer, a root eventless transition
+        wrapped = root.kind in ("parallel", "atomic") or any(
+            data.get(k) for k in ("entry", "exit", "after", "always"))
         if wrapped:
             root.native = self._fresh(workflow)
         reactive = self._flat(root) if root.kind == "parallel" else not any(
@@ -224,15 +290,21 @@ class _Converter:
         self._emit(root, wrapped)
         self._push_down(root, wrapped)
         self._check_history()
+        self._give_always()
+        if reactive:
+            self._stay_by_self_target()
         native: dict[str, Any] = {"name": workflow}
         if data.get("version") is not None:
             native["version"] = str(data["version"])
         if isinstance(data.get("description"), str):
             native["description"] = data["description"]
         context = data.get("context")
-        if context is not None:
+        if inline_reference(context) is not None:
+            self.warn("left-out", "context", "the initial context is computed by inline "
+                      "JavaScript (a function of the input); the run starts with an empty one")
+        elif context is not None:
             if isinstance(context, Mapping):
-                native["context"] = dict(context)
+                native["context"] = self._context(context)
             else:
                 self.error("bad-context", "context", "the initial context is a JSON object, got "
                            f"{type(context).__name__} (a function of the input is JavaScript)")
@@ -246,6 +318,18 @@ class _Converter:
             native["events"] = self.events
         native["states"] = self.states
         return native
+
+    def _context(self, context: Mapping[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in context.items():
+            if inline_reference(value) is not None:
+                self.warn("left-out", f"context.{key}", f"context {key!r} starts as the value "
+                          f"of inline JavaScript ({_code(value)}); it "
+                          "starts as null")
+                out[str(key)] = None
+            else:
+                out[str(key)] = value
+        return out
 
     # -- reading the tree -------------------------------------------------------------------
 
@@ -498,9 +582,22 @@ class _Converter:
             out["exit"] = exits
         always = config.get("always")
         if always is not None:
-            if kind != "atomic":
-                self.error("always-compound", node.at("always"), "`always` on a compound or "
-                           "parallel state has no native counterpart; put it on its children")
+            if kind == "parallel" or self._flat(node):
+                self.error("always-compound", node.at("always"), "`always` on a parallel "
+                           "state has no native counterpart; put it on its regions' states")
+            elif kind == "compound":
+                transitions = self._transitions(node, always, node.at("always"))
+                for index, transition in enumerate(transitions):
+                    if "target" not in transition:
+                        self.error("always-internal", _item(node.at("always"), index,
+                                                            always),
+                                   "an eventless transition without a target runs its actions "
+                                   "again on every change; the native format refuses it")
+                self.compound_always[node.native] = transitions
+                self.warn("always-compound", node.at("always"), "a compound state's eventless "
+                          "transitions are tried, as XState tries them, after those of the "
+                          "active child: natively they are given to each of its states that "
+                          "is not final, after the state's own")
             else:
                 transitions = self._transitions(node, always, node.at("always"))
                 for index, transition in enumerate(transitions):
@@ -734,35 +831,49 @@ class _Converter:
                    "transition crosses a region's boundary")
 
     def _guard(self, guard: Any, loc: str) -> dict[str, str] | None:
+        if inline_reference(guard) is not None:
+            return {"function": self._inline(guard, loc, "guard")}
         if isinstance(guard, Mapping):
             kind = guard.get("type")
+            if kind in _COMBINATORS:
+                name = self._combined_guard(guard, loc)
+                return None if name is None else {"function": name}
             if isinstance(kind, str) and kind.startswith("xstate."):
-                self.error("guard-combinator", loc, f"the built-in guard {kind!r} (and, or, "
-                           "not, stateIn) has no native counterpart: register one function "
-                           "that decides it and name it")
+                self.error("guard-combinator", loc, f"the built-in guard {kind!r} (stateIn) "
+                           "has no native counterpart: register one function that decides "
+                           "it and name it")
+                return None
+            if not isinstance(kind, str):
+                keys = ", ".join(sorted(str(k) for k in guard)) or "none"
+                self.error("bad-guard", loc, "a guard object names its guard in a string "
+                           f"`type` ({{type: 'isValid', params}}); this one has no `type` "
+                           f"(keys: {keys}){_STRINGIFIED}")
                 return None
             if guard.get("params") is not None:
                 self.warn("params-left-out", f"{loc}.params", "a registered guard is called "
                           "with (context, event); its params are left out")
             guard = kind
         if not isinstance(guard, str):
-            self.error("bad-guard", loc, f"a guard is a name or {{type, params}}, got {guard!r}")
+            self.error("bad-guard", loc, "a guard is a name (a string) or an object {type, "
+                       f"params}}, got the {_json_type(guard)} {guard!r}")
             return None
-        if not self._named(guard, loc, "guard"):
-            return None
-        return {"function": guard}
+        named = self._named(guard, loc, "guard")
+        return None if named is None else {"function": named}
 
-    def _named(self, text: str, loc: str, what: str) -> bool:
+    def _named(self, text: str, loc: str, what: str) -> str | None:
+        """Gives the native name of a guard, action or actor XState names `text` (made safe
+        where XState's name is any text, `'save dir'`), or None for code."""
         if _NAME.match(text):
-            return True
-        if _CODE.search(text):
+            return text
+        if _CODE.search(text) or not text.strip():
             self.error("javascript", loc, f"{what} {text[:60]!r} looks like JavaScript; a "
                        f"config holds the {what}'s name, and its code is registered in Python "
                        "(nothing is evaluated)")
-        else:
-            self.error("bad-name", loc, f"{what} name {text!r} is not a native name "
-                       "(letters, digits, _ . -, not starting with a digit)")
-        return False
+            return None
+        native = _safe(text.strip(), what)
+        self.warn("renamed", loc, f"{what} name {text!r} is not a native name (letters, "
+                  f"digits, _ . -, not starting with a digit); it is imported as {native!r}")
+        return native
 
     def _actions(self, written: Any, loc: str) -> list[dict[str, Any]]:
         if written is None:
@@ -770,13 +881,18 @@ class _Converter:
         items = written if isinstance(written, list) else [written]
         out = []
         for index, item in enumerate(items):
-            action = self._action(item, _item(loc, index, written))
-            if action is not None:
-                out.append(action)
+            out.extend(self._action(item, _item(loc, index, written)))
         return out
 
-    def _action(self, action: Any, loc: str) -> dict[str, Any] | None:
+    def _action(self, action: Any, loc: str) -> list[dict[str, Any]]:
+        """Gives the native actions of one XState action (an assign may give two: its
+        literal values, then a registered function per computed one)."""
         params = None
+        if inline_reference(action) is not None:
+            return [{"function": self._inline(action, loc, "action")}]
+        if action is None:
+            self.error("dropped-function", loc, f"an action is null{_STRINGIFIED}")
+            return []
         if isinstance(action, Mapping):
             kind = action.get("type")
             if kind in _ASSIGN_TYPES:
@@ -784,32 +900,81 @@ class _Converter:
             params = action.get("params")
             action = kind
         if not isinstance(action, str):
-            self.error("bad-action", loc, f"an action is a name or {{type, params}}, got "
-                       f"{action!r}")
-            return None
+            self.error("bad-action", loc, "an action is a name (a string) or an object "
+                       f"{{type, params}}, got the {_json_type(action)} {action!r}")
+            return []
         if action.startswith("xstate."):
             self.warn("left-out", loc, f"the built-in action {action!r} (raise, sendTo, log, "
                       "cancel, stop, emit, ...) has no native counterpart; it is left out")
-            return None
-        if not self._named(action, loc, "action"):
-            return None
+            return []
+        named = self._named(action, loc, "action")
+        if named is None:
+            return []
         if params is not None:
             self.warn("params-left-out", f"{loc}.params", "a registered action is called with "
                       "(context, event); its params are left out")
-        return {"function": action}
+        return [{"function": named}]
 
-    def _assign(self, action: Mapping[str, Any], loc: str) -> dict[str, Any] | None:
+    def _inline(self, reference: Any, loc: str, what: str, gives: str = "") -> str:
+        """Gives the registered function's name an inline function is imported as, and warns
+        where it is written."""
+        name = inline_name(str(reference["type"]))
+        code = str(reference.get("code", ""))
+        shown = code if len(code) <= 80 else f"{code[:77]}..."
+        self.warn("inline-function", loc, f"the {what} is inline JavaScript ({shown}); it is "
+                  f"imported as the registered function {name!r}{gives}: write what it does "
+                  "in Python (@register_function or functions=)")
+        return name
+
+    def _combined_guard(self, guard: Mapping[str, Any], loc: str) -> str | None:
+        """Gives the name of the registered function an XState guard combinator (`not`,
+        `and`, `or` of named guards) is imported as: `not.isValid`, `or.hitWall.hitTail`."""
+        kind = str(guard["type"]).removeprefix("xstate.")
+        guards = guard.get("guards")
+        if not guards:
+            self.error("guard-combinator", loc, f"{kind}(...) names no guards (`guards`: a "
+                       "list of named guards)")
+            return None
+        names: list[str] = []
+        for index, inner in enumerate(guards if isinstance(guards, list) else [guards]):
+            where = f"{loc}.guards[{index}]"
+            if isinstance(inner, Mapping) and isinstance(inner.get("type"), str) and (
+                    inline_reference(inner) is None):
+                inner = inner["type"]
+            if not isinstance(inner, str):
+                self.error("guard-combinator", where, f"{kind}(...) is imported as one "
+                           "registered function when it combines named guards; this one is "
+                           f"the {_json_type(inner)} {inner!r}")
+                return None
+            named = self._named(inner, where, "guard")
+            if named is None:
+                return None
+            names.append(named)
+        name = ".".join((kind, *names))
+        self.warn("guard-combinator", loc, f"{kind}({', '.join(map(repr, names))}) has no "
+                  f"native counterpart; it is imported as the registered function {name!r}, "
+                  f"which decides it from those guards")
+        return name
+
+    def _assign(self, action: Mapping[str, Any], loc: str) -> list[dict[str, Any]]:
         key = "assignment" if "assignment" in action else "params"
         assignment = action.get(key)
+        if inline_reference(assignment) is not None:
+            return [{"function": self._inline(assignment, loc, "assign")}]
         if not isinstance(assignment, Mapping):
             self.warn("left-out", loc, "an assign whose value is not a JSON object of literal "
                       "values (a function) is left out")
-            return None
+            return []
         out: dict[str, str] = {}
+        computed: list[dict[str, Any]] = []
         for name, value in assignment.items():
             where = f"{loc}.{key}.{name}"
             literal = _literal(value)
-            if not _NAME.match(str(name)):
+            if inline_reference(value) is not None:
+                function = self._inline(value, where, f"value assigned to {name!r}",
+                                        f", which returns {{{name!r}: <the new value>}}")
+                computed.append({"function": function})
+            elif not _NAME.match(str(name)):
                 self.warn("left-out", where, f"context key {name!r} is not a native name; "
                           "this assignment is left out")
             elif literal is None:
@@ -817,7 +982,7 @@ class _Converter:
                           "null, lists of them) are imported; this assignment is left out")
             else:
                 out[str(name)] = literal
-        return {"assign": out} if out else None
+        return ([{"assign": out}] if out else []) + computed
 
     # -- invoke, after, parallel, history ----------------------------------------------------
 
@@ -840,20 +1005,30 @@ class _Converter:
                 self.warn("unknown-key", f"{loc}.{key}", f"{key!r} of an invoke is not "
                           "imported")
         src = invoke.get("src")
-        if isinstance(src, Mapping) and isinstance(src.get("type"), str):
+        if inline_reference(src) is not None:
+            src = self._inline(src, f"{loc}.src", "invoked actor's logic")
+        elif isinstance(src, Mapping) and isinstance(src.get("type"), str):
             src = src["type"]
         if not isinstance(src, str):
+            hint = _STRINGIFIED if src is None or src == {} else ""
             self.error("inline-actor", f"{loc}.src", "the invoked actor must be named (its "
-                       "logic is JavaScript); an inline actor cannot be imported")
+                       "logic is JavaScript); an inline actor in a JSON config cannot be "
+                       f"imported{hint}")
             return
-        if not self._named(src, f"{loc}.src", "actor"):
+        tool = self._named(src, f"{loc}.src", "actor")
+        if tool is None:
             return
-        tool = src
-        self.tools.setdefault(tool, {"description": f"XState actor {src!r}"})
+        # each time the state is entered its actor is started anew: one logical action per
+        # call (its idempotency key), as a Step Functions task is, so that a state entered
+        # again (a retry, a poll) is no duplicate effect, and a call applied twice still is
+        self.tools.setdefault(tool, {"description": f"XState actor {src!r}", "action": "call"})
         step: dict[str, Any] = {"tool": tool, "retry": {"attempts_max": 1}}
         given = invoke.get("input")
-        if isinstance(given, Mapping):
-            step["input"] = {str(k): _input_value(v) for k, v in given.items()}
+        if inline_reference(given) is not None:
+            self.warn("left-out", f"{loc}.input", "the input is computed by inline JavaScript "
+                      f"({_code(given)}); the step is sent no input")
+        elif isinstance(given, Mapping):
+            step["input"] = self._step_input(given, f"{loc}.input")
         elif given is not None:
             self.warn("left-out", f"{loc}.input", "only a JSON object of literal values is "
                       "imported as the step's input")
@@ -892,6 +1067,17 @@ class _Converter:
             self.warn("no-on-done", loc, f"no onDone: XState stays in the state once its actor "
                       f"is done; imported as a move to {rest!r}, which takes the same events")
 
+    def _step_input(self, given: Mapping[str, Any], loc: str) -> dict[str, Any]:
+        """Gives a step's literal input; a value computed by inline JavaScript is left out."""
+        out: dict[str, Any] = {}
+        for key, value in given.items():
+            if inline_reference(value) is not None:
+                self.warn("left-out", f"{loc}.{key}", f"input {key!r} is computed by inline "
+                          f"JavaScript ({_code(value)}); it is left out")
+            else:
+                out[str(key)] = _input_value(value)
+        return out
+
     def _rest(self, node: _Node, out: dict[str, Any], taken: Mapping[str, list[Any]],
               suffix: str) -> str:
         """Gives a new sibling of `node` that rests, taking `node`'s events (a step's result
@@ -917,11 +1103,8 @@ class _Converter:
         delays: list[tuple[int, str, Any]] = []
         for key, transitions in written.items():
             where = f"{loc}.{key}"
-            try:
-                ms = int(str(key))
-            except ValueError:
-                self.error("named-delay", where, f"delay {key!r} is named: its value is in the "
-                           "machine's implementation (JavaScript); write it in ms")
+            ms = self._delay(str(key), where)
+            if ms is None:
                 continue
             if ms < 0:
                 self.error("bad-after", where, f"a delay is zero or more ms, got {ms}")
@@ -963,6 +1146,42 @@ class _Converter:
             self.compound_after[node.native] = after
         else:
             out["after"] = after
+
+    def _delay(self, key: str, loc: str) -> int | None:
+        """Gives a delay in ms as XState runs it: a number; a name the machine's
+        implementations give as a number (`delays: {PT15M: 900000}`); a name they do not
+        give, read from source, 0 (XState raises the timer's event at once); in a JSON config,
+        whose implementations are unknown, an ISO 8601 duration as its name says (`PT15M`,
+        `P1DT2H`), warned, and any other name refused."""
+        if re.fullmatch(r"-?\d+", key):
+            return int(key)
+        if self.delays is not None and key in self.delays:
+            return self.delays[key]
+        if self.delays is not None:
+            self.warn("delay-undefined", loc, f"delay {key!r} is named, and the machine's "
+                      "implementations (setup or createMachine's second argument) give it no "
+                      "number: XState then raises the timer's event at once, so it is "
+                      "imported as 0 ms (give it in `delays` if it is provided elsewhere)")
+            return 0
+        iso = _ISO_DURATION.fullmatch(key)
+        if iso is not None and any(iso.groups()):
+            weeks, days, hours, minutes, seconds = (float(g) if g else 0.0
+                                                    for g in iso.groups())
+            total = (((weeks * 7 + days) * 24 + hours) * 60 + minutes) * 60 + seconds
+            ms = round(total * 1000)
+            self.warn("iso-delay", loc, f"delay {key!r} is read as the ISO 8601 duration its "
+                      f"name says ({ms} ms); XState itself reads no durations: it looks the "
+                      "name up in the machine's `delays` and, finding none, fires at once")
+            return ms
+        if key.startswith("P"):
+            self.error("named-delay", loc, f"delay {key!r} is not an ISO 8601 duration "
+                       "XState reads (P[nW][nD][T[nH][nM][nS]], no years or months)")
+        else:
+            self.error("named-delay", loc, f"delay {key!r} is named and its value is not "
+                       "written as a number where the machine is set up (`delays: "
+                       f"{{{key}: 5000}}` in setup or createMachine's second argument: a "
+                       "function there is JavaScript); write it in ms")
+        return None
 
     def _flat(self, node: _Node) -> bool:
         """Tells whether parallel state `node` is imported as the product of its regions:
@@ -1181,9 +1400,83 @@ class _Converter:
                 for child in children[name]:
                     give(child, on, None)
 
+    def _give_always(self) -> None:
+        """Gives each compound state's eventless transitions to the states below it (leaves
+        and choices, not finals), after their own, innermost compound first."""
+        if not self.compound_always:
+            return
+        children: dict[str | None, list[str]] = {}
+        for name, spec in self.states.items():
+            children.setdefault(spec.get("parent"), []).append(name)
+
+        def below(name: str) -> list[str]:
+            found = []
+            for child in children.get(name, []):
+                found.extend(below(child) if children.get(child) else [child])
+            return found
+
+        def depth(name: str) -> int:
+            parent = self.states[name].get("parent")
+            return 0 if parent is None else 1 + depth(parent)
+
+        for name in sorted(self.compound_always, key=depth, reverse=True):
+            for leaf in below(name):
+                spec = self.states[leaf]
+                if spec.get("type") == "final":
+                    continue
+                spec["always"] = [*spec.get("always", []), *self.compound_always[name]]
+                if spec.get("type") == "wait":
+                    del spec["type"]
+
+    def _stay_by_self_target(self) -> None:
+        """In a machine that runs until stopped, writes a state's targetless transitions
+        as transitions to itself where the state takes events only that way and has
+        nothing its re-entry would run again (no entry, exit, step, timer or eventless
+        move): the same run, and the native checks see it is no trap."""
+        for name, spec in self.states.items():
+            on = spec.get("on")
+            if not on or spec.get("type") in ("final", "choice", "parallel") or any(
+                    key in spec for key in ("entry", "exit", "step", "after", "always")) or any(
+                    other.get("parent") == name for other in self.states.values()):
+                continue
+            if any("target" in t for ts in on.values() for t in ts):
+                continue
+            for transitions in on.values():
+                for transition in transitions:
+                    transition["target"] = name
+            self.warn("reactive-self", self._where(name), f"state {name!r} only takes events "
+                      "without leaving (targetless transitions) in a machine that runs until "
+                      "stopped; they are imported as transitions to the state itself, which "
+                      "has no entry, exit, step or timer to run again, so nothing changes but "
+                      "that the native checks see it is no trap")
+
+    def _where(self, native: str) -> str:
+        node = next((n for n in self.nodes if n.native == native), None)
+        return "" if node is None else node.loc
+
     def _is_region(self, name: str) -> bool:
         parent = self.states[name].get("parent")
         return parent is not None and self.states[parent].get("type") == "parallel"
+
+
+def _code(reference: Any) -> str:
+    """Gives the start of an inline reference's code, to show in a finding."""
+    code = str(reference.get("code", "")) if isinstance(reference, Mapping) else ""
+    return code if len(code) <= 60 else f"{code[:57]}..."
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, Mapping):
+        return "object"
+    return "string"
 
 
 def _has_final(node: _Node) -> bool:

@@ -36,7 +36,10 @@ from typing import Any
 from reference_machine._findings import Finding, Severity
 from reference_machine.errors import DefinitionError
 
-__all__ = ["INLINE_PREFIX", "Machine", "inline_reference", "machines"]
+__all__ = ["INLINE_PREFIX", "SOURCE_SUFFIXES", "Machine", "inline_reference", "machines"]
+
+#: The endings of the source files read here (any other file is a JSON or YAML config).
+SOURCE_SUFFIXES = (".ts", ".tsx", ".mts", ".cts", ".js", ".jsx", ".mjs", ".cjs")
 
 #: How an inline reference's `type` starts: `inline:<file>:<line>`.
 INLINE_PREFIX = "inline:"
@@ -294,11 +297,60 @@ class _Reader:
             return self.inline(path)
         if self.ends_value():
             return result
+        if isinstance(result, int | float) and not isinstance(result, bool):
+            folded = self.arithmetic(start)
+            if folded is not None:
+                return folded
+            self.pos = start
+            return self.inline(path)
         if self.at("as") or self.typed():
             self.skip_expression()
             return result
         self.pos = start  # the value goes on as an expression: `a + 1`, `x ? y : z`, ...
         return self.inline(path)
+
+    def arithmetic(self, start: int) -> int | float | None:
+        """Gives the value of an expression of number literals alone (`15 * 60 * 1000`), read
+        from token `start` to the end of the value; None for any other expression."""
+        self.pos = start
+        try:
+            value = self.sum()
+        except (_Unreadable, ArithmeticError, ValueError):
+            return None
+        if not self.ends_value():
+            return None
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value
+
+    def sum(self) -> int | float:
+        value = self.product()
+        while self.at("+") or self.at("-"):
+            sign = self.take().text
+            other = self.product()
+            value = value + other if sign == "+" else value - other
+        return value
+
+    def product(self) -> int | float:
+        value = self.factor()
+        while self.at("*") or self.at("/") or self.at("%"):
+            operator = self.take().text
+            other = self.factor()
+            value = value * other if operator == "*" else value / other if operator == "/" \
+                else value % other
+        return value
+
+    def factor(self) -> int | float:
+        token = self.take()
+        if token.kind == "number":
+            return _number(token)
+        if token.text == "-" and token.kind == "punct":
+            return -self.factor()
+        if token.text == "(" and token.kind == "punct":
+            value = self.sum()
+            self.expect(")")
+            return value
+        raise _Unreadable(token.line, "not a number")
 
     def ends_value(self) -> bool:
         token = self.peek()
@@ -469,7 +521,7 @@ class _Reader:
 
 def _stem(name: str) -> str:
     stem = Path(name).name
-    for suffix in (".ts", ".tsx", ".js", ".jsx", ".mts", ".mjs", ".cts", ".cjs"):
+    for suffix in SOURCE_SUFFIXES:
         if stem.endswith(suffix):
             return stem[:-len(suffix)]
     return stem
