@@ -74,7 +74,8 @@ from reference_machine._spec import NAME_PATTERN
 from reference_machine.errors import DefinitionError, DefinitionSyntaxError
 from reference_machine.importers import Imported
 
-__all__ = ["EVENT_DATA", "EVENT_FIELDS", "OUTBOX", "SYSTEM_KEYS", "convert", "parse_delay_ms"]
+__all__ = ["CHILDREN", "EVENT_DATA", "EVENT_FIELDS", "INVOKE_TYPES", "OUTBOX", "SYSTEM_KEYS",
+           "convert", "parse_delay_ms"]
 
 _NS = "http://www.w3.org/2005/07/scxml"
 #: The context key the chart's raised and sent events are appended to (see the module).
@@ -91,6 +92,11 @@ _SYSTEM_DEFAULTS: dict[str, Any] = {
 #: `sendid`, `origin`, `origintype`, `invokeid`) and the event's data.
 EVENT_FIELDS = "_scxml_event"
 EVENT_DATA = "_scxml_data"
+#: The context key of the charts a chart invokes (`<invoke>` with inline `<content>`): invoke
+#: id to the child's native definition data, which the W3C driver runs as a session.
+CHILDREN = "_scxml_children"
+#: The `type` values of an invoke of an SCXML session.
+INVOKE_TYPES = ("http://www.w3.org/TR/scxml/", "http://www.w3.org/TR/scxml", "scxml")
 #: The data key a `<content>` value rides under, in an outbox entry's pairs.
 _DATA = EVENT_DATA
 _NAME = re.compile(NAME_PATTERN)
@@ -711,8 +717,12 @@ class _Transition:
 
 
 class _Converter:
-    def __init__(self, root: _Node, name: str) -> None:
+    def __init__(self, root: _Node, name: str, *, invoked: bool = False) -> None:
         self.root = root
+        #: an invoked chart (inline `<content>`): it has a parent to send to
+        self.invoked = invoked
+        #: the charts this one invokes: invoke id to native definition data
+        self.children: dict[str, dict[str, Any]] = {}
         self.source = name
         self.errors: list[Finding] = []
         self.warnings: list[Finding] = []
@@ -748,6 +758,8 @@ class _Converter:
                           for key in ("item", "index") if _NAME.match(n.attrs.get(key, "").strip())
                           and not n.attrs[key].strip().startswith("_")}
         self.chart_name = root.attrs.get("name", "")
+        #: the invoke ids a `<send target="#_ID">` may name
+        self.invoke_ids = {n.attrs["id"] for n in self._all(root, "invoke") if "id" in n.attrs}
         #: each `<script>`'s assignments, (name, expression text), by id() of its node
         self.scripts: dict[int, list[tuple[str, str]]] = {}
         self.datamodel = root.attrs.get("datamodel", "python")
@@ -809,6 +821,8 @@ class _Converter:
             raise DefinitionError(self.errors, self.source)
         if self.uses_outbox:
             self.context[OUTBOX] = list(self.startup)
+        if self.children:
+            self.context[CHILDREN] = self.children
         for name, where in self.system_used.items():
             # a run started with no payload (the simulator's) still has the values SCXML
             # guarantees: a session id, and this processor
@@ -857,6 +871,8 @@ class _Converter:
 
     def _all(self, node: _Node, tag: str) -> list[_Node]:
         found = [node] if node.namespace == _NS and node.tag == tag else []
+        if node.tag == "content" and node is not self.root:
+            return found  # what a <content> holds (an invoked chart) is not this chart's
         for child in node.children:
             found += self._all(child, tag)
         return found
@@ -869,9 +885,6 @@ class _Converter:
                 names = {name for name, _ in assignments}
                 self.declared |= names
                 self.assigned |= names
-        for node in self._all(root, "invoke"):
-            self.error("scxml-invoke", node, "<invoke> is refused: the native format has no "
-                       "child sessions (a native step calls a tool instead)", "invoke")
 
     def _unknown(self, node: _Node) -> None:
         self.error("scxml-element", node, f"<{node.tag}> is not imported here", node.tag)
@@ -907,6 +920,8 @@ class _Converter:
 
     def _walk(self, node: _Node) -> list[_Node]:
         out = [node]
+        if node.tag == "content":
+            return out  # an invoked chart is not this chart's
         for child in node.children:
             out += self._walk(child)
         return out
@@ -960,6 +975,10 @@ class _Converter:
                 continue
             else:
                 self._unknown(child)
+        for invoke in node.kids("invoke"):
+            started, cancelled = self._invoke(invoke, name)
+            entry += started
+            exit_ += cancelled
         if entry:
             native["entry"] = entry
         if exit_:
@@ -969,6 +988,73 @@ class _Converter:
         elif kind == "state" and (node.attrs.get("initial") or node.kids("initial")):
             self.error("scxml-initial", node, f"atomic state {name!r} names an initial child "
                        "it does not have", name)
+
+    def _invoke(self, node: _Node, state: str) -> tuple[list[dict[str, Any]],
+                                                         list[dict[str, Any]]]:
+        """Gives the actions that start an `<invoke>` (after the state's entry actions) and
+        cancel it (after its exit actions): outbox entries `["invoke", id, 0, params, "",
+        [autoforward, type]]` and `["uninvoke", id]` that the W3C driver acts on. The inline
+        chart is imported as a definition of its own, kept under the context key
+        `CHILDREN`."""
+        attrs = node.attrs
+        for refused in ("src", "srcexpr"):
+            if refused in attrs:
+                self.error("scxml-invoke", node, f"<invoke {refused}=> is refused: importing "
+                           "reads no other file or address (an inline <content> chart is "
+                           "imported)", refused)
+                return [], []
+        kind = attrs.get("type", "scxml")
+        type_expression = repr(kind)
+        if "typeexpr" in attrs:
+            # known only as it starts: the driver raises error.execution for another type
+            type_expression = self._expression(attrs["typeexpr"], node, "typeexpr") or ""
+            if not type_expression:
+                return [], []
+        elif kind not in INVOKE_TYPES:
+            self.error("scxml-invoke", node, f"<invoke> of type {kind!r}: only SCXML charts "
+                       "are invoked", kind)
+            return [], []
+        contents = node.kids("content")
+        charts = [c for c in contents[0].children if c.namespace == _NS and c.tag == "scxml"
+                  ] if len(contents) == 1 else []
+        if len(charts) != 1 or len(contents[0].children) != 1:
+            self.error("scxml-invoke", node, "an <invoke> is imported with one inline "
+                       "<content> holding one <scxml> chart", state)
+            return [], []
+        if any(finalize.children for finalize in node.kids("finalize")):
+            self.error("scxml-invoke", node, "<finalize> is not imported: the native format "
+                       "runs no actions on the events of a child before it selects a "
+                       "transition", state)
+            return [], []
+        ident = attrs.get("id") or f"{state}.invoke{len(self.children) + 1}"
+        child = _Converter(charts[0], self.source, invoked=True)
+        try:
+            data, notes = _native_checks(child.run(), child, self.source)
+        except DefinitionError as exc:
+            self.errors += exc.findings
+            return [], []
+        self.warnings += [*child.warnings, *notes]
+        self.children[ident] = data
+        started: list[dict[str, Any]] = []
+        if "idlocation" in attrs:
+            location = attrs["idlocation"].strip()
+            if not self._declared(location):
+                return [self._static_error(node, "error.execution", None)], []
+            started.append({"assign": {location: repr(ident)}})
+        pairs = self._pairs(node, None, state, with_content=False)
+        if pairs is None:
+            return [*started, self._static_error(node, "error.execution", None)], []
+        self._stopped = False
+        autoforward = attrs.get("autoforward", "false") == "true"
+        self.raised.add(f"done.invoke.{ident}")
+        started.append(self._queue_action("invoke", repr(ident), None,
+                                          "[" + ", ".join(pairs) + "]", None, "",
+                                          f"[{autoforward!r}, {type_expression}]"))
+        self.warn("scxml-invoke", node, f"<invoke> {ident!r}: the child chart runs as a session "
+                  "of its own only where a driver starts it (reference_machine.importers.w3c."
+                  "run_definition does); the simulator does not, so under run and fuzz it is "
+                  "never started", ident)
+        return started, [self._queue_action("uninvoke", repr(ident), None, None, None)]
 
     def _done_event(self, node: _Node, parent: str) -> list[dict[str, Any]]:
         """Gives the actions that raise `done.state.PARENT` as `node` (a final) is entered,
@@ -1561,7 +1647,8 @@ class _Converter:
             return {"assign": {OUTBOX: f"context[{OUTBOX!r}] + [{entry}]"}}
         return {"assign": {OUTBOX: f"context[{OUTBOX!r}] + ([{entry}] if ({when}) else [])"}}
 
-    def _pairs(self, node: _Node, when: str | None, state: str) -> list[str] | None:
+    def _pairs(self, node: _Node, when: str | None, state: str, *, with_content: bool = True
+               ) -> list[str] | None:
         """Gives the `[name, value]` expressions of an event's data (`namelist`, `<param>`,
         `<content>`), or None when evaluating them fails whenever it runs (SCXML then raises
         error.execution). An error of the import itself is recorded and gives []."""
@@ -1590,7 +1677,7 @@ class _Converter:
             if value is None:
                 return []
             pairs.append(f"[{param_name!r}, {value}]")
-        for content in node.kids("content"):
+        for content in node.kids("content") if with_content else ():
             if content.children:
                 self.error("scxml-content", content, "<content> with markup is refused: a "
                            "native event's data holds values, not XML", state)
@@ -1636,13 +1723,18 @@ class _Converter:
             self.warn("scxml-send-targetexpr", node, "targetexpr: the target is known only "
                       "when it is sent; the driver delivers it when it names this session or "
                       "#_internal, and raises error.communication otherwise", state)
+        elif (target == "#_parent" and self.invoked) or (
+                target is not None and target[2:] in self.invoke_ids
+                and target.startswith("#_")):
+            pass  # to the invoking session, or to a child this chart invokes: the driver's
         elif target in ("#_parent",) or (
                 target is not None and target.startswith("#_") and target != "#_internal"
                 and not target.startswith("#_scxml_")):
             self.error("scxml-send-target", node, f"<send> to "
-                       f"{target or attrs.get('targetexpr')!r}: the native format has no other "
-                       "sessions (no parent, no invoked child), so only sends to this session "
-                       "are imported", target or "targetexpr")
+                       f"{target or attrs.get('targetexpr')!r}: only sends to this session, "
+                       "to the session that invoked this chart (#_parent of an inline "
+                       "invoked chart) and to a child it invokes by id are imported",
+                       target or "targetexpr")
             return []
         send_id = attrs.get("id", "")
         assigns: dict[str, str] = {}
@@ -1663,17 +1755,26 @@ class _Converter:
         if target is not None and target.startswith("#_scxml_"):
             # a session id the chart writes as text cannot be this run's, which is made fresh
             return fail("error.communication")
-        if target is not None and target != "#_internal":
+        session = target == "#_parent" or (target is not None and target[2:] in
+                                             self.invoke_ids and target_expression is None)
+        if target is not None and target != "#_internal" and not session:
             return fail("error.execution")
         queue = "internal" if target == "#_internal" else "external"
-        if target_expression is not None or type_expression is not None:
+        if session and target is not None:
+            # another session's: the driver delivers it there (`parent`, or `child` naming
+            # the invoke id in the entry's target)
+            queue = "parent" if target == "#_parent" else "child"
+            target_expression = None if queue == "parent" else repr(target[2:])
+        if queue not in ("parent", "child") and (target_expression is not None
+                                                 or type_expression is not None):
             queue = "target"
             target_expression = target_expression or repr(target)
             if type_expression is not None:
                 target_expression = f"[{target_expression}, {type_expression}]"
         if "event" in attrs:
             event = repr(attrs["event"])
-            self.raised.add(attrs["event"])
+            if queue not in ("parent", "child"):
+                self.raised.add(attrs["event"])
         elif "eventexpr" in attrs:
             expression = self._expression(attrs["eventexpr"], node, "eventexpr", runtime=True)
             if self._syntax_error:

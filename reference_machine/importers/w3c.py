@@ -32,6 +32,9 @@ from reference_machine.importers import scxml
 __all__ = ["EVENTS_MAX", "OutboxReader", "Outgoing", "RunEnd", "W3CResult", "conformance",
            "is_helper", "markdown", "outgoing", "run_definition"]
 
+#: Outbox entries about other sessions: an invoke started or cancelled, a send to the parent
+#: or to a child.
+_SESSIONS = frozenset({"invoke", "uninvoke", "parent", "child"})
 _HELPER = re.compile(r"test\d+[a-z]?sub\d*")
 _PROCESSOR = "http://www.w3.org/TR/scxml/#SCXMLEventProcessor"
 #: Events one run may take before it is stopped as one that does not finish.
@@ -119,53 +122,201 @@ def _expression_class(message: str) -> str:
 
 def run_definition(definition: WorkflowDefinition, *, events_max: int = EVENTS_MAX) -> RunEnd:
     """Runs an imported chart from its start, delivering what it raises and sends to itself,
-    until it is final, nothing is left to deliver, or `events_max` events were delivered."""
-    execution = new_execution(definition, "w3c")
-    internal: deque[tuple[str, dict[str, Any]]] = deque()
-    external: list[tuple[int, int, str, dict[str, Any], str]] = []
-    origin = f"#_scxml_{execution.id}"
-    now = 0
-    order = 0
-    system = {scxml.SYSTEM_KEYS["_sessionid"]: execution.id,
-              scxml.SYSTEM_KEYS["_ioprocessors"]: {
-                  name: {"location": origin} for name in (_PROCESSOR, "scxml")}}
-    decision = decide(definition, execution, start_event("w3c", system), now)
-    if not isinstance(decision, Accepted):
-        why = decision.reason if isinstance(decision, Rejected) else "ignored"
-        return RunEnd("", False, f"the start was refused ({why})")
-    execution = decision.execution
-    delivered = 0
-    while True:
-        execution, sent = _take_outbox(execution)
-        for out in outgoing(sent, origin):
-            if out.queue == "cancel":
-                external = [e for e in external if e[4] != out.name]
-                heapq.heapify(external)
-            elif out.queue == "internal":
-                internal.append((out.name, out.payload))
-            else:
-                order += 1
-                heapq.heappush(external, (now + out.delay_ms, order, out.name, out.payload,
-                                          out.send_id))
-        if execution.status == Status.FINAL:
-            return RunEnd(execution.state, True, "final")
-        if delivered >= events_max:
-            return RunEnd(execution.state, False, f"over {events_max} events")
-        if internal:
-            name, payload = internal.popleft()
-        elif external:
-            due, _, name, payload, _ = heapq.heappop(external)
-            now = max(now, due)
-        else:
-            return RunEnd(execution.state, False, f"no event left to deliver in state "
-                                                  f"{execution.state}")
-        delivered += 1
-        if name not in definition.events:
-            continue  # no transition names it: SCXML drops it
-        event = Event(f"w3c/{delivered}", name, "system", payload)
-        decision = decide(definition, execution, event, now)
+    and running the charts it invokes as sessions of their own (`scxml.CHILDREN`), until it
+    is final, nothing is left to deliver, or `events_max` events were delivered."""
+    return _Driver(events_max).run(definition)
+
+
+@dataclass(eq=False)
+class _Session:
+    """One running chart: the top one, or one a chart invoked."""
+
+    definition: WorkflowDefinition
+    execution: Execution
+    origin: str  # its address, `#_scxml_<session id>`
+    parent: _Session | None = None
+    invokeid: str = ""
+    autoforward: bool = False
+    alive: bool = True
+    internal: deque[tuple[str, dict[str, Any]]] = field(default_factory=deque)
+    #: invokes to start once its macrostep ends: (invoke id, params, autoforward)
+    starting: list[tuple[str, dict[str, Any], bool]] = field(default_factory=list)
+    children: dict[str, _Session] = field(default_factory=dict)
+
+
+class _Driver:
+    """SCXML's event loop around `decide`, for a chart and the sessions it invokes: each
+    session's internal events first, then the invokes of the macrostep that ended, then the
+    external event due first (of any session), on one virtual clock."""
+
+    def __init__(self, events_max: int) -> None:
+        self.events_max = events_max
+        self.sessions: list[_Session] = []
+        #: (due, order, session, event, payload, send id, the session that sent it when
+        #: it was delayed: a delayed send ends with the session that sent it)
+        self.external: list[tuple[int, int, _Session, str, dict[str, Any], str,
+                                  _Session | None]] = []
+        self.now = 0
+        self.order = 0
+        self.delivered = 0
+        self.compiled: dict[tuple[int, str], WorkflowDefinition] = {}
+
+    def run(self, definition: WorkflowDefinition) -> RunEnd:
+        root = self._start(definition, None, "", {}, autoforward=False)
+        if isinstance(root, str):
+            return RunEnd("", False, root)
+        while root.execution.status != Status.FINAL:
+            if self.delivered >= self.events_max:
+                return RunEnd(root.execution.state, False, f"over {self.events_max} events")
+            if not self._step():
+                return RunEnd(root.execution.state, False, f"no event left to deliver in "
+                                                           f"state {root.execution.state}")
+        return RunEnd(root.execution.state, True, "final")
+
+    def _step(self) -> bool:
+        """Does the next thing there is to do; tells whether there was one."""
+        live = [s for s in self.sessions if s.alive]
+        session = next((s for s in live if s.internal), None)
+        if session is not None:
+            name, payload = session.internal.popleft()
+            self._deliver(session, name, payload)
+            return True
+        session = next((s for s in live if s.starting), None)
+        if session is not None:
+            starting, session.starting = session.starting, []
+            for ident, params, autoforward in starting:
+                self._invoke(session, ident, params, autoforward)
+            return True
+        while self.external:
+            due, _, session, name, payload, _, sender = heapq.heappop(self.external)
+            if not session.alive or (sender is not None and not sender.alive):
+                continue  # a session that ended drops what was sent to it, and its delayed sends
+            self.now = max(self.now, due)
+            for child in session.children.values():
+                if child.autoforward and child.alive:
+                    self._push(child, name, payload, 0, "")
+            self._deliver(session, name, payload)
+            return True
+        return False
+
+    def _start(self, definition: WorkflowDefinition, parent: _Session | None, invokeid: str,
+               params: dict[str, Any], *, autoforward: bool) -> _Session | str:
+        """Gives a started session (or why its start was refused)."""
+        ident = "w3c" if parent is None else f"w3c-{len(self.sessions) + 1}"
+        declared = {k: v for k, v in params.items() if k in definition.initial_context}
+        execution = new_execution(definition, ident, context=declared)
+        origin = f"#_scxml_{ident}"
+        system = {scxml.SYSTEM_KEYS["_sessionid"]: ident,
+                  scxml.SYSTEM_KEYS["_ioprocessors"]: {
+                      name: {"location": origin} for name in (_PROCESSOR, "scxml")}}
+        decision = decide(definition, execution, start_event(ident, system), self.now)
+        if not isinstance(decision, Accepted):
+            why = decision.reason if isinstance(decision, Rejected) else "ignored"
+            return f"the start was refused ({why})"
+        session = _Session(definition, decision.execution, origin, parent, invokeid,
+                           autoforward)
+        self.sessions.append(session)
+        self._collect(session)
+        return session
+
+    def _invoke(self, parent: _Session, ident: str, params: dict[str, Any],
+                autoforward: bool) -> None:
+        """Starts the chart `parent` invokes as `ident`; one that cannot start raises
+        error.execution in the parent."""
+        key = (id(parent.definition), ident)
+        definition = self.compiled.get(key)
+        if definition is None:
+            data = parent.definition.initial_context.get(scxml.CHILDREN, {}).get(ident)
+            try:
+                spec = _validate(data, {}, f"{parent.definition.name}#{ident}")
+                definition = self.compiled[key] = compile_definition(spec)
+            except DefinitionError:
+                definition = None
+        started = None if definition is None else self._start(
+            definition, parent, ident, params, autoforward=autoforward)
+        if not isinstance(started, _Session):
+            parent.internal.append(("error.execution", _payload("platform", None, "", None)))
+            return
+        parent.children[ident] = started
+
+    def _deliver(self, session: _Session, name: str, payload: dict[str, Any]) -> None:
+        self.delivered += 1
+        if name not in session.definition.events:
+            return  # no transition names it: SCXML drops it
+        event = Event(f"w3c/{self.delivered}", name, "system", payload)
+        decision = decide(session.definition, session.execution, event, self.now)
         if isinstance(decision, Accepted):
-            execution = decision.execution
+            session.execution = decision.execution
+            self._collect(session)
+
+    def _push(self, session: _Session, name: str, payload: dict[str, Any], delay: int,
+              send_id: str, sender: _Session | None = None) -> None:
+        self.order += 1
+        heapq.heappush(self.external, (self.now + delay, self.order, session, name, payload,
+                                       send_id, sender if delay else None))
+
+    def _collect(self, session: _Session) -> None:
+        """Takes what the session's last step put in its outbox, and acts on it; a session
+        that ended tells its parent (`done.invoke.<id>`) and ends its children."""
+        session.execution, entries = _take_outbox(session.execution)
+        for item in entries:
+            queue, name, delay, data, send_id, target = _entry(item)
+            if queue == "invoke":
+                params = data if isinstance(data, dict) else {}
+                autoforward, kind = target if isinstance(target, list) else (False, "scxml")
+                if kind not in scxml.INVOKE_TYPES:  # a typeexpr's, known only now
+                    session.internal.append(("error.execution",
+                                             _payload("platform", None, "", None)))
+                    continue
+                session.starting.append((name, params, bool(autoforward)))
+            elif queue == "uninvoke":
+                session.starting = [s for s in session.starting if s[0] != name]
+                child = session.children.pop(name, None)
+                if child is not None:
+                    _end(child)
+            elif queue in ("parent", "child"):
+                to = session.parent if queue == "parent" else session.children.get(str(target))
+                if to is None or not to.alive:
+                    session.internal.append(("error.communication",
+                                             _payload("platform", None, send_id, None)))
+                    continue
+                fields = _payload("external", data, send_id, session.origin)
+                fields[scxml.EVENT_FIELDS]["invokeid"] = (session.invokeid or None
+                                                          if queue == "parent" else None)
+                self._push(to, name, fields, delay, send_id, session)
+            else:
+                for out in outgoing([item], session.origin):
+                    if out.queue == "cancel":
+                        self.external = [e for e in self.external
+                                         if e[2] is not session or e[5] != out.name]
+                        heapq.heapify(self.external)
+                    elif out.queue == "internal":
+                        session.internal.append((out.name, out.payload))
+                    else:
+                        self._push(session, out.name, out.payload, out.delay_ms, out.send_id)
+        if session.execution.status == Status.FINAL and session.alive:
+            _end(session)
+            parent = session.parent
+            if parent is not None and parent.alive:
+                done = _payload("external", None, "", session.origin)
+                done[scxml.EVENT_FIELDS]["invokeid"] = session.invokeid
+                self._push(parent, f"done.invoke.{session.invokeid}", done, 0, "")
+
+
+def _end(session: _Session) -> None:
+    """Ends a session and, with it, the sessions it invoked."""
+    session.alive = False
+    for child in session.children.values():
+        _end(child)
+
+
+def _payload(queue: str, data: Any, send_id: str, origin: str | None) -> dict[str, Any]:
+    """Gives an event's payload: SCXML's event fields and its data."""
+    external = queue == "external"
+    fields = {"type": queue, "sendid": send_id or None, "invokeid": None,
+              "origin": origin if external else None,
+              "origintype": _PROCESSOR if external else None}
+    return {scxml.EVENT_FIELDS: fields, scxml.EVENT_DATA: data}
 
 
 def _resolved(target: Any, origin: str, name: str, data: Any) -> tuple[str, str, Any]:
@@ -204,15 +355,14 @@ def outgoing(entries: Iterable[Any], origin: str) -> list[Outgoing]:
     target is an expression may name."""
     out = []
     for queue, name, delay, data, send_id, target in map(_entry, entries):
+        if queue in _SESSIONS:
+            continue  # another session's business: a driver that runs sessions reads it
         if queue == "target":
             queue, name, data = _resolved(target, origin, name, data)
         if queue == "cancel":
             out.append(Outgoing("cancel", name))
             continue
-        fields = {"type": queue, "sendid": send_id or None, "invokeid": None,
-                  "origin": origin if queue == "external" else None,
-                  "origintype": _PROCESSOR if queue == "external" else None}
-        payload = {scxml.EVENT_FIELDS: fields, scxml.EVENT_DATA: data}
+        payload = _payload(queue, data, send_id, origin)
         internal = queue in ("internal", "platform")
         out.append(Outgoing("internal" if internal else "external", name,
                             0 if internal else delay, payload, send_id))
