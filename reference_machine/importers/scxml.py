@@ -1284,7 +1284,13 @@ class _Converter:
             if t.descriptors is None:
                 if self.states[source].get("type") == "final":
                     continue
-                self.states[source].setdefault("always", []).append(spec)
+                earlier = self.states[source].setdefault("always", [])
+                if any("guard" not in e and not e.get(_COND_ERROR) for e in earlier):
+                    # SCXML takes the first enabled one: after one with no cond, none is
+                    self.warn("scxml-never-taken", t.node, "an eventless transition after one "
+                              "with no cond is never taken: left out", source)
+                    continue
+                earlier.append(spec)
                 continue
             if (self.node_of[source].tag == "parallel"
                     and f"done.state.{source}" in t.descriptors):
