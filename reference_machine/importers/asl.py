@@ -129,6 +129,8 @@ _TOP_FIELDS = frozenset(("StartAt", "States", "Comment", "Version", "TimeoutSeco
 _STATE_TYPES = ("Task", "Choice", "Wait", "Pass", "Parallel", "Map", "Succeed", "Fail")
 _CALLBACK_TIMEOUT_DEFAULT_S = 365 * 86400
 _WAIT_DEFAULT_S = 60
+#: The output field a result compared whole is drawn in: a native output is a mapping.
+SCALAR_FIELD = "asl_result"
 _ITEMS_MAX = 3  # the items drawn for a map's list: a few, so that a run stays short
 _ROOT_READ = re.compile(r"\$\.([A-Za-z_][A-Za-z0-9_]*)")
 _COMPARISONS = {
@@ -267,6 +269,7 @@ class _Converter:
         self.current: str | None = None  # the native id of the state being converted
         self.token_read = False
         self.inferred = inferred or {}
+        self.scalars = scalar_results(self.inferred)
         self.inferred_for: list[str] = []
         #: where results land: (tool or event, ResultPath segments, OutputPath segments,
         #: ResultSelector key -> result path segments)
@@ -619,6 +622,15 @@ class _Converter:
         succeeded_target = self._next(state, scope, location)
         success: dict[str, Any] = {"target": succeeded_target}
         result = self._task_result(state, location, jsonata)
+        target = f"event:{sid}.task_success" if callback else f"tool:{tool}"
+        if (target in self.scalars and isinstance(result, _Expr) and result.text == "event.payload"
+                and "output" not in self.tools_file.get(tool, {})):
+            result = _Expr(f"at(event.payload, {SCALAR_FIELD!r})")
+            self.warn("asl-result-scalar", f"{location}.ResultPath",
+                      "a Choice compares this task's whole result (a text or number); a "
+                      f"native output is a mapping, so the result is drawn as its field "
+                      f"{SCALAR_FIELD!r} (declare the tool's output in the side file to say "
+                      "otherwise)")
         if not jsonata:
             self._note_write(f"event:{sid}.task_success" if callback else f"tool:{tool}",
                              state)
@@ -1612,7 +1624,12 @@ def _infer_schemas(writes: list[tuple[str, tuple[str, ...], tuple[str | int, ...
                 continue
             rest = tuple(path[len(landing):])
             if not rest:
-                continue  # the whole result compared: natively the data is a mapping
+                # the whole result compared (a text, a number): a native output is a mapping,
+                # so the result is its field `value` (see `scalar_results`)
+                if landing and selector is None and not prefix:
+                    root = schemas.setdefault(target, {"type": "object", "properties": {}})
+                    _place(root, (SCALAR_FIELD,), copy.deepcopy(leaves[path]))
+                continue
             if selector is not None:
                 if not rest or rest[0] not in selector:
                     continue
@@ -1624,6 +1641,13 @@ def _infer_schemas(writes: list[tuple[str, tuple[str, ...], tuple[str | int, ...
             root = schemas.setdefault(target, {"type": "object", "properties": {}})
             _place(root, inner, copy.deepcopy(leaves[path]))
     return schemas
+
+
+def scalar_results(schemas: Mapping[str, Mapping[str, Any]]) -> frozenset[str]:
+    """Gives the tools (`tool:name`) and callback events whose whole result a Choice compares
+    as a text or number where it lands (`ResultPath: $.kind`, then `Variable: $.kind`)."""
+    return frozenset(target for target, schema in schemas.items()
+                     if set(schema.get("properties", {})) == {SCALAR_FIELD})
 
 
 def _leaf_schema(operator: str, literal: Any, items_min: int = 0) -> dict[str, Any]:
