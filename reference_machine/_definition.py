@@ -54,7 +54,7 @@ Action = Callable[[Mapping[str, Any], Any], Mapping[str, Any] | None]
 PayloadCheck = Callable[[Mapping[str, Any]], str | None]
 _RESERVED_PREFIXES = ("execution.", "step.", "approval.", "timer.", "compensation.")
 #: The kinds of gap a definition may accept a campaign leaves untested (`untested:`).
-UNTESTED_KINDS = ("crash_point", "fault", "moves")
+UNTESTED_KINDS = ("crash_point", "fault", "moves", "outcome")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SCHEMA_DATA = frozenset({"enum", "const", "default", "examples"})
 
@@ -1326,8 +1326,11 @@ class _Builder:
             if kind not in UNTESTED_KINDS or not name:
                 self.error("untested-code", location,
                            f"{code!r} names no gap; expected crash_point:<name>, "
-                           "fault:<kind> or moves:<state> (or <kind>:* for every gap of the "
-                           f"kind){did_you_mean(kind, UNTESTED_KINDS)}", code)
+                           "fault:<kind>, moves:<state> or outcome:success (or <kind>:* for "
+                           f"every gap of the kind){did_you_mean(kind, UNTESTED_KINDS)}", code)
+            elif kind == "outcome" and name not in ("success", "*"):
+                self.error("untested-code", location,
+                           f"{code!r} names no gap; the outcome gap is outcome:success", code)
             elif kind == "moves" and name != "*" and name not in self.states:
                 self.error("untested-code", location,
                            f"no state {name!r}"

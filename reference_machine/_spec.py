@@ -382,8 +382,9 @@ class WorkflowSpec(_Spec):
         # like `lint:`, what a campaign is told changes nothing the machine does
         exclude=True,
         description="What a campaign may leave untested here, each with the reason it is "
-                    "acceptable: `untested: {crash_point:<name>: <reason>}`, `fault:<kind>` or "
-                    "`moves:<state>` (`<kind>:*` for every one of the kind). A campaign with a "
+                    "acceptable: `untested: {crash_point:<name>: <reason>}`, `fault:<kind>`, "
+                    "`moves:<state>` or `outcome:success` (`<kind>:*` for every one of the "
+                    "kind). A campaign with a "
                     "gap not listed here is `untested`, not `held`.",
     )
     lint: LintSpec = Field(

@@ -19,6 +19,8 @@ gaps. A gap is one of
 - `crash_point:<name>`: a crash point the machine offers (or the plan names) where no run
   crashed it, whether the runs passed it or never took the path that does;
 - `fault:<kind>`: a fault kind the plan enables that had places to strike and never did;
+- `outcome:success`: the definition declares a success final state, and every run that
+  finished ended in another (a failure): the workflow's own path went unjudged;
 - `moves:<state>`: a state the runs reached with none of the moves into it seen (a machine that
   passes through states inside one call, and reports neither its commits nor `moves`): the
   path there went unjudged. A machine that reports its commits (`watch()`) shows each move it
@@ -436,6 +438,7 @@ def adequacy(definition: WorkflowDefinition, done: Exercised, coverage: Coverage
     found = [*_crash_gaps(done, plan), *_fault_gaps(done, plan)]
     if not done.committed:  # a machine that reports its commits shows every move it makes
         found += _move_gaps(definition, coverage)
+    found += _outcome_gaps(definition, coverage)
     gaps, kept = [], []
     used: set[str] = set()
     for gap in found:
@@ -597,6 +600,29 @@ def _move_gaps(definition: WorkflowDefinition, coverage: Coverage) -> list[Gap]:
     return gaps
 
 
+def _outcome_gaps(definition: WorkflowDefinition, coverage: Coverage) -> list[Gap]:
+    """Gives the gap of a campaign whose runs finished, none in success, though the
+    definition declares a success: every invariant holding over runs that all fail says
+    little of the path the workflow is for."""
+    states = definition.states
+    finals = sorted(name for name, state in states.items() if state.final
+                    and state.parent is None)
+    if not any(states[name].outcome == "success" for name in finals):
+        return []
+    ended = [name for name in finals if name in coverage.states]
+    if not ended or any(states[name].outcome == "success" for name in ended):
+        return []
+    how = ", ".join(f"{name} ({states[name].outcome})" for name in ended)
+    wins = ", ".join(name for name in finals if states[name].outcome == "success")
+    return [Gap("outcome:success",
+                f"no run ended in success: every run that finished ended in {how}, none in "
+                f"{wins}; the workflow's own path went unjudged",
+                "see why a run fails in its trace (`fsmharness run <target> --seed N`): an "
+                "input or a tool's output the definition never takes, a guard that never "
+                "holds; steer the runs (`--context`, a side file's tool outputs), or, when "
+                "failing is the point, acknowledge it: `untested: {outcome:success: <why>}`")]
+
+
 def untested_findings(definition: WorkflowDefinition) -> tuple[Finding, ...]:
     """Gives, as lint findings, what a campaign refuses in the definition's `untested:` that
     its loader does not see: an entry naming no gap kind or fault kind, or giving no reason
@@ -629,6 +655,8 @@ def check_acknowledged(acknowledged: Mapping[str, str], points: Sequence[str] = 
         if kind == "fault" and name not in kinds:
             raise HarnessError(f"{location}: no fault kind {name!r}"
                                f"{did_you_mean(name, kinds)}; known: {', '.join(kinds)}")
+        if kind == "outcome" and name != "success":
+            raise HarnessError(f"{location}: the outcome gap is outcome:success")
         if kind == "fault" and name == _CRASH:
             raise HarnessError(f"{location}: crashes are judged per crash point: acknowledge "
                                "crash_point:<name>, or crash_point:* for every one")

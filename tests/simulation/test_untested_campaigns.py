@@ -34,7 +34,7 @@ from harness import (
     invariant,
     replay,
 )
-from reference_machine import Event, Tool, WorkflowDefinition, load_definition
+from reference_machine import DefinitionError, Event, Tool, WorkflowDefinition, load_definition
 
 ROOT = Path(__file__).resolve().parents[2]
 SUPPORT = str(ROOT / "tests" / "support")
@@ -517,3 +517,52 @@ def test_the_reference_offers_the_call_points_only_where_a_state_calls_a_tool() 
         "after_apply_before_record"]}}})
     result = Simulator(quiet, SimOptions(plan=plan)).run(0)
     assert result.ok and not [r for r in result.history if type(r) is Crashed]
+
+
+# -- every run failed: the workflow's own path untested ---------------------------------------
+
+#: A check whose only output never passes the gate: every run ends in `rejected`.
+ALWAYS_FAILS = {
+    "name": "always_fails", "version": "1", "context": {},
+    "tools": {"check": {"action": "call", "repeatable": True,
+                        "output": {"type": "object", "properties": {"score": {"const": 1}},
+                                   "required": ["score"]}}},
+    "states": {
+        "checking": {"initial": True, "step": {"tool": "check", "input": {}},
+                     "on": {"step.succeeded": [{"target": "accepted",
+                                                "guard": "event.payload.score > 5"},
+                                               {"target": "rejected"}],
+                            "step.failed": {"target": "rejected"}}},
+        "accepted": {"type": "final", "outcome": "success"},
+        "rejected": {"type": "final", "outcome": "failure"},
+    },
+}
+
+
+class TestEveryRunFailed:
+    def test_a_campaign_whose_runs_all_fail_is_untested_not_held(self) -> None:
+        report = fuzz(load_definition(ALWAYS_FAILS), FuzzOptions(runs=60, replay_dir=None))
+        assert report.verdict == "untested" and not report.failures
+        (gap,) = report.adequacy.gaps
+        assert gap.code == "outcome:success"
+        assert "ended in rejected (failure), none in accepted" in gap.what
+
+    def test_one_run_that_succeeds_closes_the_gap(self) -> None:
+        """The control: the gate passable, some runs succeed, and the campaign holds."""
+        passable = json.loads(json.dumps(ALWAYS_FAILS))
+        passable["tools"]["check"]["output"]["properties"]["score"] = {"enum": [1, 9]}
+        report = fuzz(load_definition(passable), FuzzOptions(runs=60, replay_dir=None))
+        assert report.verdict == "held", [str(gap) for gap in report.adequacy.gaps]
+
+    def test_failing_on_purpose_is_acknowledged_with_a_reason(self) -> None:
+        meant = {**ALWAYS_FAILS, "untested": {"outcome:success": "the gate is closed here"}}
+        report = fuzz(load_definition(meant), FuzzOptions(runs=60, replay_dir=None))
+        assert report.verdict == "held"
+        assert [gap.code for gap in report.adequacy.acknowledged] == ["outcome:success"]
+
+    def test_an_outcome_gap_of_another_name_is_refused(self) -> None:
+        with pytest.raises(DefinitionError, match="the outcome gap is outcome:success"):
+            load_definition({**ALWAYS_FAILS, "untested": {"outcome:failure": "x"}})
+        result = cli("fuzz", "refund_bots:RefundBot", "--no-report", "--untested",
+                     "outcome:won=x", path=SUPPORT)
+        assert result.returncode == 2 and "the outcome gap is outcome:success" in result.stderr
