@@ -954,6 +954,10 @@ class _Converter:
                           "entry and waits there", name)
             if parent is not None:
                 entry += self._done_event(node, parent)
+            else:
+                # entering a top-level final ends the session, which then exits it: its exit
+                # actions run right after its entry actions (the native run exits nothing)
+                entry, exit_ = entry + exit_, []
             for done in node.kids("donedata") if parent is None else ():
                 self.warn("scxml-donedata", done, "<donedata> of a top-level final is left "
                           "out: it goes to an invoking session, and the native run has none",

@@ -128,8 +128,8 @@ class TestSessions:
         assert ends(text) == "pass"
 
     @pytest.mark.parametrize("test", ["test192", "test207", "test215", "test220", "test229",
-                                      "test235", "test253", "test338", "test347", "test422",
-                                      "test554"])
+                                      "test235", "test236", "test253", "test338", "test347",
+                                      "test422", "test554"])
     def test_w3c_invoke_tests_pass(self, test: str) -> None:
         """W3C tests of invoke reach `pass`."""
         path = CORPUS / f"{test}.scxml"
