@@ -6,7 +6,9 @@ network) and nesting past `NESTING_MAX`. Each element is located as an XPath-lik
 (`scxml/state[@id='s1']/transition[2]`) with its line.
 
 What maps one to one: `<state>` (atomic or compound; `initial` attribute, `<initial>`, or the
-first child), `<final>` at the top level (a native final, outcome `success`) or in a region,
+first child), `<final>` at the top level (a native final, outcome `failure` for the one
+named `fail`, else `success`; its exit actions run right after its entry ones, as the
+session ends) or in a region,
 `<parallel>` whose regions end in their own finals (`done.state.ID` transitions become
 `done:`), `<transition>` (`event` descriptors matched by prefix as SCXML does, `cond`, one
 `target`, no target = internal; `type="internal"` is declared on each child, so its source
@@ -33,7 +35,8 @@ What the native format lacks is said with a warning, located:
 - an event queue. `<raise>` and `<send>` to this session append `[queue, event, delay_ms,
   data pairs, send id]` to the context key `OUTBOX`; `<cancel>` appends `["cancel", send id]`.
   Whoever drives the definition delivers them, internal ones first, as SCXML's interpreter
-  would (`reference_machine.importers.w3c.run_definition` does); the native runtime does not.
+  would (`reference_machine.importers.w3c.run_definition` does, and the simulator under
+  `run` and `fuzz`); the native runtime alone does not.
 - system variables `_sessionid` and `_ioprocessors`: context keys the start event's payload
   sets (`SYSTEM_KEYS`).
 - a `<final>` inside a compound state that is not a region: a native final ends the whole run,
@@ -43,17 +46,24 @@ What the native format lacks is said with a warning, located:
   context flags `_scxml_in_ID` that each such state's entry and exit actions set.
 - transitions out of a region: moved to the parallel state's own `on:` (tried when no region
   takes the event, where SCXML would run both); `<history>` (the `history:` attribute).
+- child sessions. An `<invoke>` of an inline `<content>` chart imports the chart as a
+  definition of its own, kept under the context key `CHILDREN`; the invoking state's entry
+  and exit append `["invoke", id, ...]` and `["uninvoke", id]` to the outbox, sends to
+  `#_parent` and `#_ID` append entries of queue `parent` and `child`, and `<finalize>` is a
+  targetless transition on the event `FINALIZE` + id. The W3C driver runs the sessions; the
+  simulator starts none.
 
 Refused, with the location: datamodels other than python, ecmascript and null (`c89`),
 JavaScript with no native counterpart (object literals, `new`, method calls, assignment
 operators, `in`, the comma operator: each named), a `<script>` that is more than a list of
 assignments to names (one that is, is those assigns: at load for a top-level script, where it
-stands otherwise), `<invoke>`, a `<foreach>` over an array not known at import, `<send>` to
-other sessions or with markup content, transitions with several targets, targetless
-eventless transitions, and expressions the safe language cannot say (`hasattr`, method
-calls but `.get`). What the native checks refuse in what was made (a parallel state with no
-`done.state` transition, a trap state) is raised located at the SCXML element of the state at
-fault.
+stands otherwise), an `<invoke>` of anything but an inline `<content>` chart (`src=`), a
+`<foreach>` over an array not known at import, `<send>` to sessions other than this one, its
+parent and the children it invokes by id, or with markup content, transitions with several
+targets, targetless eventless transitions, and expressions the safe language cannot say
+(`hasattr`, method calls but `.get`). What the native checks refuse in what was made (a
+parallel state with no `done.state` transition, a region that cannot end, a trap state) is
+raised located at the SCXML element of the state at fault.
 """
 
 from __future__ import annotations
@@ -74,8 +84,8 @@ from reference_machine._spec import NAME_PATTERN
 from reference_machine.errors import DefinitionError, DefinitionSyntaxError
 from reference_machine.importers import Imported
 
-__all__ = ["CHILDREN", "EVENT_DATA", "EVENT_FIELDS", "INVOKE_TYPES", "OUTBOX", "SYSTEM_KEYS",
-           "convert", "parse_delay_ms"]
+__all__ = ["CHILDREN", "EVENT_DATA", "EVENT_FIELDS", "FINALIZE", "INVOKE_TYPES", "OUTBOX",
+           "SYSTEM_KEYS", "convert", "parse_delay_ms"]
 
 _NS = "http://www.w3.org/2005/07/scxml"
 #: The context key the chart's raised and sent events are appended to (see the module).
@@ -95,6 +105,9 @@ EVENT_DATA = "_scxml_data"
 #: The context key of the charts a chart invokes (`<invoke>` with inline `<content>`): invoke
 #: id to the child's native definition data, which the W3C driver runs as a session.
 CHILDREN = "_scxml_children"
+#: The event the W3C driver delivers, before each event a child sends its parent, to run the
+#: invoke's `<finalize>` (this prefix, then the invoke id).
+FINALIZE = "_scxml.finalize."
 #: The `type` values of an invoke of an SCXML session.
 INVOKE_TYPES = ("http://www.w3.org/TR/scxml/", "http://www.w3.org/TR/scxml", "scxml")
 #: The data key a `<content>` value rides under, in an outbox entry's pairs.
@@ -1025,12 +1038,15 @@ class _Converter:
             self.error("scxml-invoke", node, "an <invoke> is imported with one inline "
                        "<content> holding one <scxml> chart", state)
             return [], []
-        if any(finalize.children for finalize in node.kids("finalize")):
-            self.error("scxml-invoke", node, "<finalize> is not imported: the native format "
-                       "runs no actions on the events of a child before it selects a "
-                       "transition", state)
-            return [], []
         ident = attrs.get("id") or f"{state}.invoke{len(self.children) + 1}"
+        finalize = [c for f in node.kids("finalize") for c in f.children]
+        if finalize:
+            # run by the driver before each event of the child: a targetless transition of
+            # the invoking state, on an event of the driver's own, with the child's event data
+            event = f"{FINALIZE}{ident}"
+            self.raised.add(event)
+            self.transitions.append(_Transition(node, state, (event,), None, None,
+                                                self._block(finalize, state)))
         child = _Converter(charts[0], self.source, invoked=True)
         try:
             data, notes = _native_checks(child.run(), child, self.source)
@@ -1432,7 +1448,7 @@ class _Converter:
             parts = event.split(".")
             for length in range(1, len(parts) + 1):
                 by_prefix.setdefault(".".join(parts[:length]), set()).add(event)
-        every = sorted(events)
+        every = sorted(e for e in events if not e.startswith(FINALIZE))  # the driver's own
         made = 0
         for name, state in self.states.items():
             written = state.pop("_on", [])

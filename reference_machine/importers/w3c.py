@@ -195,6 +195,10 @@ class _Driver:
             for child in session.children.values():
                 if child.autoforward and child.alive:
                     self._push(child, name, payload, 0, "")
+            invokeid = payload.get(scxml.EVENT_FIELDS, {}).get("invokeid")
+            if invokeid and f"{scxml.FINALIZE}{invokeid}" in session.definition.events:
+                # the invoke's <finalize> runs first, on the child's event data
+                self._deliver(session, f"{scxml.FINALIZE}{invokeid}", payload)
             self._deliver(session, name, payload)
             return True
         return False
