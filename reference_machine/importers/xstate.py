@@ -683,6 +683,10 @@ class _Converter:
             self.error("bad-transition", loc, "a transition is a target name, an object "
                        f"{{target, guard, actions}} or a list of them, got {item!r}")
             return None
+        if not item:
+            self.warn("empty-transition", loc, "an empty transition object takes the event "
+                      "and does nothing; if it was written with a guard or actions, they were "
+                      f"lost{_STRINGIFIED}")
         for key in item:
             if key not in _TRANSITION_KEYS:
                 self.warn("unknown-key", f"{loc}.{key}", f"{key!r} is not a key of an XState "

@@ -293,6 +293,9 @@ class _Reader:
                 token.text in _ACTIONS or token.text in _GUARDS or token.text == "assign"):
             result = self.creator(token, path)
         else:
+            folded = self.arithmetic(start) if token.text == "(" else None
+            if folded is not None:
+                return folded
             self.pos = start
             return self.inline(path)
         if self.ends_value():
@@ -303,8 +306,8 @@ class _Reader:
                 return folded
             self.pos = start
             return self.inline(path)
-        if self.at("as") or self.typed():
-            self.skip_expression()
+        if self.typed():
+            self.skip_type()
             return result
         self.pos = start  # the value goes on as an expression: `a + 1`, `x ? y : z`, ...
         return self.inline(path)
@@ -501,6 +504,19 @@ class _Reader:
                 self.skip_balanced()
             else:
                 self.take()
+
+    def skip_type(self) -> None:
+        """Moves past a TypeScript type (`as Record<string, number>`): to the end of the
+        value, its `<...>` balanced as well as its brackets."""
+        angles = 0
+        while angles or not self.ends_value():
+            token = self.peek()
+            if token is not None and token.kind == "punct" and token.text in _CLOSE:
+                self.skip_balanced()
+                continue
+            text = self.take().text
+            angles += {"<": 1, ">": -1}.get(text, 0)
+            angles = max(angles, 0)
 
     def skip_balanced(self) -> None:
         opening = self.take()

@@ -802,3 +802,216 @@ class TestRefusedShapes:
             "a": {"onn": {"GO": "b"}, "on": {"GO": "b"}}, "b": {"type": "final"}}}
         result = imported(config)
         assert at(result.findings, "unknown-key") == ["states.a.onn"]
+
+
+# -- machines read from source: inline functions, JSON.stringify's losses ----------------------
+
+def from_source(text: str, name: str = "flow.ts") -> Any:
+    """Gives the import of a TypeScript source text (the last machine it creates)."""
+    return convert(text, {}, name)
+
+
+class TestInlineFunctions:
+    def test_an_inline_guard_is_a_registered_function_named_where_written(self) -> None:
+        """An arrow-function guard becomes `inline.<file>.L<line>`, warned at its line with
+        its code, never run."""
+        result = from_source("createMachine({ initial: 'a', states: {\n"
+                             "  a: { on: { GO: { target: 'b',\n"
+                             "    guard: ({ context }) => context.n > 0 } } },\n"
+                             "  b: { type: 'final' } } })")
+        assert result.data["states"]["a"]["on"]["GO"] == [
+            {"target": "b", "guard": {"function": "inline.flow.L3"}}]
+        (finding,) = [f for f in result.findings if f.code == "inline-function"]
+        assert (finding.location, finding.line) == ("states.a.on.GO.guard", 3)
+        assert "context.n > 0" in finding.message
+
+    def test_an_assign_keeps_its_literals_and_names_its_computed_values(self) -> None:
+        """`assign({n: 0, m: fn})`: a native assign of the literal, then a registered
+        function returning the computed key, which decides as registered."""
+        result = from_source("createMachine({ context: { n: 5, m: 1 }, initial: 'a', states: {"
+                             "\n a: { on: { GO: { target: 'b', actions: assign({ n: 0,\n"
+                             "   m: ({ context }) => context.m + 1 }) } } },\n"
+                             " b: { type: 'final' } } })")
+        actions = result.data["states"]["a"]["on"]["GO"][0]["actions"]
+        assert actions == [{"assign": {"n": "0"}}, {"function": "inline.flow.L3"}]
+        functions = {"inline.flow.L3": lambda context, event: {"m": context["m"] + 1}}
+        driver = Driver(load_definition(result.data, functions=functions))
+        driver.start()
+        driver.event("GO")
+        assert (driver.ex.context["n"], driver.ex.context["m"]) == (0, 2)
+
+    def test_an_inline_actor_is_a_tool_and_its_computed_input_is_left_out(self) -> None:
+        """`src: fromPromise(...)` is a tool named where written; an input computed by a
+        function is left out, warned."""
+        result = from_source("createMachine({ initial: 'a', states: { a: { invoke: {\n"
+                             "  src: fromPromise(async () => 1),\n"
+                             "  input: ({ context }) => context,\n"
+                             "  onDone: 'b', onError: 'b' } }, b: { type: 'final' } } })")
+        assert result.data["states"]["a"]["step"]["tool"] == "inline.flow.L2"
+        assert "input" not in result.data["states"]["a"]["step"]
+        assert at(result.findings, "left-out") == ["states.a.invoke.input"]
+
+    def test_a_context_computed_by_a_function_starts_null(self) -> None:
+        """A context value that is code (`Date.now()`) starts as null, warned."""
+        result = from_source("createMachine({ context: { at: Date.now(), n: 1 },"
+                             " initial: 'a', states: { a: { type: 'final' } } })")
+        assert result.data["context"] == {"at": None, "n": 1}
+        assert at(result.findings, "left-out") == ["context.at"]
+
+    def test_names_xstate_allows_are_made_safe(self) -> None:
+        """`'save dir'` and `'isValid?'` are XState names: imported as safe names, warned."""
+        result = from_source("createMachine({ initial: 'a', states: { a: { on: { GO: {"
+                             " target: 'b', guard: 'isValid?', actions: 'save dir' } } },"
+                             " b: { type: 'final' } } })")
+        assert result.data["states"]["a"]["on"]["GO"] == [
+            {"target": "b", "guard": {"function": "isValid_"},
+             "actions": [{"function": "save_dir"}]}]
+        assert at(result.findings, "renamed") == ["states.a.on.GO.guard",
+                                                  "states.a.on.GO.actions"]
+
+    def test_a_guard_combinator_of_named_guards_is_one_function(self) -> None:
+        """`not('won')` is the registered function `not.won`, warned."""
+        result = from_source("createMachine({ initial: 'a', states: { a: { on: { GO: {"
+                             " target: 'b', guard: not('won') } } }, b: { type: 'final' } } })")
+        assert result.data["states"]["a"]["on"]["GO"][0]["guard"] == {"function": "not.won"}
+        assert at(result.findings, "guard-combinator") == ["states.a.on.GO.guard"]
+
+
+class TestStringified:
+    def test_an_action_json_stringify_made_null_is_refused(self) -> None:
+        """`[assign(...)]` stringified is `[null]`: refused, saying why and what to do."""
+        config = {"id": "m", "initial": "a", "states": {
+            "a": {"entry": [None], "on": {"GO": "b"}}, "b": {"type": "final"}}}
+        with pytest.raises(DefinitionError, match=r"JSON\.stringify writes a function in "
+                                                  r"a list as null") as caught:
+            imported(config)
+        assert caught.value.location == "states.a.entry[0]"
+
+    def test_a_guard_object_without_a_type_says_what_was_expected(self) -> None:
+        """`guard: {}` names what a guard object needs and where, not "got None"."""
+        config = {"id": "m", "initial": "a", "states": {
+            "a": {"on": {"GO": {"target": "b", "guard": {"params": {"n": 1}}}}},
+            "b": {"type": "final"}}}
+        with pytest.raises(DefinitionError, match=r"string `type`.*has no `type` \(keys: "
+                                                  r"params\)") as caught:
+            imported(config)
+        assert "None" not in str(caught.value)
+        assert caught.value.location == "states.a.on.GO.guard"
+
+    def test_an_empty_transition_is_warned(self) -> None:
+        """`{ actions: fn }` stringified is `{}`: a transition that does nothing, warned."""
+        config = {"id": "m", "initial": "a", "states": {
+            "a": {"on": {"TICK": {}, "GO": "b"}}, "b": {"type": "final"}}}
+        assert at(imported(config).findings, "empty-transition") == ["states.a.on.TICK"]
+
+    def test_an_invoke_whose_logic_was_dropped_is_refused(self) -> None:
+        """`src: fromPromise(...)` stringified is `{}`: refused, with the way out."""
+        config = {"id": "m", "initial": "a", "states": {
+            "a": {"invoke": {"src": {}, "onDone": "b"}}, "b": {"type": "final"}}}
+        with pytest.raises(DefinitionError, match="import the TypeScript or JavaScript "
+                                                  "source instead") as caught:
+            imported(config)
+        assert caught.value.location == "states.a.invoke.src"
+
+
+class TestShapes:
+    def test_a_machine_with_no_states_is_one_reactive_state(self) -> None:
+        """A counter (`on` at the root, no `states`) is one state that takes its events
+        and stays: no trap, as in XState."""
+        config = {"id": "counter", "context": {"count": 0}, "on": {
+            "inc": {"actions": {"type": "xstate.assign", "assignment": {"count": 1}}}}}
+        result = imported(config)
+        assert result.data["reactive"] is True
+        state = result.data["states"]["counter"]
+        assert state["on"]["inc"] == [{"actions": [{"assign": {"count": "1"}}],
+                                       "target": "counter"}]
+        assert at(result.findings, "reactive-self") == [""]
+        driver = Driver(load_definition(result.data))
+        driver.start()
+        assert isinstance(driver.event("inc"), Accepted)
+        assert (driver.ex.state, driver.ex.context["count"]) == ("counter", 1)
+
+    def test_a_self_target_stays_targetless_where_re_entry_would_run_something(self
+                                                                             ) -> None:
+        """A one-state machine whose state has an entry action keeps its targetless
+        transitions: entering again would run the entry, which XState does not."""
+        config = {"id": "m", "entry": "hello", "on": {"GO": {"actions": "count"}}}
+        data = imported(config).data
+        assert data["states"]["m"]["on"]["GO"] == [{"actions": [{"function": "count"}]}]
+
+    def test_a_root_timer_runs_in_every_state(self) -> None:
+        """A root `after` (a deadline) times the whole machine: any state moves on."""
+        config = {"id": "order", "initial": "new", "after": {"5000": ".cancelled"},
+                  "states": {"new": {"on": {"confirm": "confirmed"}},
+                             "confirmed": {"on": {"ship": "done"}},
+                             "done": {"type": "final"},
+                             "cancelled": {"type": "final"}}}
+        driver = Driver(load_definition(imported(config).data))
+        driver.start()
+        driver.event("confirm")
+        assert driver.ex.state == "confirmed"
+        fire(driver)
+        assert driver.ex.state == "cancelled"
+
+    def test_always_on_a_compound_is_tried_after_the_childs_own(self) -> None:
+        """A compound state's `always` is given to each child, after the child's own."""
+        config = {"id": "m", "initial": "game", "context": {"over": False}, "states": {
+            "game": {"initial": "a", "always": {"target": "end", "guard": "over"},
+                     "states": {"a": {"on": {"GO": "b"}}, "b": {"on": {"GO": "a"}}}},
+            "end": {"type": "final"}}}
+        result = imported(config)
+        assert result.data["states"]["a"]["always"] == [
+            {"target": "end", "guard": {"function": "over"}}]
+        assert at(result.findings, "always-compound") == ["states.game.always"]
+        over = {"over": lambda context, event: event.type == "GO"}
+        driver = Driver(load_definition(result.data, functions=over))
+        driver.start()
+        assert driver.ex.state == "a"
+        driver.event("GO")
+        assert driver.ex.state == "end"
+
+
+class TestDelays:
+    def test_an_iso_duration_in_json_reads_as_its_name_says(self) -> None:
+        """`PT15M` in a JSON config, whose implementations are unknown, is 15 minutes,
+        warned that XState itself looks the name up."""
+        config = {"id": "m", "initial": "a", "states": {
+            "a": {"after": {"PT15M": "b"}}, "b": {"type": "final"}}}
+        result = imported(config)
+        assert result.data["states"]["a"]["after"] == {"delay": "900000ms", "target": "b"}
+        assert at(result.findings, "iso-delay") == ["states.a.after.PT15M"]
+
+    def test_a_named_delay_takes_the_implementations_number(self) -> None:
+        """A delay named in setup's `delays` takes the number written there (what XState
+        runs), whatever its name says."""
+        result = from_source("setup({ delays: { PT30D: 15 * 1000 } }).createMachine({"
+                             " initial: 'a', states: { a: { after: { PT30D: 'b' } },"
+                             " b: { type: 'final' } } })")
+        assert result.data["states"]["a"]["after"] == {"delay": "15000ms", "target": "b"}
+
+    def test_a_delay_the_implementations_do_not_give_fires_at_once(self) -> None:
+        """Read from source, a named delay with no number in the implementations is 0 ms:
+        XState raises the timer's event at once."""
+        result = from_source("createMachine({ initial: 'a', states: {"
+                             " a: { after: { PT2W: 'b' } }, b: { type: 'final' } } })")
+        assert result.data["states"]["a"]["after"] == {"delay": "0ms", "target": "b"}
+        assert at(result.findings, "delay-undefined") == ["states.a.after.PT2W"]
+
+
+class TestSourceFiles:
+    def test_a_typescript_file_imports_with_the_format_named(self, tmp_path: Path) -> None:
+        """`--format xstate` on a `.ts` file reads its source; the findings carry its
+        lines."""
+        path = tmp_path / "toggle.ts"
+        path.write_text("import { createMachine } from 'xstate';\n"
+                        "export const m = createMachine({\n"
+                        "  id: 'toggle', initial: 'off',\n"
+                        "  states: { off: { on: { flip: 'on' } },\n"
+                        "    on: { on: { flip: { target: 'off', guard: () => ok() } } } } });\n",
+                        encoding="utf-8")
+        loaded = import_definition(path, format="xstate",
+                                   functions={"inline.toggle.L5": lambda c, e: True})
+        assert loaded.name == "toggle"
+        findings = lint_imported(path, format="xstate")
+        assert [(f.code, f.line) for f in findings if f.code.startswith("inline")] == [
+            ("inline-function", 5)]
