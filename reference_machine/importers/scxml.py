@@ -771,6 +771,12 @@ class _Converter:
                           for key in ("item", "index") if _NAME.match(n.attrs.get(key, "").strip())
                           and not n.attrs[key].strip().startswith("_")}
         self.chart_name = root.attrs.get("name", "")
+        #: the ids transitions target (a history no transition targets is left out)
+        self.targeted = {target for n in self._all(root, "transition")
+                         for target in n.attrs.get("target", "").split()}
+        #: compound states a transition to whose history enters its default target until
+        #: they were first left (a context flag `_scxml_left_ID` tells)
+        self.left_flags: dict[str, _Node] = {}
         #: the invoke ids a `<send target="#_ID">` may name
         self.invoke_ids = {n.attrs["id"] for n in self._all(root, "invoke") if "id" in n.attrs}
         #: each `<script>`'s assignments, (name, expression text), by id() of its node
@@ -830,6 +836,11 @@ class _Converter:
                 state["done"] = self._errors_raised(state["done"])
         self._push_eventless_down()
         self._in_flags()
+        for name in self.left_flags:
+            key = f"_scxml_left_{name}"
+            self.context[key] = False
+            self.states[name]["exit"] = [*self.states[name].get("exit", []),
+                                         {"assign": {key: "True"}}]
         if self.errors:
             raise DefinitionError(self.errors, self.source)
         if self.uses_outbox:
@@ -1108,20 +1119,27 @@ class _Converter:
                        "format keeps history on compound states only", parent)
             return
         state = self.states[parent]
-        if state.get("history", kind) != kind:
-            self.error("scxml-history", node, f"{parent!r} has both shallow and deep history; "
-                       "the native format keeps one kind per state", parent)
+        ident = node.attrs.get("id", "")
+        others = [h for h in owner.kids("history") if h is not node
+                  and h.attrs.get("type", "shallow") != kind]
+        if others and ident not in self.targeted and any(
+                h.attrs.get("id", "") in self.targeted for h in others):
+            self.warn("scxml-history-unused", node, f"history {ident!r} is the target of no "
+                      "transition: left out", parent)
+            return
+        if state.get("history", kind) != kind or (others and all(
+                h.attrs.get("id", "") in self.targeted for h in others)
+                and ident in self.targeted):
+            self.error("scxml-history", node, f"{parent!r} has both shallow and deep history, "
+                       "each a transition's target; the native format keeps one kind per "
+                       "state", parent)
             return
         state["history"] = kind
         self.warn("scxml-history-attribute", node,
                   f"history {self.names.get(id(node))!r} becomes `history: {kind}` on "
-                  f"{parent!r}: a transition to {parent!r} itself then resumes it too, and with "
-                  "nothing recorded the run enters its initial child, not the default "
-                  "transition's target", parent)
-        for transition in node.kids("transition"):
-            if transition.children:
-                self.warn("scxml-history-default", transition, "the actions of a history's "
-                          "default transition are left out", parent)
+                  f"{parent!r}: a transition to {parent!r} itself then resumes it too; one "
+                  f"to the history before {parent!r} was ever left takes the default "
+                  "transition (its actions run before the entry actions)", parent)
 
     def _initial(self, owner: _Node, name: str | None, children: list[_Node]) -> None:
         """Marks the initial child: the `initial` attribute, `<initial>` or the first child."""
@@ -1148,8 +1166,16 @@ class _Converter:
             for target_id in target_text.split():
                 target = self.by_id.get(target_id)
                 if target is not None and target.tag == "history" and target.parent is owner:
-                    # the native compound resumes its history itself: start at the default
+                    # the native compound resumes its history itself: start at the default,
+                    # whose actions run only while nothing is recorded (before it was left)
                     default = [t.attrs.get("target", "") for t in target.kids("transition")]
+                    if name is not None and target.kids("transition"):
+                        self.left_flags.setdefault(name, target)
+                        state = self.states[name]
+                        state["entry"] = [*state.get("entry", []), *self._actions(
+                            target.kids("transition")[0].children,
+                            f"not context[{f'_scxml_left_{name}'!r}]", name)]
+                        self._stopped = False
                     target = self.by_id.get(default[0].split()[0]) if default and default[
                         0].split() else next(iter(children), None)
                 if target is None or not self._inside(target, owner):
@@ -1247,6 +1273,9 @@ class _Converter:
                            "exist", targets[0])
                 return
             target = self._target_name(target_node, node)
+            if target_node.tag == "history" and self._history_default(
+                    node, source, descriptors, guard, target_node, cond_error):
+                return
         elif descriptors is None:
             self.error("scxml-eventless-internal", node, "an eventless transition with no "
                        "target: the native format runs eventless transitions only to move "
@@ -1255,6 +1284,32 @@ class _Converter:
         actions = self._block(node.children, source)
         self.transitions.append(_Transition(node, source, descriptors, guard, target, actions,
                                             cond_error))
+
+    def _history_default(self, node: _Node, source: str, descriptors: tuple[str, ...] | None,
+                         guard: str | None, history: _Node, cond_error: bool) -> bool:
+        """Makes a transition to a history two: to its state (which resumes what it
+        recorded) once the state was left, else to the history's default target with the
+        default transition's actions; tells whether it did (a history with one default
+        target)."""
+        owner = history.parent
+        defaults = history.kids("transition")
+        targets = defaults[0].attrs.get("target", "").split() if defaults else []
+        default = self.by_id.get(targets[0]) if len(targets) == 1 else None
+        owner_name = self.names.get(id(owner)) if owner is not None else None
+        if owner is None or owner_name is None or default is None or not self._inside(
+                default, owner):
+            return False
+        flag = f"context[{f'_scxml_left_{owner_name}'!r}]"
+        self.left_flags.setdefault(owner_name, history)
+        actions = self._block(node.children, source)
+        after = self._block(defaults[0].children, source)
+        both = (f"({guard}) and " if guard else "")
+        self.transitions.append(_Transition(node, source, descriptors, both + flag, owner_name,
+                                            actions, cond_error))
+        self.transitions.append(_Transition(node, source, descriptors, f"{both}not {flag}",
+                                            self._target_name(default, node),
+                                            [*actions, *after], cond_error))
+        return True
 
     def _target_name(self, node: _Node, transition: _Node) -> str | None:
         if node.tag == "history":
@@ -2097,7 +2152,13 @@ def _native_checks(native: dict[str, Any], converter: _Converter, name: str
         if unreachable:
             for state in unreachable:
                 node = converter.node_of.get(state)
-                native["states"].pop(state, None)
+                removed = native["states"].pop(state, None) or {}
+                siblings = [n for n, st in native["states"].items()
+                            if st.get("parent") == removed.get("parent")]
+                if removed.get("initial") and removed.get("parent") and siblings:
+                    # its parent is entered only through states inside it: which child is
+                    # initial changes nothing, but the native format wants one
+                    native["states"][siblings[0]]["initial"] = True
                 if node is not None:
                     notes.append(Finding(Severity.WARNING, "scxml-unreachable", node.path,
                                          f"state {state!r} cannot be reached: left out",
