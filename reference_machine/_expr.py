@@ -4,8 +4,9 @@ An expression reads `context` and `event` (`event.payload`, `event.source`, `eve
 `event.id`, `event.answers`) and may use literals, comparisons, boolean logic, membership,
 arithmetic, conditional expressions, key access (`context.order.amount` or `context["order"]`)
 and the functions `len`, `abs`, `min`, `max`, `round`, the JSON type tests (`is_number`, ...)
-and `at(x, 'a', 0)`, a read of `x.a[0]` that gives null where a step is missing or of another
-type. Nothing is ever passed to `eval`: each
+`at(x, 'a', 0)`, a read of `x.a[0]` that gives null where a step is missing or of another
+type, and Step Functions' intrinsics: `json_text`, `json_value`, `format`, `split`, `merge`,
+`number_range`. Nothing is ever passed to `eval`: each
 node becomes a small Python closure once, at load time.
 
 What an expression builds is bounded, so that no guard or action exhausts memory or time: a
@@ -20,7 +21,9 @@ breaks is a load error.
 from __future__ import annotations
 
 import ast
+import json
 import operator
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -47,6 +50,90 @@ def _at(value: Any, *path: Any) -> Any:
     return value
 
 
+def _json_text(value: Any) -> str:
+    """`json_text(x)`: `x` as compact JSON text (Step Functions' `States.JsonToString`)."""
+    _within(value, "json_text")
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise GuardError(f"json_text: {exc}") from None
+
+
+def _json_value(text: Any) -> Any:
+    """`json_value(s)`: the JSON value text `s` holds (`States.StringToJson`)."""
+    if not isinstance(text, str):
+        raise GuardError(f"json_value reads a text, got a {type(text).__name__}")
+    if len(text) > _BUILT_MAX:
+        raise _TooLarge(f"json_value of {len(text):,} characters is over the limit of "
+                        f"{_BUILT_MAX:,}")
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        raise GuardError(f"json_value: not JSON text: {exc}") from None
+    return _within(value, "json_value")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _format(template: Any, *values: Any) -> str:
+    """`format('{} of {}', a, b)`: each `{}` of the template replaced by the next value, a
+    text as it is and any other value as JSON (`States.Format`)."""
+    if not isinstance(template, str):
+        raise GuardError(f"format's template is a text, got a {type(template).__name__}")
+    parts = template.split("{}")
+    if len(parts) != len(values) + 1:
+        raise GuardError(f"format's template has {len(parts) - 1} {{}} for {len(values)} "
+                         "values")
+    out = [parts[0]]
+    for value, part in zip(values, parts[1:], strict=True):
+        out.append(value if isinstance(value, str) else _json_text(value))
+        out.append(part)
+    text = "".join(out)
+    if len(text) > _BUILT_MAX:
+        raise _TooLarge(f"format to {len(text):,} characters is over the limit of "
+                        f"{_BUILT_MAX:,}")
+    return text
+
+
+def _split(text: Any, delimiters: Any) -> list[str]:
+    """`split(s, d)`: the non-empty pieces of `s` between any of the characters of `d`
+    (`States.StringSplit`)."""
+    if not isinstance(text, str) or not isinstance(delimiters, str) or not delimiters:
+        raise GuardError("split takes a text and a non-empty text of delimiters")
+    pieces = re.split("|".join(re.escape(c) for c in delimiters), text)
+    return _built([piece for piece in pieces if piece])
+
+
+def _merge(left: Any, right: Any) -> dict[str, Any]:
+    """`merge(a, b)`: the keys of mapping `a`, then `b`'s over them (`States.JsonMerge`, not
+    deep)."""
+    if not isinstance(left, Mapping) or not isinstance(right, Mapping):
+        raise GuardError("merge takes two mappings")
+    return _within({**left, **right}, "merge")
+
+
+def _within(value: Any, what: str) -> Any:
+    """Gives `value` once it is within `_BUILT_MAX` items and characters and `_DEPTH_MAX`
+    levels."""
+    if _size(value, _BUILT_MAX) > _BUILT_MAX:
+        raise _TooLarge(f"{what} of more than {_BUILT_MAX:,} items and characters is over the "
+                        "limit")
+    return value
+
+
+def _number_range(start: Any, end: Any, step: Any = 1) -> list[int]:
+    """`number_range(a, b, step)`: the whole numbers from `a` to `b`, both included, `step`
+    apart, at most 1,000 of them (`States.ArrayRange`)."""
+    if not all(type(n) is int for n in (start, end, step)) or step == 0:
+        raise GuardError("number_range takes whole numbers and a step other than 0")
+    count = (end - start) // step + 1
+    if count > _RANGE_MAX:
+        raise _TooLarge(f"number_range of {count:,} numbers is over the limit of {_RANGE_MAX:,}")
+    return list(range(start, end + (1 if step > 0 else -1), step)) if count > 0 else []
+
+
 def _round(number: Any, ndigits: Any = None) -> Any:
     """`round`, its digits bounded: an integer rounded to a place far to the left of it
     (`round(5, -1000000000)`) costs time that grows with the place."""
@@ -68,6 +155,13 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "is_bool": lambda value: isinstance(value, bool),
     "is_list": lambda value: isinstance(value, list),
     "is_object": lambda value: isinstance(value, dict),
+    # JSON and text, as Step Functions' intrinsic functions give them
+    "json_text": _json_text,
+    "json_value": _json_value,
+    "format": _format,
+    "split": _split,
+    "merge": _merge,
+    "number_range": _number_range,
 }
 _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
@@ -93,6 +187,7 @@ _LENGTH_MAX = 1_000  # longer guards are not guards; and deep nesting would exha
 _SIZE_MAX = 10_000  # caps `"x" * n` so an expression cannot exhaust memory
 _BUILT_MAX = 100_000  # items and characters in a list or concatenation an expression builds
 _DEPTH_MAX = 50  # how deep what an expression builds may nest (a context read back by JSON)
+_RANGE_MAX = 1_000  # numbers number_range() gives (Step Functions' ArrayRange limit)
 _DIGITS_MAX = 1_000  # digits of an integer product (squaring each step grows without end)
 _BITS_MAX = int(_DIGITS_MAX * 3.33)  # bit_length() is the cheap measure of those digits
 

@@ -1511,9 +1511,10 @@ class _Converter:
         try:
             call, rest = _parse_intrinsic(text, 0)
         except ValueError:
-            return None
-        if text[rest:].strip():
-            return None
+            call, rest = None, 0
+        if call is None or text[rest:].strip():
+            raise _Refused(location, f"{text!r} is not an intrinsic function call Step "
+                                     "Functions would take", "asl-intrinsic")
         return self._lower_call(call, location, root, base)
 
     def _lower_call(self, node: Any, location: str, root: str,
@@ -1537,26 +1538,35 @@ class _Converter:
             return f"{a[1]} in {_or(a[0], '[]')}"
         if name == "States.MathAdd" and len(a) == 2:
             return f"{_or(a[0], '0')} + {_or(a[1], '0')}"
-        if name in ("States.JsonToString", "States.StringToJson", "States.JsonMerge") and a:
-            self.warn("asl-intrinsic", location,
-                      f"{name} is approximated as its (first) argument unchanged")
-            return a[0]
+        if name == "States.JsonToString" and len(a) == 1:
+            return f"json_text({a[0]})"
+        if name == "States.StringToJson" and len(a) == 1:
+            return f"json_value({a[0]})"
+        if name == "States.JsonMerge" and len(a) == 3:
+            if a[2] != "False":
+                raise _Refused(location, "States.JsonMerge merges deeply only with its third "
+                                         "argument false (Step Functions refuses true)",
+                               "asl-intrinsic")
+            return f"merge({a[0]}, {a[1]})"
+        if name == "States.StringSplit" and len(a) == 2:
+            return f"split({a[0]}, {a[1]})"
+        if name == "States.ArrayRange" and len(a) == 3:
+            return f"number_range({a[0]}, {a[1]}, {a[2]})"
         if name == "States.Format" and a:
-            template = args[0][1] if isinstance(args[0], tuple) and args[0][0] == "lit" else None
-            if isinstance(template, str) and template.count("{}") == len(a) - 1 and all(
-                    isinstance(x, tuple) and x[0] == "lit" and isinstance(x[1], str)
-                    for x in args[1:]):
-                parts = template.split("{}")
-                out = parts[0]
-                for part, arg in zip(parts[1:], args[1:], strict=True):
-                    out += str(arg[1]) + part
-                return repr(out)
+            return f"format({', '.join(a)})"
+        if name == "States.UUID" and not a and self.current is not None:
+            # unique to the state's visit, as a token: drawn the same way in every run
+            self.token_read = True
             self.warn("asl-intrinsic", location,
-                      "States.Format of values read at run time is sent as its template")
-            return a[0]
-        self.warn("asl-intrinsic", location,
-                  f"{name} is not expressible natively: sent as its text")
-        return repr(_intrinsic_text(node))
+                      "States.UUID is a text unique to the state's visit (the state's name "
+                      "and visit), the same in every run: not random")
+            return (f"format('{{}}-{{}}', {self.current!r}, "
+                    f"{_or(_render((f'asl_task_token_{self.current}',)), '0')})")
+        raise _Refused(location, f"{name} with {len(a)} argument(s) is not translated (the "
+                                 "intrinsics translated: States.Format, StringToJson, "
+                                 "JsonToString, Array, ArrayLength, ArrayGetItem, ArrayContains, "
+                                 "ArrayRange, JsonMerge, StringSplit, MathAdd, UUID)",
+                       "asl-intrinsic")
 
     def _jsonata(self, text: Any, location: str, root: str) -> str | None:
         """Gives the native expression of a small, safe subset of JSONata, or None."""
@@ -1998,14 +2008,6 @@ def _parse_intrinsic(text: str, pos: int) -> tuple[Any, int]:
             continue
         else:
             raise ValueError(text)
-
-
-def _intrinsic_text(node: Any) -> str:
-    if node[0] == "path":
-        return str(node[1])
-    if node[0] == "lit":
-        return json.dumps(node[1]) if not isinstance(node[1], str) else f"'{node[1]}'"
-    return f"{node[0]}({', '.join(_intrinsic_text(a) for a in node[1])})"
 
 
 _JSONATA_TOKEN = re.compile(

@@ -527,8 +527,9 @@ def test_guard_dunder_import() -> None:
     """`__import__('os')` is a call outside the whitelist."""
     with pytest.raises(DefinitionError,
                        match=r"states\.start\.on\.go\.guard: guard \"__import__\('os'\)\" at "
-                             r"column 1: only these functions may be called: abs, at, is_bool, "
-                             r"is_list, is_number, is_object, is_string, len, max, min, round"):
+                             r"column 1: only these functions may be called: abs, at, format, "
+                             r"is_bool, is_list, is_number, is_object, is_string, json_text, "
+                             r"json_value, len, max, merge, min, number_range, round, split"):
         load_definition(_guarded("__import__('os')"))
 
 

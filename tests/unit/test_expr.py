@@ -51,6 +51,17 @@ class TestEvaluation:
         ("at(context, 'limit', 'x')", None),
         ("at(context.name, 'x')", None),
         ("at('text', 'x')", None),
+        # Step Functions' intrinsics
+        ("json_text(context.user)", '{"role":"admin"}'),
+        ("json_value('{\"a\": [1, 2]}')", {"a": [1, 2]}),
+        ("json_value(json_text(context.items))", [1, 2, 3]),
+        ("format('{} has {} items', context.name, len(context.items))", "Ada has 3 items"),
+        ("format('{}', context.user)", '{"role":"admin"}'),
+        ("split('a,b;;c', ',;')", ["a", "b", "c"]),
+        ("merge(context.user, event.payload.nested)", {"role": "admin", "x": 1}),
+        ("number_range(1, 5, 2)", [1, 3, 5]),
+        ("number_range(5, 1, -2)", [5, 3, 1]),
+        ("number_range(5, 1, 1)", []),
     ])
     def test_value(self, text: str, expected: object) -> None:
         """Each whitelisted construct evaluates like Python over mappings."""
@@ -70,6 +81,23 @@ class TestEvaluation:
         """`at(context)` would be the context itself, which an action could store in itself."""
         with pytest.raises(ExpressionSyntaxError, match="at least one key"):
             compile_expression("at(context)")
+
+    @pytest.mark.parametrize(("text", "told"), [
+        ("json_value('{')", "not JSON text"),
+        ("json_value('NaN')", "not JSON text"),
+        ("json_value(context.limit)", "reads a text"),
+        ("format('{} {}', 1)", "has 2 {} for 1 values"),
+        ("split(context.name, '')", "non-empty text of delimiters"),
+        ("merge(context.user, context.items)", "two mappings"),
+        ("number_range(1, 5000, 1)", "over the limit of 1,000"),
+        ("number_range(1, 5, 0)", "a step other than 0"),
+        ("json_value('[' * 60 + ']' * 60)", "nested more than"),
+    ])
+    def test_an_intrinsic_given_what_it_cannot_take_is_a_guard_error(self, text: str,
+                                                                      told: str) -> None:
+        """Step Functions fails the run (States.Runtime); natively the move is rejected."""
+        with pytest.raises(GuardError, match=told.replace("{", r"\{").replace("}", r"\}")):
+            value(text)
 
     def test_oversized_repetition_is_refused(self) -> None:
         """Repetition that would build a huge string is refused at evaluation."""

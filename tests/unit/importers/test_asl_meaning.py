@@ -14,7 +14,9 @@ from corpus import CORPUS as SHARED
 from fault_injection import load_plan
 from harness import FuzzOptions, SimOptions, Simulator, fuzz
 from harness.checks.checkers import check
+from harness.sim.history import Committed
 from reference_machine import WorkflowDefinition
+from reference_machine.errors import DefinitionError
 from reference_machine.importers import import_definition
 
 CORPUS = SHARED / "step-functions"
@@ -75,3 +77,71 @@ def test_a_whole_result_a_choice_compares_is_drawn_so_each_branch_is_taken() -> 
     report = fuzz(definition, FuzzOptions(runs=150, replay_dir=None))
     assert {"Buy_Stock", "Sell_Stock", "end_success"} <= report.coverage.states
     assert report.verdict == "held", [str(gap) for gap in report.adequacy.gaps]
+
+
+def _ran(definition: WorkflowDefinition) -> Any:
+    result = Simulator(definition, SimOptions(plan=NO_FAULTS, executions=1)).run(0)
+    assert result.status == "final", result.summary()
+    assert not list(check(definition, result.history))
+    return result
+
+
+def test_an_array_range_is_the_list_a_map_goes_over(tmp_path: Path) -> None:
+    """`States.ArrayRange(1, 5, 2)` is [1, 3, 5]: the map runs three items (the range was once
+    sent as its text, a map over a text: a false no_stuck_execution at start)."""
+    definition = load(tmp_path, {"StartAt": "Numbers", "States": {
+        "Numbers": {"Type": "Pass", "Parameters": {"items.$": "States.ArrayRange(1, 5, 2)"},
+                    "Next": "Each"},
+        "Each": {"Type": "Map", "ItemsPath": "$.items", "ResultPath": "$.done",
+                 "ItemProcessor": {"StartAt": "Double", "States": {
+                     "Double": {"Type": "Pass", "End": True}}},
+                 "Next": "Check"},
+        "Check": {"Type": "Choice", "Choices": [
+            {"Variable": "$.items[2]", "NumericEquals": 5, "Next": "Done"}],
+            "Default": "Wrong"},
+        "Done": {"Type": "Succeed"},
+        "Wrong": {"Type": "Fail"}}})
+    result = _ran(definition)
+    assert result.final["x1"].outcome == "success"
+    (moved,) = [r for r in result.history if type(r) is Committed and r.moved]
+    assert [target for _, _, target in moved.inner].count("Each__success") == 3
+
+
+def test_format_split_and_json_intrinsics_compute_what_step_functions_does(
+        tmp_path: Path) -> None:
+    parameters = {
+        "greeting.$": "States.Format('order {} of {}', $.order.id, $.order.who)",
+        "parts.$": "States.StringSplit($.order.tags, ',;')",
+        "text.$": "States.JsonToString($.order)",
+        "merged.$": "States.JsonMerge($.order, $.extra, false)",
+    }
+    definition = load(tmp_path, {"StartAt": "Shape", "States": {
+        "Shape": {"Type": "Pass", "Parameters": parameters, "Next": "Back"},
+        "Back": {"Type": "Pass", "Parameters": {
+            "again.$": "States.StringToJson($.text)", "greeting.$": "$.greeting",
+            "parts.$": "$.parts", "merged.$": "$.merged"}, "Next": "Check"},
+        "Check": {"Type": "Choice", "Choices": [{"And": [
+            {"Variable": "$.greeting", "StringEquals": "order 7 of ada"},
+            {"Variable": "$.parts[2]", "StringEquals": "c"},
+            {"Variable": "$.again.id", "NumericEquals": 7},
+            {"Variable": "$.merged.who", "StringEquals": "bob"}], "Next": "Done"}],
+            "Default": "Wrong"},
+        "Done": {"Type": "Succeed"},
+        "Wrong": {"Type": "Fail"}}})
+    context = {"order": {"id": 7, "who": "ada", "tags": "a,b;c"}, "extra": {"who": "bob"}}
+    result = Simulator(definition, SimOptions(plan=NO_FAULTS, executions=1,
+                                              context=context)).run(0)
+    assert result.final["x1"].outcome == "success", result.summary()
+
+
+@pytest.mark.parametrize(("call", "told"), [
+    ("States.Hash($.a, 'SHA-1')", "States.Hash with 2 argument(s) is not translated"),
+    ("States.MathRandom(1, 9)", "States.MathRandom with 2 argument(s) is not translated"),
+    ("States.Format('x'", "is not an intrinsic function call Step Functions would take"),
+])
+def test_an_intrinsic_not_translated_refuses_the_file_where_it_stands(
+        tmp_path: Path, call: str, told: str) -> None:
+    with pytest.raises(DefinitionError, match=r"States\.Shape\.Parameters\.v\.\$: .*"
+                                              + told.replace("(", r"\(").replace(")", r"\)")):
+        load(tmp_path, {"StartAt": "Shape", "States": {
+            "Shape": {"Type": "Pass", "Parameters": {"v.$": call}, "End": True}}})
