@@ -132,7 +132,8 @@ _WAIT_DEFAULT_S = 60
 #: The output field a result compared whole is drawn in: a native output is a mapping.
 SCALAR_FIELD = "asl_result"
 _ITEMS_MAX = 3  # the items drawn for a map's list: a few, so that a run stays short
-_ROOT_READ = re.compile(r"\$\.([A-Za-z_][A-Za-z0-9_]*)")
+# a key may hold hyphens (`$.detail-type`, on every EventBridge event)
+_ROOT_READ = re.compile(r"\$\.([A-Za-z_][A-Za-z0-9_\-]*)")
 _COMPARISONS = {
     "Equals": "==", "LessThan": "<", "GreaterThan": ">",
     "LessThanEquals": "<=", "GreaterThanEquals": ">=",
@@ -1312,6 +1313,15 @@ class _Converter:
                       "natively: read as null")
             return "None"
         kind, segments = parsed
+        if kind == "$" and segments and isinstance(segments[0], int) and not base:
+            # the data is an array (a Parallel's outputs, a Map's results): natively the
+            # branches' data is merged into the one context
+            segments = segments[1:]
+            rest = "".join(f".{s}" if isinstance(s, str) else f"[{s}]" for s in segments)
+            self.warn("asl-parallel-result", location,
+                      f"{path} reads an item of data that is an array in Step Functions (a "
+                      "Parallel's or Map's outputs); natively the branches' data is merged: "
+                      f"read as ${rest}")
         if kind == "$":
             if root == "context":
                 self._note(base + tuple(segments), "Read", None)
@@ -1755,7 +1765,7 @@ def _reads_items(state: Any) -> bool:
         state.get("ItemReader"), Mapping) and "ItemsPath" not in state and "Items" not in state
 
 
-_DATA_READ = re.compile(r"(?<![$\w])\$((?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
+_DATA_READ = re.compile(r"(?<![$\w])\$((?:\.[A-Za-z_][A-Za-z0-9_\-]*)+)")
 #: the fields of a state that read its result or an item, not its input
 _NOT_INPUT = frozenset(("ResultPath", "ResultSelector", "OutputPath", "ItemProcessor",
                         "Iterator", "Branches", "Catch", "Next", "Default", "Comment"))

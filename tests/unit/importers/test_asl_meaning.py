@@ -17,7 +17,7 @@ from harness.checks.checkers import check
 from harness.sim.history import Committed
 from reference_machine import WorkflowDefinition
 from reference_machine.errors import DefinitionError
-from reference_machine.importers import import_definition
+from reference_machine.importers import import_definition, import_document
 
 CORPUS = SHARED / "step-functions"
 NO_FAULTS = load_plan({"faults": {}})
@@ -145,3 +145,40 @@ def test_an_intrinsic_not_translated_refuses_the_file_where_it_stands(
                                               + told.replace("(", r"\(").replace(")", r"\)")):
         load(tmp_path, {"StartAt": "Shape", "States": {
             "Shape": {"Type": "Pass", "Parameters": {"v.$": call}, "End": True}}})
+
+
+def test_a_hyphenated_input_key_is_drawn_so_its_choice_is_taken(tmp_path: Path) -> None:
+    """`$.detail-type`, on every EventBridge event: the drawn input once had only `detail`,
+    and every run fell to the default."""
+    definition = load(tmp_path, {"StartAt": "Route", "States": {
+        "Route": {"Type": "Choice", "Choices": [
+            {"Variable": "$.detail-type", "StringEquals": "Object Created", "Next": "Done"}],
+            "Default": "Other"},
+        "Done": {"Type": "Succeed"},
+        "Other": {"Type": "Fail"}}})
+    drawn = definition.tools["asl.execution_input"].output
+    assert drawn is not None and "detail-type" in drawn["properties"]
+    report = fuzz(definition, FuzzOptions(runs=40, replay_dir=None))
+    assert {"Done", "Other"} <= report.coverage.states
+
+
+def test_data_rooted_in_an_array_reads_the_merged_branches_with_a_warning(
+        tmp_path: Path) -> None:
+    """After a Parallel, `$[1].code` reads the second branch's output in Step Functions;
+    natively the branches' data is merged, so it reads `$.code`, said where it stands (it once
+    read the context's key 0: null, unwarned)."""
+    path = tmp_path / "flow.asl.json"
+    path.write_text(json.dumps({"StartAt": "Both", "States": {
+        "Both": {"Type": "Parallel", "Next": "Route", "Branches": [
+            {"StartAt": "A", "States": {"A": {"Type": "Pass", "End": True}}},
+            {"StartAt": "B", "States": {"B": {"Type": "Pass", "Result": {"code": 7},
+                                              "ResultPath": "$.code", "End": True}}}]},
+        "Route": {"Type": "Choice", "Choices": [
+            {"Variable": "$[1].code", "NumericEquals": 7, "Next": "Done"}],
+            "Default": "Other"},
+        "Done": {"Type": "Succeed"},
+        "Other": {"Type": "Fail"}}}), encoding="utf-8")
+    imported = import_document(path)
+    (told,) = [f for f in imported.findings if "reads an item of data that is an array" in
+               f.message]
+    assert told.location == "States.Route.Choices[0].Variable" and "read as $.code" in told.message
