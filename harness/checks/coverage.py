@@ -268,15 +268,25 @@ class _Charted:
         if record.moved:
             self._path(record, prev, seen, transitions)
         seen.add(record.state)
-        for source, event, target in record.inner:
+        vias = record.inner_via or ((),) * len(record.inner)
+        for (source, event, target), via in zip(record.inner, vias, strict=True):
             states.add(target)
+            states.update(via)
             inner = chart.states.get(target)
             if not source:
                 if inner is not None and inner.scope is not None:
                     self.regions.add(inner.scope)
-                self._approval(source, target)
+                self._approval(source, via[0] if via else target)
+                # the region's eventless path from its first state: each hop a move
+                for begun, landed in zip(via, (*via[1:], target), strict=False):
+                    self._region_move(begun, self._onward_label(begun, ""), landed, seen,
+                                      transitions)
             elif not (source in chart.scoped and source == target):
-                self._region_move(source, event, target, seen, transitions)
+                for begun, label, landed in zip((source, *via), (event, *(
+                        self._onward_label(node, "") for node in via)), (*via, target),
+                        strict=True):
+                    self._region_move(begun, label, landed, seen, transitions)
+            seen.update(via)
             seen.add(target)
         for _, state, _ in record.regions:
             states.add(state)

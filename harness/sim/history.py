@@ -162,6 +162,9 @@ class Committed(NamedTuple):
     regions: tuple[tuple[str, str, str], ...] = ()
     region_contexts: tuple[Mapping[str, Any], ...] = ()
     reason: str = ""
+    #: per move of `inner`, in its order, the states its eventless path passed through on the
+    #: way to its target (a region entered and finished in one step: `Pick`, `Big`)
+    inner_via: tuple[tuple[str, ...], ...] = ()
 
     @property
     def kind(self) -> Literal["committed"]:
@@ -378,7 +381,8 @@ HistoryRecord = (RunStarted | Started | Delivered | Decided | Committed | Dispat
 
 #: Fields added after the first history format: left out of a line while empty, so that a run
 #: that does not use them writes the lines it did.
-_LEFT_OUT_EMPTY = {"committed": ("via", "inner", "regions", "region_contexts", "reason"),
+_LEFT_OUT_EMPTY = {"committed": ("via", "inner", "regions", "region_contexts", "reason",
+                                 "inner_via"),
                    "observed": ("approvals", "moves")}
 
 

@@ -1438,7 +1438,9 @@ class _Run:
                             effects, transition.via if transition is not None else (),
                             _inner_moves(transition.inner) if transition is not None else (),
                             _region_states(execution.regions),
-                            _region_contexts(execution.regions)))
+                            _region_contexts(execution.regions),
+                            inner_via=_inner_vias(transition.inner) if transition is not None
+                            else ()))
 
     def _sent_itself(self, outboxes: dict[str, w3c.OutboxReader], eid: str,
                      execution: Execution) -> None:
@@ -1492,6 +1494,20 @@ def _inner_moves(inner: tuple[Any, ...]) -> tuple[tuple[str, str, str], ...]:
         moves.append((move.source, move.event, move.target))
         moves += _inner_moves(move.inner)
     return tuple(moves)
+
+
+def _inner_vias(inner: tuple[Any, ...]) -> tuple[tuple[str, ...], ...]:
+    """Gives the eventless path of each region move, in `_inner_moves`' order; () when no
+    move passed through a state on its way."""
+    vias: list[tuple[str, ...]] = []
+
+    def walk(moves: tuple[Any, ...]) -> None:
+        for move in moves:
+            vias.append(tuple(move.via))
+            walk(move.inner)
+
+    walk(inner)
+    return tuple(vias) if any(vias) else ()
 
 
 def _region_states(regions: tuple[Any, ...]) -> tuple[tuple[str, str, str], ...]:

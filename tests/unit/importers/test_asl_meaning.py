@@ -182,3 +182,28 @@ def test_data_rooted_in_an_array_reads_the_merged_branches_with_a_warning(
     (told,) = [f for f in imported.findings if "reads an item of data that is an array" in
                f.message]
     assert told.location == "States.Route.Choices[0].Variable" and "read as $.code" in told.message
+
+
+def test_moves_of_branches_entered_and_finished_in_one_step_are_covered(
+        tmp_path: Path) -> None:
+    """A Parallel of a Choice and a Pass: each branch runs to its end inside the step that
+    enters it, and coverage once saw only the branches' landings (transitions 4 of 11)."""
+    definition = load(tmp_path, {"StartAt": "Both", "States": {
+        "Both": {"Type": "Parallel", "Next": "Done", "Branches": [
+            {"StartAt": "Pick", "States": {
+                "Pick": {"Type": "Choice", "Default": "Small", "Choices": [
+                    {"Variable": "$.n", "NumericGreaterThan": 5, "Next": "Big"}]},
+                "Big": {"Type": "Pass", "End": True},
+                "Small": {"Type": "Pass", "End": True}}},
+            {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}]},
+        "Done": {"Type": "Succeed"}}})
+    report = fuzz(definition, FuzzOptions(runs=50, replay_dir=None))
+    assert {("Both__branch1__Pick", "always", "Both__branch1__Big"),
+            ("Both__branch1__Pick", "always", "Both__branch1__Small"),
+            ("Both__branch1__Big", "always", "Both__branch1__success"),
+            ("Both__branch2__P", "always", "Both__branch2__success")
+            } <= report.coverage.transitions
+    (moved,) = [r for r in Simulator(definition, SimOptions(plan=NO_FAULTS, executions=1)
+                                     ).run(0).history if type(r) is Committed and r.inner]
+    assert ("Both__branch1__Pick", "Both__branch1__Big") in moved.inner_via or (
+        "Both__branch1__Pick", "Both__branch1__Small") in moved.inner_via
