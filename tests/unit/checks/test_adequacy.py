@@ -162,8 +162,8 @@ class TestAcknowledged:
 
     @pytest.mark.parametrize(("given", "message"), [
         ({"move:refunded": "x"}, r"untested\.move:refunded: expected crash_point:<name>, "
-                                 r"fault:<name>, moves:<name> \(or <kind>:\*\) \(did you mean "
-                                 r"'moves'\?\)"),
+                                 r"fault:<name>, moves:<name>, outcome:<name> \(or "
+                                 r"<kind>:\*\) \(did you mean 'moves'\?\)"),
         ({"fault:slow_tools": "x"}, r"no fault kind 'slow_tools' \(did you mean 'slow_tool'\?\)"),
         ({"crash_point:after_sav": "x"}, r"the machine offers no crash point 'after_sav' \(did "
                                          r"you mean 'after_save'\?\); its points: after_save"),
