@@ -59,8 +59,17 @@ def _json_text(value: Any) -> str:
         raise GuardError(f"json_text: {exc}") from None
 
 
-def _json_value(text: Any) -> Any:
-    """`json_value(s)`: the JSON value text `s` holds (`States.StringToJson`)."""
+_NO_FALLBACK: Any = object()
+
+
+def _json_value(text: Any, fallback: Any = _NO_FALLBACK) -> Any:
+    """`json_value(s)`: the JSON value text `s` holds (`States.StringToJson`);
+    `json_value(s, d)`: `d` where `s` is not a text or holds no JSON."""
+    if fallback is not _NO_FALLBACK:
+        try:
+            return _json_value(text)
+        except GuardError:
+            return fallback
     if not isinstance(text, str):
         raise GuardError(f"json_value reads a text, got a {type(text).__name__}")
     if len(text) > _BUILT_MAX:

@@ -1550,16 +1550,18 @@ class _Converter:
             return f"{_or(a[0], '0')} + {_or(a[1], '0')}"
         if name == "States.JsonToString" and len(a) == 1:
             return f"json_text({a[0]})"
+        # null-safe, as the importer's reads are (Step Functions would fail the run on data
+        # that is missing or of another type; a run on drawn data must not)
         if name == "States.StringToJson" and len(a) == 1:
-            return f"json_value({a[0]})"
+            return f"json_value({a[0]}, None)"
         if name == "States.JsonMerge" and len(a) == 3:
             if a[2] != "False":
                 raise _Refused(location, "States.JsonMerge merges deeply only with its third "
                                          "argument false (Step Functions refuses true)",
                                "asl-intrinsic")
-            return f"merge({a[0]}, {a[1]})"
+            return f"(merge({a[0]}, {a[1]}) if is_object({a[0]}) and is_object({a[1]}) else None)"
         if name == "States.StringSplit" and len(a) == 2:
-            return f"split({a[0]}, {a[1]})"
+            return f"(split({a[0]}, {a[1]}) if is_string({a[0]}) else None)"
         if name == "States.ArrayRange" and len(a) == 3:
             return f"number_range({a[0]}, {a[1]}, {a[2]})"
         if name == "States.Format" and a:

@@ -55,6 +55,8 @@ class TestEvaluation:
         ("json_text(context.user)", '{"role":"admin"}'),
         ("json_value('{\"a\": [1, 2]}')", {"a": [1, 2]}),
         ("json_value(json_text(context.items))", [1, 2, 3]),
+        ("json_value('{', 'not json')", "not json"),
+        ("json_value(context.missing, None)", None),
         ("format('{} has {} items', context.name, len(context.items))", "Ada has 3 items"),
         ("format('{}', context.user)", '{"role":"admin"}'),
         ("split('a,b;;c', ',;')", ["a", "b", "c"]),
