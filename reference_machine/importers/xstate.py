@@ -1048,19 +1048,24 @@ class _Converter:
                                f"an {key} with no target stays in the state once its actor is "
                                "done; the native step's result must leave it: give a target")
             on[event] = transitions
+            if transitions and all("guard" in t for t in transitions):
+                # no guard holding, XState takes nothing: on an error it stops with it, on
+                # done it stays; natively the step's result must still leave the state
+                if key == "onError":
+                    failed = self._error_final(node)
+                    transitions.append({"target": failed})
+                    self.warn("on-error-guarded", f"{loc}.{key}", "every onError transition "
+                              "is guarded: when none holds XState stops with the error; "
+                              f"imported as a last move to final state {failed!r} (outcome "
+                              "failure)")
+                else:
+                    rest = self._rest(node, out, on, "done")
+                    transitions.append({"target": rest})
+                    self.warn("on-done-guarded", f"{loc}.{key}", "every onDone transition is "
+                              "guarded: when none holds XState stays in the state; imported as "
+                              f"a last move to {rest!r}, which takes the same events")
         if invoke.get("onError") is None:
-            region = node.region()
-            scope = region.native if region is not None else None
-            failed = self.error_finals.get(scope)
-            if failed is None:
-                failed = self._fresh("xstate_error" if scope is None else f"{scope}.error")
-                self.error_finals[scope] = failed
-                spec: dict[str, Any] = {"type": "final", "outcome": "failure",
-                                        "description": "the XState machine's error: an actor "
-                                                       "failed with no onError"}
-                if scope is not None:
-                    spec["parent"] = scope
-                self.states[failed] = spec
+            failed = self._error_final(node)
             on["step.failed"] = [{"target": failed}]
             self.warn("no-on-error", loc, f"no onError: an XState machine stops with an error "
                       f"when its actor fails; imported as a move to final state {failed!r} "
@@ -1070,6 +1075,23 @@ class _Converter:
             on["step.succeeded"] = [{"target": rest}]
             self.warn("no-on-done", loc, f"no onDone: XState stays in the state once its actor "
                       f"is done; imported as a move to {rest!r}, which takes the same events")
+
+    def _error_final(self, node: _Node) -> str:
+        """Gives the failure final state an actor's unhandled error ends `node`'s machine
+        (or region) in, made on first use."""
+        region = node.region()
+        scope = region.native if region is not None else None
+        failed = self.error_finals.get(scope)
+        if failed is None:
+            failed = self._fresh("xstate_error" if scope is None else f"{scope}.error")
+            self.error_finals[scope] = failed
+            spec: dict[str, Any] = {"type": "final", "outcome": "failure",
+                                    "description": "the XState machine's error: an actor "
+                                                   "failed and nothing took its error"}
+            if scope is not None:
+                spec["parent"] = scope
+            self.states[failed] = spec
+        return failed
 
     def _step_input(self, given: Mapping[str, Any], loc: str) -> dict[str, Any]:
         """Gives a step's literal input; a value computed by inline JavaScript is left out."""

@@ -4,8 +4,9 @@ what they do under a fuzz campaign is pinned where it is known (`docs/importing.
 
 A machine's guards and actions are JavaScript, imported as registered functions to write in
 Python; a campaign here registers stand-ins for them (`stand_ins`): a guard that holds for
-some events and not for others, an action that changes nothing. So a verdict says what the
-machine's shape does (its events, steps, timers and their faults) whatever its guards answer."""
+some events and not for others (by a hash of the event's id), an action that changes
+nothing. So a verdict says what the machine's shape does (its events, steps, timers
+and their faults) whatever its guards answer."""
 
 from __future__ import annotations
 
@@ -57,8 +58,8 @@ ALL = {name: (path, machine) for name, path, machine in examples()}
 
 def stand_ins(data: Any) -> dict[str, Callable[..., Any]]:
     """Gives a stand-in for each function the native data names: a guard that holds for
-    about half the events (the same answer for the same event), an action that sets
-    nothing."""
+    about half the events (the same answer for the same event id, so a seed replays and a
+    checker asking again is told the same), an action that sets nothing."""
     guards: set[str] = set()
     actions: set[str] = set()
 
@@ -78,7 +79,10 @@ def stand_ins(data: Any) -> dict[str, Callable[..., Any]]:
     walk(data)
 
     def guard(name: str) -> Callable[..., bool]:
-        return lambda context, event: zlib.crc32(f"{name}:{event.id}".encode()) % 2 == 0
+        def holds(context: Any, event: Any) -> bool:
+            seen = f"{name}:{event.id}"
+            return zlib.crc32(seen.encode()) % 2 == 0
+        return holds
 
     functions: dict[str, Callable[..., Any]] = {name: guard(name) for name in guards}
     functions.update({name: lambda context, event: {} for name in actions})
