@@ -1,10 +1,13 @@
 """XState v5 machine configs (the JSON a `createMachine({...})` call takes) as native definitions.
 
 `convert(data, lines, name)` reads a machine config that holds no inline JavaScript (what a
-`*.xstate.json` file, or Stately's export, holds) and gives the native definition data, with a
-warning, located in XState's terms (`states.idle.on.FETCH[0].guard`), for every feature it
-approximated or left out. What it cannot import at all (a target that does not exist, code
-where a name belongs, an inline actor) raises `DefinitionError` with located findings.
+`*.xstate.json` file, or Stately's export, holds), or the TypeScript or JavaScript source
+that creates the machine (`xstate_source` reads `createMachine`'s object literal, each inline
+function kept as a reference), and gives the native definition data, with a warning, located
+in XState's terms (`states.idle.on.FETCH[0].guard`, and the source's line), for every feature
+it approximated or left out. What it cannot import at all (a target that does not exist, code
+where a name belongs, a function JSON.stringify dropped) raises `DefinitionError` with located
+findings.
 
 How XState maps onto the native format:
 
@@ -22,11 +25,23 @@ How XState maps onto the native format:
 - **Guards** and **actions** named in the config are registered Python functions (native
   `guard: {function: name}`, `function: name` actions): register them with
   `@register_function` or pass `functions=`; the native checks report a missing one where it
-  is named. `assign` actions whose values are literals become native `assign`.
+  is named. A name the native format does not allow (`'save dir'`) is made safe (warned).
+  `assign` actions whose values are literals become native `assign`; a value computed by an
+  inline function is a registered function returning that key. An inline function is named
+  where it is written (`inline.<file>.L<line>`, warned with its code); `not`/`and`/`or` of
+  named guards is one function (`not.isValid`).
 - **`invoke`** is the state's step: its `src` a declared tool (no retries: XState retries
-  nothing), `onDone` its `step.succeeded`, `onError` its `step.failed`.
-- **`after`** (delays in ms) is the native `after:`; a delayed transition with a guard or
-  actions goes through a choice state; several delays keep the shortest (a warning).
+  nothing; one logical action per call, `action: call`, since each entry starts the actor
+  anew), `onDone` its `step.succeeded`, `onError` its `step.failed`; where no onError
+  transition is selected XState stops with the error (a failure final), where no onDone one
+  is it stays (a resting state).
+- **`after`** is the native `after:`; a delayed transition with a guard or actions goes
+  through a choice state; several delays keep the shortest (a warning). A named delay takes
+  the number the machine's implementations give it (read from source); with none given
+  XState fires at once (0 ms, warned); in a JSON config an ISO 8601 name (`PT15M`) is read as
+  its duration (warned), any other name refused. A root `after` times every state.
+- **`always`** on an atomic state is its eventless transitions; on a compound state they are
+  given to each state below it, after the state's own (as XState tries them).
 - **Parallel states** are native parallel states: a region is left only through its final
   states and the join is the parallel state's `onDone` (the native `done:`). A parallel state
   whose regions never end (toggles, as in a word processor) is imported, with a warning, as
@@ -36,7 +51,13 @@ How XState maps onto the native format:
 - **History** pseudo-states become the native `history:` attribute of their parent.
 - A final state nested in a compound state with `onDone` becomes a choice state taking that
   `onDone` at once (XState's `done.state` event); `output` is kept in `context.output`.
-- A machine whose root has no final state runs until stopped: `reactive: true`.
+- A machine whose root has no final state runs until stopped: `reactive: true`. One with no
+  `states` (a counter taking events at its root) is one state; a state whose only moves are
+  targetless, and that has nothing to run again on entry, has them as transitions to itself,
+  the same run, so the native checks see no trap.
+- **JSON.stringify's losses** are refused where they show: an action `null` (a function in
+  a list), an invoke `src` of `{}` (actor logic); an empty transition `{}` is warned. A
+  transition whose guard was dropped cannot be told from one written without.
 
 Nothing is evaluated: a string that looks like JavaScript where a name belongs is refused.
 """

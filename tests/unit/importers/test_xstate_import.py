@@ -971,6 +971,37 @@ class TestShapes:
         assert driver.ex.state == "end"
 
 
+class TestGuardedResults:
+    def test_an_error_no_guard_takes_stops_the_machine(self) -> None:
+        """Every onError transition guarded and none holding: XState stops with the
+        error, natively a failure final; not a result the machine rejects for ever."""
+        config = {"id": "m", "initial": "a", "states": {
+            "a": {"invoke": {"src": "job", "onDone": "b",
+                             "onError": [{"target": "b", "guard": "retryable"}]}},
+            "b": {"type": "final"}}}
+        result = imported(config)
+        assert result.data["states"]["a"]["on"]["step.failed"] == [
+            {"target": "b", "guard": {"function": "retryable"}}, {"target": "xstate_error"}]
+        assert at(result.findings, "on-error-guarded") == ["states.a.invoke.onError"]
+        driver = Driver(load_definition(result.data, functions={
+            "retryable": lambda context, event: False}))
+        driver.start()
+        driver.answer("job", ok=False)
+        assert (driver.ex.state, driver.ex.outcome) == ("xstate_error", "failure")
+
+    def test_a_result_no_guard_takes_rests(self) -> None:
+        """Every onDone transition guarded and none holding: XState stays; natively a
+        resting state taking the same events."""
+        config = {"id": "m", "initial": "a", "states": {
+            "a": {"invoke": {"src": "job", "onError": "b",
+                             "onDone": [{"target": "b", "guard": "ok"}]},
+                  "on": {"STOP": "b"}},
+            "b": {"type": "final"}}}
+        result = imported(config)
+        assert result.data["states"]["a"]["on"]["step.succeeded"][-1] == {"target": "a.done"}
+        assert result.data["states"]["a.done"]["on"] == {"STOP": [{"target": "b"}]}
+
+
 class TestDelays:
     def test_an_iso_duration_in_json_reads_as_its_name_says(self) -> None:
         """`PT15M` in a JSON config, whose implementations are unknown, is 15 minutes,
