@@ -609,7 +609,15 @@ class _Script:
         kind, token, column = self.tokens[self.at]
         self.at += 1
         if kind == "number":
-            number = float(int(token, 16)) if token[:2] in ("0x", "0X") else float(token)
+            if token[:2] in ("0x", "0X"):
+                whole = int(token[2:66], 16) if len(token) <= 66 else 2 ** 256
+                if whole >= 2 ** 53:
+                    raise _Inexpressible(f"the number at column {column} (past 2**53, where "
+                                         "JavaScript's numbers lose their digits)")
+                return ast.Constant(whole)
+            number = float(token)
+            if number in (float("inf"), float("-inf")):
+                raise _Inexpressible(f"the number at column {column} (Infinity)")
             return ast.Constant(int(number) if number.is_integer() and abs(number) < 2 ** 53
                                 else number)
         if kind == "string":
@@ -2107,7 +2115,7 @@ class _Converter:
         """Tells whether `text` is a literal (a number, a quoted string, a list of them)."""
         try:
             tree = self._parse_expression(text)
-        except (SyntaxError, _Inexpressible):
+        except (SyntaxError, _Inexpressible, RecursionError):
             return False
         allowed = (ast.Constant, ast.List, ast.Tuple, ast.UnaryOp, ast.USub, ast.Load)
         return all(isinstance(node, allowed) for node in ast.walk(tree))

@@ -133,6 +133,8 @@ class TestRefusals:
         ("'x' in a", "the operator 'in'"),
         ("typeof a &gt; 'a'", "typeof"),
         ("(1, 2) === 2", "the comma operator"),
+        ("a &lt; 1e999", "(Infinity)"),
+        ("a &lt; 0x" + "f" * 80, "past 2**53"),
     ])
     def test_what_has_no_native_counterpart_is_refused_located(self, cond: str, named: str
                                                               ) -> None:
