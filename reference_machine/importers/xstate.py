@@ -765,9 +765,9 @@ class _Converter:
             return True
         if found.within(node) and (node is not self.root or self.root.native):
             self.warn("reenters", loc, f"XState v5 (no `reenter: true`) does not leave "
-                      f"{'.'.join(node.path)} for this target, so its entry and exit do not "
-                      "run again nor its invoke restart; natively the transition leaves and "
-                      "enters it, so its entry and exit actions re-run")
+                      f"{'.'.join(node.path) or 'the root'} for this target, so its entry and "
+                      "exit do not run again nor its invoke restart; natively the transition "
+                      "leaves and enters it, so its entry and exit actions re-run")
         return False
 
     def _target(self, node: _Node, found: _Node, loc: str) -> Any:

@@ -28,7 +28,7 @@ EXAMPLES = Path(__file__).parents[2] / "data" / "xstate-examples"
 #: The files of XState's examples that create machines, and how many machines they create.
 FILES, MACHINES = 48, 51
 #: The fewest machines that must import (the issue's target: 80% of 51 is 41).
-IMPORTED_MIN = 47
+IMPORTED_MIN = 48
 #: The machines refused, each with the error that says why (see docs/importing.md).
 REFUSED = {
     "snake-react/snakeMachine.ts:178": "always-internal",
