@@ -1703,7 +1703,7 @@ def _words_read(spec: WorkflowSpec) -> frozenset[str] | None:
         elif isinstance(value, list | tuple):
             stack.extend(value)
         elif isinstance(value, str):
-            if _WHOLE.search(value):
+            if _takes_whole(value):
                 return None
             words.update(_WORD.findall(value))
         elif isinstance(value, type):
@@ -1716,6 +1716,17 @@ def _words_read(spec: WorkflowSpec) -> frozenset[str] | None:
 #: An expression that takes a whole mapping, or one of its keys by a name computed: `context`,
 #: `payload` or `event` not followed by `.name` or `['name']`.
 _WHOLE = re.compile(r"\b(?:context|payload|event)\b(?!\s*(?:\.\s*[A-Za-z_]|\[\s*['\"]))")
+#: `at(context, 'key', ...)` and `has(context, 'key', ...)` read the key named next
+_KEYED = re.compile(r"\s*,\s*['\"]")
+
+
+def _takes_whole(text: str) -> bool:
+    """Tells whether an expression takes a whole mapping (see `_WHOLE`)."""
+    for match in _WHOLE.finditer(text):
+        if not (text[:match.start()].endswith(("at(", "has("))
+                and _KEYED.match(text, match.end())):
+            return True
+    return False
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 

@@ -5,9 +5,9 @@ An expression reads `context` and `event` (`event.payload`, `event.source`, `eve
 arithmetic, conditional expressions, key access (`context.order.amount` or `context["order"]`)
 and the functions `len`, `abs`, `min`, `max`, `round`, the JSON type tests (`is_number`, ...)
 `at(x, 'a', 0)`, a read of `x.a[0]` that gives null where a step is missing or of another
-type, and Step Functions' intrinsics: `json_text`, `json_value`, `format`, `split`, `merge`,
-`number_range`. Nothing is ever passed to `eval`: each
-node becomes a small Python closure once, at load time.
+type, `has(x, 'a', 0)`, whether it is there, and Step Functions' intrinsics: `json_text`,
+`json_value`, `format`, `split`, `merge`, `number_range`, `slice`. Nothing is ever passed to
+`eval`: each node becomes a small Python closure once, at load time.
 
 What an expression builds is bounded, so that no guard or action exhausts memory or time: a
 repetition (`"x" * n`, `[a] * n`) makes at most `_SIZE_MAX` items and characters, counted all
@@ -48,6 +48,21 @@ def _at(value: Any, *path: Any) -> Any:
         else:
             return None
     return value
+
+
+def _has(value: Any, *path: Any) -> bool:
+    """`has(x, 'a', 0)`: whether `x.a[0]` is there (a key held, even with null; an index in
+    range), where `at` gives null alike for a null and a missing value."""
+    for key in path:
+        if type(value) is dict or isinstance(value, Mapping):
+            if key not in value:
+                return False
+            value = value[key]
+        elif type(value) is list and type(key) is int and 0 <= key < len(value):
+            value = value[key]
+        else:
+            return False
+    return True
 
 
 def _json_text(value: Any) -> str:
@@ -143,6 +158,18 @@ def _number_range(start: Any, end: Any, step: Any = 1) -> list[int]:
     return list(range(start, end + (1 if step > 0 else -1), step)) if count > 0 else []
 
 
+def _slice(value: Any, start: Any, end: Any = None) -> Any:
+    """`slice(x, 1)`, `slice(x, 0, 2)`: the items (or characters) of `x` from `start` up to
+    `end` (null: to its end), as Python slices; null where `x` is not a list or text."""
+    if not all(n is None or type(n) is int for n in (start, end)):
+        raise GuardError("slice takes whole numbers (or null) for its start and end")
+    if type(value) is list:
+        return _built(value[start:end])
+    if type(value) is str:
+        return value[start:end]
+    return None
+
+
 def _round(number: Any, ndigits: Any = None) -> Any:
     """`round`, its digits bounded: an integer rounded to a place far to the left of it
     (`round(5, -1000000000)`) costs time that grows with the place."""
@@ -154,6 +181,7 @@ def _round(number: Any, ndigits: Any = None) -> Any:
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "len": len,
     "at": _at,
+    "has": _has,
     "abs": abs,
     "min": min,
     "max": max,
@@ -171,6 +199,7 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "split": _split,
     "merge": _merge,
     "number_range": _number_range,
+    "slice": _slice,
 }
 _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
@@ -344,9 +373,10 @@ def _compile(node: ast.AST) -> Compiled:
             raise _fail(node, f"only these functions may be called: {allowed}")
         if node.keywords:
             raise _fail(node, "keyword arguments are not allowed")
-        if node.func.id == "at" and len(node.args) < 2:
-            raise _fail(node, "at() takes a value and at least one key or index: at(x, 'a', 0)")
-        if node.func.id == "at" and isinstance(node.args[0], ast.Name):
+        if node.func.id in ("at", "has") and len(node.args) < 2:
+            raise _fail(node, f"{node.func.id}() takes a value and at least one key or index: "
+                              f"{node.func.id}(x, 'a', 0)")
+        if node.func.id in ("at", "has") and isinstance(node.args[0], ast.Name):
             node.args[0]._read_through = True  # type: ignore[attr-defined]  # a key of it is read
         function = _FUNCTIONS[node.func.id]
         args = tuple(_compile(arg) for arg in node.args)

@@ -628,7 +628,8 @@ class _Converter:
                 and "output" not in self.tools_file.get(tool, {})):
             result = _Expr(f"at(event.payload, {SCALAR_FIELD!r})")
             self.warn("asl-result-scalar", f"{location}.ResultPath",
-                      "a Choice compares this task's whole result (a text or number); a "
+                      "a Choice compares this task's whole result (a text or number) or reads "
+                      "it as a list; a "
                       f"native output is a mapping, so the result is drawn as its field "
                       f"{SCALAR_FIELD!r} (declare the tool's output in the side file to say "
                       "otherwise)")
@@ -943,7 +944,15 @@ class _Converter:
                 f"({self._rule(p, f'{location}.{key}[{i}]')})" for i, p in enumerate(parts))
             return joined
         if "Not" in rule:
-            return f"not ({self._rule(rule['Not'], f'{location}.Not')})"
+            inner = self._rule(rule["Not"], f"{location}.Not")
+            # a comparison of a variable that is not there fails the run in Step Functions,
+            # and matches no rule here: neither does its negation (else a loop whose exit
+            # compares the head of a list emptied ran on forever)
+            there = sorted({self._present(path, f"{location}.Not") for path in
+                            _compared_paths(rule["Not"])} - {"True"})
+            if not there:
+                return f"not ({inner})"
+            return f"({' and '.join(there)} and not ({inner}))"
         variable = rule.get("Variable")
         if not isinstance(variable, str):
             raise _Refused(f"{location}.Variable", "a comparison needs a Variable (a path)")
@@ -1306,6 +1315,11 @@ class _Converter:
     def _read(self, path: str, location: str, root: str = "context",
               base: tuple[str | int, ...] = ()) -> str:
         """Gives the expression reading an ASL path (`$.a.b`, `$$.Map.Item.Value`, `$var`)."""
+        sliced = _SLICE.match(path.strip())
+        if sliced is not None:  # `$.list[1:]`: the items from the second on
+            inner = self._read(sliced.group(1), location, root, base)
+            bounds = [str(int(b)) if b else "None" for b in sliced.group(2, 3)]
+            return f"slice({inner}, {', '.join(bounds)})"
         parsed = _parse_path(path)
         if parsed is None:
             self.warn("asl-path", location,
@@ -1341,6 +1355,21 @@ class _Converter:
                       f"the context object ({path}) is not modelled: read as the text {path!r}")
             return repr(path)
         return _render((f"var_{self._safe(kind[1:])}", *segments))
+
+    def _present(self, path: str, location: str) -> str:
+        """Gives the test that the data holds what `path` reads (even a null): `has(...)`,
+        or, where a flat key or another root stands in the way, that the read is not null."""
+        parsed = _parse_path(path)
+        if parsed is None or parsed[0] != "$":
+            return f"{self._read(path, location)} is not None"
+        segments = tuple(parsed[1])
+        if segments and isinstance(segments[0], int):  # an array's item: the merged data
+            segments = segments[1:]
+        if not segments:
+            return "True"
+        if self._flat_prefix(segments) is not None:
+            return f"{self._read(path, location)} is not None"
+        return f"has(context, {', '.join(repr(s) for s in segments)})"
 
     def _dynamic(self, text: str, location: str, root: str,
                  base: tuple[str | int, ...]) -> str | None:
@@ -1645,12 +1674,13 @@ def _infer_schemas(writes: list[tuple[str, tuple[str, ...], tuple[str | int, ...
             if landing and tuple(path[:len(landing)]) != landing:
                 continue
             rest = tuple(path[len(landing):])
-            if not rest:
-                # the whole result compared (a text, a number): a native output is a mapping,
-                # so the result is its field `value` (see `scalar_results`)
+            if not rest or isinstance(rest[0], int):
+                # the whole result compared (a text, a number) or read as a list: a native
+                # output is a mapping, so the result is its field SCALAR_FIELD (see
+                # `scalar_results`)
                 if landing and selector is None and not prefix:
                     root = schemas.setdefault(target, {"type": "object", "properties": {}})
-                    _place(root, (SCALAR_FIELD,), copy.deepcopy(leaves[path]))
+                    _place(root, (SCALAR_FIELD, *rest), copy.deepcopy(leaves[path]))
                 continue
             if selector is not None:
                 if not rest or rest[0] not in selector:
@@ -1667,9 +1697,28 @@ def _infer_schemas(writes: list[tuple[str, tuple[str, ...], tuple[str | int, ...
 
 def scalar_results(schemas: Mapping[str, Mapping[str, Any]]) -> frozenset[str]:
     """Gives the tools (`tool:name`) and callback events whose whole result a Choice compares
-    as a text or number where it lands (`ResultPath: $.kind`, then `Variable: $.kind`)."""
+    as a text or number, or reads as a list, where it lands (`ResultPath: $.kind`, then
+    `Variable: $.kind`; `ResultPath: $.list`, then `Variable: $.list[0]`)."""
     return frozenset(target for target, schema in schemas.items()
                      if set(schema.get("properties", {})) == {SCALAR_FIELD})
+
+
+def _compared_paths(rule: Any) -> Iterator[str]:
+    """Gives the paths a choice rule compares (its `Variable`s and `...Path` operands), but
+    those tested for presence or null, which a missing value answers."""
+    if not isinstance(rule, Mapping):
+        return
+    for key in ("And", "Or"):
+        if isinstance(rule.get(key), list):
+            for part in rule[key]:
+                yield from _compared_paths(part)
+    if "Not" in rule:
+        yield from _compared_paths(rule["Not"])
+    if any(key in rule for key in ("IsPresent", "IsNull")):
+        return
+    for key, value in rule.items():
+        if isinstance(value, str) and (key == "Variable" or key.endswith("Path")):
+            yield value
 
 
 def _leaf_schema(operator: str, literal: Any, items_min: int = 0) -> dict[str, Any]:
@@ -1946,6 +1995,9 @@ def _render_plain(segments: tuple[str | int, ...] | list[str | int], root: str) 
 
 
 _SEGMENT = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
+
+
+_SLICE = re.compile(r"^(\$.*)\[(-?\d*):(-?\d*)\]$")
 
 
 def _parse_path(path: str) -> tuple[str, list[str | int]] | None:

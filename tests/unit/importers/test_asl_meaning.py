@@ -207,3 +207,17 @@ def test_moves_of_branches_entered_and_finished_in_one_step_are_covered(
                                      ).run(0).history if type(r) is Committed and r.inner]
     assert ("Both__branch1__Pick", "Both__branch1__Big") in moved.inner_via or (
         "Both__branch1__Pick", "Both__branch1__Small") in moved.inner_via
+
+
+def test_a_loop_over_a_list_it_pops_ends_when_the_list_runs_out() -> None:
+    """`transfer-data-records` seeds a list (`ResultPath: $.List`), compares `$.List[0]` to
+    DONE and pops with `$.List[1:]`: the slice was read as null and a comparison's negation of
+    a missing value held, so every run looped to its bound. The list is drawn (its head the
+    rule's value or another), sliced, and an emptied list matches no rule, as Step Functions
+    fails the run there: every state is reached, and the file holds."""
+    definition = import_definition(corpus_file(
+        "transfer-data-records__statemachine__statemachine.asl.json"))
+    report = fuzz(definition, FuzzOptions(runs=100, replay_dir=None))
+    assert report.verdict == "held", [str(gap) for gap in report.adequacy.gaps]
+    assert {"Read_Next_Message_from_DynamoDB", "Pop_Element_from_List", "Succeed"
+            } <= report.coverage.states
