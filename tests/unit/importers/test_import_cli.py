@@ -129,11 +129,11 @@ class TestImportCommand:
 
     def test_refuses_what_it_cannot_import_and_writes_nothing(self, tmp_path: Path) -> None:
         bad = tmp_path / "bad.scxml"
-        bad.write_text('<scxml xmlns="http://www.w3.org/2005/07/scxml" datamodel="ecmascript">'
+        bad.write_text('<scxml xmlns="http://www.w3.org/2005/07/scxml" datamodel="xpath">'
                        '<state id="a"/></scxml>', encoding="utf-8")
         out = tmp_path / "bad.yaml"
         done = cli("import", str(bad), "-o", str(out))
-        assert done.returncode == 2 and "ecmascript" in done.stderr
+        assert done.returncode == 2 and "xpath" in done.stderr
         assert "Traceback" not in done.stderr and not out.exists()
 
     def test_a_native_file_is_refused_naming_the_endings(self) -> None:
@@ -156,12 +156,12 @@ class TestImportCommand:
             '<state id="s0"><transition target="pass"/></state><final id="pass"/>'
             '<final id="fail"/></scxml>', encoding="utf-8")
         (folder / "test2.scxml").write_text(
-            '<scxml xmlns="http://www.w3.org/2005/07/scxml" datamodel="ecmascript">'
+            '<scxml xmlns="http://www.w3.org/2005/07/scxml" datamodel="xpath">'
             '<final id="pass"/></scxml>', encoding="utf-8")
         done = cli("import", "--w3c", str(folder))
         assert done.returncode == 0, done.stderr
         assert "Passed 1 of 2; imported 1." in done.stdout
-        assert "| test2 | no | refused: datamodel ecmascript |" in done.stdout
+        assert "| test2 | no | refused: datamodel xpath |" in done.stdout
 
 
 def test_the_plugin_collects_imported_files(pytester: pytest.Pytester,
