@@ -63,7 +63,7 @@ _TOKEN = re.compile(r"""
   | (?P<punct>=>|\.\.\.|\?\.|\?\?=?|===?|!==?|<=|>=|&&=?|\|\|=?|\*\*|[-+*/%&|^<>!~?:;,.=(){}\[\]@#])
 """, re.VERBOSE | re.DOTALL)
 _REGEX = re.compile(r"/(?:[^/\\\[\n]|\\.|\[(?:[^\]\\\n]|\\.)*\])+/[a-z]*")
-_CALL = re.compile(r"\b(setup|createMachine)\s*\(")
+_CALL = re.compile(r"\b(setup|createMachine)\s*[(<]")
 #: Tokens after which a `/` starts a regular expression rather than a division.
 _BEFORE_REGEX = frozenset({"(", ",", "=", ":", "[", "!", "&", "|", "?", "{", "}", ";", "=>",
                            "&&", "||", "??", "return", "typeof", "case", "+", "-", "*", "%",
@@ -212,13 +212,18 @@ class _Reader:
     def machines(self) -> list[Machine]:
         found: list[Machine] = []
         done: set[int] = set()   # offsets of the createMachine calls read
-        for call in _CALL.finditer(self.text):
+        for call in _CALL.finditer(_code_only(self.text)):
             if call.start() in done:
                 continue
             self.tokenize(call.start())
+            self.pos = 1
+            self.pos = self.generic() or 1
+            if not self.at("("):
+                continue
+            start = self.pos - 1   # the call's name: `createMachine<T>` read as `createMachine`
             setup: dict[str, Any] = {}
             if call.group(1) == "setup":
-                self.pos = 2
+                self.pos += 1
                 try:
                     written = {} if self.at(")") else self.value("")
                     self.expect(")")
@@ -226,11 +231,16 @@ class _Reader:
                 except _Unreadable:
                     continue
                 token = self.peek()
-                if token is None or token.text != "createMachine" or not self.at("(", 1):
+                if token is None or token.text != "createMachine":
                     continue
-                setup = written if isinstance(written, dict) else {}
                 done.add(token.start)
-            found.append(self.machine(self.pos, setup))
+                self.take()
+                self.pos = self.generic() or self.pos
+                if not self.at("("):
+                    continue
+                start = self.pos - 1
+                setup = written if isinstance(written, dict) else {}
+            found.append(self.machine(start, setup))
         return found
 
     def machine(self, index: int, setup: dict[str, Any]) -> Machine:
@@ -289,8 +299,9 @@ class _Reader:
             result = -_number(self.take())
         elif token.kind == "name" and token.text in ("true", "false", "null", "undefined"):
             result = {"true": True, "false": False, "null": None, "undefined": None}[token.text]
-        elif token.kind == "name" and self.at("(") and (
+        elif token.kind == "name" and (self.at("(") or self.generic()) and (
                 token.text in _ACTIONS or token.text in _GUARDS or token.text == "assign"):
+            self.pos = self.generic() or self.pos
             result = self.creator(token, path)
         else:
             folded = self.arithmetic(start) if token.text == "(" else None
@@ -497,13 +508,42 @@ class _Reader:
 
     def skip_expression(self) -> None:
         """Moves past one expression: to the `,` `}` `]` `)` that ends it, brackets
-        balanced."""
+        balanced, and a call's type arguments (`fromPromise<A, B>(...)`) too."""
         while not self.ends_value():
             token = self.peek()
             if token is not None and token.kind == "punct" and token.text in _CLOSE:
                 self.skip_balanced()
+            elif token is not None and token.kind == "name" and self.at("<", 1):
+                self.take()
+                self.pos = self.generic() or self.pos
             else:
                 self.take()
+
+    def generic(self) -> int:
+        """Gives the token index after a call's type arguments starting here (`<A, B>`
+        then `(`), or 0 when none start here."""
+        if not self.at("<"):
+            return 0
+        depth, index, brackets = 0, self.pos, 0
+        while index < len(self.tokens) and index - self.pos < 500:
+            token = self.tokens[index]
+            index += 1
+            if token.kind != "punct":
+                continue
+            if token.text in _CLOSE:
+                brackets += 1
+            elif token.text in (")", "]", "}"):
+                brackets -= 1
+                if brackets < 0:
+                    return 0
+            elif token.text == ";":
+                return 0
+            elif brackets == 0 and token.text in ("<", ">"):
+                depth += 1 if token.text == "<" else -1
+                if depth == 0:
+                    following = self.tokens[index] if index < len(self.tokens) else None
+                    return index if following is not None and following.text == "(" else 0
+        return 0
 
     def skip_type(self) -> None:
         """Moves past a TypeScript type (`as Record<string, number>`): to the end of the
@@ -541,6 +581,37 @@ def _stem(name: str) -> str:
         if stem.endswith(suffix):
             return stem[:-len(suffix)]
     return stem
+
+
+def _code_only(text: str) -> str:
+    """Gives `text` with its comments and strings blanked (offsets and lines kept), so that a
+    `createMachine(` in a doc comment or an example string is no call."""
+    out = list(text)
+    index, length = 0, len(text)
+    while index < length:
+        char = text[index]
+        if text.startswith("//", index):
+            end = text.find("\n", index)
+            end = length if end < 0 else end
+        elif text.startswith("/*", index):
+            end = text.find("*/", index + 2)
+            end = length if end < 0 else end + 2
+        elif char in "'\"":
+            end = index + 1
+            while end < length and text[end] not in (char, "\n"):
+                end += 2 if text[end] == "\\" else 1
+            end = min(end + 1, length)
+        elif char == "`":
+            end = _template_end(text, index)
+            end = length if end < 0 else end
+        else:
+            index += 1
+            continue
+        for blank in range(index, end):
+            if out[blank] != "\n":
+                out[blank] = " "
+        index = end
+    return "".join(out)
 
 
 def _template_end(text: str, at: int) -> int:

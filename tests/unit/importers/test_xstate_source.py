@@ -137,6 +137,24 @@ class TestMachines:
         assert [(m.config["id"], m.line) for m in found] == [("a", 1), ("b", 2)]
 
 
+    def test_type_arguments_of_a_call_are_read_past(self) -> None:
+        """`createMachine<C, E>(...)`, `raise<any, any>(...)` and `fromPromise<{...}>(...)`
+        read as the calls they are."""
+        config = one("createMachine<Ctx, Ev>({ id: 'g', entry: [raise<any, any>({ type: 'X' }),"
+                     " fromPromise<{ a: string }, void>(async () => 1)] })")
+        assert config == {"id": "g", "entry": [
+            {"type": "xstate.raise"},
+            {"type": "inline:machine:1",
+             "code": "fromPromise<{ a: string }, void>(async () => 1)"}]}
+
+    def test_a_call_in_a_comment_or_a_string_is_no_machine(self) -> None:
+        """`createMachine(` in a doc comment or a string is text, not a call."""
+        found = machines("/**\n * createMachine({ id: 'doc' })\n */\n"
+                         "const s = 'createMachine({ id: 1 })';\n"
+                         "const m = createMachine({ id: 'real' });", "m.ts")
+        assert [(m.config["id"], m.line) for m in found] == [("real", 5)]
+
+
 class TestRefused:
     def test_a_file_without_a_machine(self) -> None:
         """A file that creates no machine is refused, saying what is read."""
