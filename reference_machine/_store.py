@@ -228,6 +228,9 @@ class EventStore(Protocol):
 
 
 def _command_id(command: Command) -> str:
+    kind = type(command)
+    if kind is RunEffect or kind is RunCompensation:  # the common case, read per step
+        return command.effect_id  # type: ignore[union-attr]
     if isinstance(command, RequestApproval):
         return command.request_id
     if isinstance(command, RunEffect | RunCompensation):

@@ -26,6 +26,7 @@ from reference_machine import (
     EventStore,
     Execution,
     MemoryStore,
+    OutboxEntry,
     PendingApproval,
     RunCompensation,
     RunEffect,
@@ -231,11 +232,7 @@ class ReferenceMachine:
         approval = ex.approval
         calls: tuple[Call, ...] = ()
         if ex.status != "final":
-            calls = tuple(Call(e.command_id, e.command.tool, isinstance(e.command,
-                                                                       RunCompensation))
-                          for e in self.store.pending(execution_id)
-                          if e.result is None and isinstance(e.command,
-                                                             RunEffect | RunCompensation))
+            calls = _calls(self.store.pending(execution_id))
         regions = ex.regions
         # an execution created and never started (its start was refused: its first action
         # failed) rests where it would begin
@@ -285,6 +282,19 @@ def crash_points_of(definition: WorkflowDefinition) -> tuple[str, ...]:
 
 
 _CALL_POINTS = frozenset({"after_apply_before_record", "after_record_before_event"})
+
+
+def _calls(pending: list[OutboxEntry]) -> tuple[Call, ...]:
+    """Gives the tool calls and compensations in flight among an execution's pending outbox
+    entries (read each step: a map's hundred items make a hundred of them)."""
+    calls = []
+    for entry in pending:
+        command = entry.command
+        kind = type(command)
+        if entry.result is None and (kind is RunEffect or kind is RunCompensation):
+            calls.append(Call(command.effect_id, command.tool,  # type: ignore[union-attr]
+                              kind is RunCompensation))
+    return tuple(calls)
 
 
 def _wait(approval: PendingApproval) -> ApprovalWait:
