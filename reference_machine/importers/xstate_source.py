@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from reference_machine._findings import Finding, Severity
+from reference_machine._load import NESTING_MAX
 from reference_machine.errors import DefinitionError
 
 __all__ = ["INLINE_PREFIX", "SOURCE_SUFFIXES", "Machine", "inline_reference", "machines"]
@@ -43,6 +44,8 @@ SOURCE_SUFFIXES = (".ts", ".tsx", ".mts", ".cts", ".js", ".jsx", ".mjs", ".cjs")
 
 #: How an inline reference's `type` starts: `inline:<file>:<line>`.
 INLINE_PREFIX = "inline:"
+#: The most tokens an arithmetic of numbers is read in (a delay: `15 * 60 * 1000`).
+_ARITHMETIC_TOKENS_MAX = 64
 #: The most characters of an inline function's code kept in its reference.
 _CODE_MAX = 400
 
@@ -137,6 +140,10 @@ class _Reader:
         self.name = name
         self.stem = _stem(name)
         self.tokens: list[_Token] = []
+        self.cursor = 0
+        self.line = 1
+        self.depth = 0
+        self.arithmetic_start = 0
         self.pos = 0
         self.lines: dict[str, int] = {}
         self.findings: list[Finding] = []
@@ -146,42 +153,55 @@ class _Reader:
     # -- tokens ----------------------------------------------------------------------------
 
     def tokenize(self, at: int) -> None:
-        """Reads the tokens from offset `at` on; where the text stops being readable
-        (JSX, say, after the machine) the tokens end, and going past them is refused then."""
-        text, line = self.text, self.text.count("\n", 0, at) + 1
-        tokens: list[_Token] = []
-        self.tokens, self.pos, self.broken = tokens, 0, None
-        while at < len(text):
+        """Starts reading tokens at offset `at`, as they are asked for (a machine's tokens
+        only, however long the file); where the text stops being readable (JSX, say, after
+        the machine) the tokens end, and going past them is refused then."""
+        self.tokens, self.pos, self.broken = [], 0, None
+        self.cursor, self.line = at, self.text.count("\n", 0, at) + 1
+
+    def more(self) -> bool:
+        """Reads one more token; False at the end of the text or of what can be read."""
+        text, tokens = self.text, self.tokens
+        while self.broken is None and self.cursor < len(text):
+            at, line = self.cursor, self.line
             char = text[at]
+            token: _Token | None = None
             if char == "`":
                 end = _template_end(text, at)
                 if end < 0:
                     self.broken = _Unreadable(line, "a template string is not closed")
-                    return
-                tokens.append(_Token("template", text[at:end], at, end, line))
+                    return False
+                token = _Token("template", text[at:end], at, end, line)
             elif char == "/" and text[at:at + 2] not in ("//", "/*") and (
                     not tokens or tokens[-1].text in _BEFORE_REGEX):
                 match = _REGEX.match(text, at)
                 if match is None:
                     self.broken = _Unreadable(line, "a regular expression is not closed")
-                    return
+                    return False
                 end = match.end()
-                tokens.append(_Token("regex", match.group(), at, end, line))
+                token = _Token("regex", match.group(), at, end, line)
             else:
                 match = _TOKEN.match(text, at)
                 if match is None:
                     self.broken = _Unreadable(line, f"cannot read {text[at:at + 20]!r}")
-                    return
+                    return False
                 end = match.end()
                 kind = match.lastgroup or "punct"
                 if kind not in ("space", "comment"):
-                    tokens.append(_Token(kind, match.group(), at, end, line))
-            line += text.count("\n", at, end)
-            at = end
+                    token = _Token(kind, match.group(), at, end, line)
+            self.line += text.count("\n", at, end)
+            self.cursor = end
+            if token is not None:
+                tokens.append(token)
+                return True
+        return False
 
     def peek(self, offset: int = 0) -> _Token | None:
         index = self.pos + offset
-        return self.tokens[index] if index < len(self.tokens) else None
+        while index >= len(self.tokens):
+            if not self.more():
+                return None
+        return self.tokens[index]
 
     def take(self) -> _Token:
         token = self.peek()
@@ -282,6 +302,18 @@ class _Reader:
     # -- values ----------------------------------------------------------------------------
 
     def value(self, path: str) -> Any:
+        self.depth += 1
+        try:
+            if self.depth > NESTING_MAX:
+                token = self.peek()
+                raise _Unreadable(token.line if token else 1, f"nested more than "
+                                  f"{NESTING_MAX} levels deep; a machine config is far "
+                                  "shallower")
+            return self.read_value(path)
+        finally:
+            self.depth -= 1
+
+    def read_value(self, path: str) -> Any:
         start = self.pos
         token = self.take()
         result: Any
@@ -326,7 +358,7 @@ class _Reader:
     def arithmetic(self, start: int) -> int | float | None:
         """Gives the value of an expression of number literals alone (`15 * 60 * 1000`), read
         from token `start` to the end of the value; None for any other expression."""
-        self.pos = start
+        self.pos = self.arithmetic_start = start
         try:
             value = self.sum()
         except (_Unreadable, ArithmeticError, ValueError):
@@ -355,6 +387,8 @@ class _Reader:
         return value
 
     def factor(self) -> int | float:
+        if self.pos - self.arithmetic_start > _ARITHMETIC_TOKENS_MAX:
+            raise _Unreadable(1, "too long for a delay")
         token = self.take()
         if token.kind == "number":
             return _number(token)
@@ -524,10 +558,12 @@ class _Reader:
         then `(`), or 0 when none start here."""
         if not self.at("<"):
             return 0
-        depth, index, brackets = 0, self.pos, 0
-        while index < len(self.tokens) and index - self.pos < 500:
-            token = self.tokens[index]
-            index += 1
+        depth, offset, brackets = 0, 0, 0
+        while offset < 500:
+            token = self.peek(offset)
+            offset += 1
+            if token is None:
+                return 0
             if token.kind != "punct":
                 continue
             if token.text in _CLOSE:
@@ -541,8 +577,9 @@ class _Reader:
             elif brackets == 0 and token.text in ("<", ">"):
                 depth += 1 if token.text == "<" else -1
                 if depth == 0:
-                    following = self.tokens[index] if index < len(self.tokens) else None
-                    return index if following is not None and following.text == "(" else 0
+                    following = self.peek(offset)
+                    return self.pos + offset if following is not None and (
+                        following.text == "(") else 0
         return 0
 
     def skip_type(self) -> None:
@@ -559,18 +596,19 @@ class _Reader:
             angles = max(angles, 0)
 
     def skip_balanced(self) -> None:
-        opening = self.take()
-        closing = _CLOSE[opening.text]
-        while True:
+        """Moves past a bracket and what it holds, to the bracket that closes it (with a
+        stack, not recursion: code may nest deeper than Python's stack)."""
+        openings = [self.take()]
+        while openings:
             token = self.take()
             if token.kind != "punct":
                 continue
             if token.text in _CLOSE:
-                self.pos -= 1
-                self.skip_balanced()
-            elif token.text == closing:
-                return
+                openings.append(token)
+            elif token.text == _CLOSE[openings[-1].text]:
+                openings.pop()
             elif token.text in (")", "]", "}"):
+                opening = openings[-1]
                 raise _Unreadable(token.line, f"{token.text!r} closes {opening.text!r} of "
                                               f"line {opening.line}")
 
@@ -614,9 +652,12 @@ def _code_only(text: str) -> str:
     return "".join(out)
 
 
-def _template_end(text: str, at: int) -> int:
+def _template_end(text: str, at: int, depth: int = 0) -> int:
     """Gives the offset after the template string starting at `at` (its `${...}` parts
-    skipped, nested strings and templates in them too), or -1 when it is not closed."""
+    skipped, nested strings and templates in them too), or -1 when it is not closed (or
+    nests its templates past `NESTING_MAX`)."""
+    if depth > NESTING_MAX:
+        return -1
     index = at + 1
     while index < len(text):
         char = text[index]
@@ -626,20 +667,20 @@ def _template_end(text: str, at: int) -> int:
         if char == "`":
             return index + 1
         if char == "$" and text.startswith("${", index):
-            depth, index = 1, index + 2
-            while index < len(text) and depth:
+            braces, index = 1, index + 2
+            while index < len(text) and braces:
                 inner = text[index]
                 if inner in "'\"":
                     close = text.find(inner, index + 1)
                     index = len(text) if close < 0 else close + 1
                     continue
                 if inner == "`":
-                    end = _template_end(text, index)
+                    end = _template_end(text, index, depth + 1)
                     if end < 0:
                         return -1
                     index = end
                     continue
-                depth += {"{": 1, "}": -1}.get(inner, 0)
+                braces += {"{": 1, "}": -1}.get(inner, 0)
                 index += 1
             continue
         index += 1

@@ -179,3 +179,18 @@ class TestRefused:
         with pytest.raises(DefinitionError, match=message) as caught:
             machines(text, "m.ts")
         assert caught.value.findings[0].line == line
+
+    @pytest.mark.parametrize("text", [
+        "createMachine({ a: " + "[" * 5000 + "]" * 5000 + " })",
+        "createMachine({ a: `" + "${`" * 3000 + "`}" * 3000 + "` })",
+    ])
+    def test_nesting_past_the_limit_is_refused_not_a_crash(self, text: str) -> None:
+        """Values or templates nested past the loader's limit are refused by name, never a
+        RecursionError."""
+        with pytest.raises(DefinitionError, match=r"nested more than|not closed"):
+            machines(text, "m.ts")
+
+    def test_code_nested_deep_is_skipped_without_recursion(self) -> None:
+        """Brackets in code are skipped with a stack: any depth reads as one reference."""
+        config = one("createMachine({ a: f" + "(" * 20000 + ")" * 20000 + " })")
+        assert inline_reference(config["a"]) == "inline:machine:1"
