@@ -36,6 +36,15 @@ class Finding:
         return f"{where}{location}{self.message} [{self.code}]"
 
 
+#: The importers' findings about the source itself, not about its translation: what a user of
+#: the file would want to hear with any campaign's verdict (a campaign reports them).
+ABOUT_THE_SOURCE = frozenset({
+    "asl-callback-unbounded",  # a callback task that can wait forever
+    "asl-choice-no-default",  # a Choice a run can fall through
+    "asl-never-succeeds",  # no path reaches a success
+})
+
+
 @dataclass(frozen=True, slots=True)
 class Acknowledged:
     """A warning the definition acknowledges under `lint: ignore:`, with the reason it gives."""

@@ -44,6 +44,7 @@ from harness.sim.identity import definition_digest, machine_path
 from harness.sim.machine import MachineFactory, ReferenceMachine
 from harness.sim.simulator import SimOptions, SimulationResult, Simulator, plan_for
 from reference_machine import WorkflowDefinition, load_definition
+from reference_machine._findings import ABOUT_THE_SOURCE
 
 __all__ = ["DEFAULT_STRATEGY", "FuzzFailure", "FuzzOptions", "FuzzReport", "fuzz"]
 
@@ -239,10 +240,14 @@ class FuzzReport:
     @property
     def notes(self) -> tuple[str, ...]:
         """Gives what a verdict should be read with: where the runs were blind (events sent
-        with values that could not match, see `correlation_blind_spot`), the invariants that
+        with values that could not match, see `correlation_blind_spot`), the importer's
+        findings about the source file (`ABOUT_THE_SOURCE`), the invariants that
         could check nothing here, the fault kinds never tried."""
         blind = correlation_blind_spot(self.definition, self.coverage)
-        return ((blind,) if blind else ()) + self.adequacy.notes()
+        source = tuple(f"about the source: {finding.render()}"
+                       for finding in self.definition.warnings
+                       if finding.code in ABOUT_THE_SOURCE)
+        return ((blind,) if blind else ()) + source + self.adequacy.notes()
 
     @property
     def steps_per_second(self) -> float:

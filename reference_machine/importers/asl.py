@@ -308,6 +308,10 @@ class _Converter:
     # -- the document --------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         self._left_out(self.data, _TOP_FIELDS, "", "the state machine")
+        if not _succeeds(self.data):
+            self.warn("asl-never-succeeds", "StartAt",
+                      "no path from StartAt reaches a Succeed state or an End: every run "
+                      "ends in a Fail state or an error")
         top = self._scope(self.data, "", None, "end")
         start = self._states_of(self.data, top)
         self._execution_input(start)
@@ -655,9 +659,11 @@ class _Converter:
                           "heartbeats are not modelled: the callback waits for TimeoutSeconds")
             if delay is None:
                 delay = _CALLBACK_TIMEOUT_DEFAULT_S
-                self.warn("asl-callback-timeout", f"{location}.TimeoutSeconds",
-                          "a callback task with no TimeoutSeconds waits up to a year in ASL's "
-                          "place: the native wait times out after 365 days")
+                self.warn("asl-callback-unbounded", location,
+                          "a callback task with no TimeoutSeconds and no HeartbeatSeconds: a "
+                          "callback that is lost holds the execution until the execution "
+                          "times out (a year in Step Functions; the native wait ends after "
+                          "365 days)")
             timeout_catch = next((c for c in catches if c["categories"] is None
                                   or "timeout" in c["categories"]), None)
             timeout_target = timeout_catch["target"] if timeout_catch else self._final(
@@ -925,6 +931,10 @@ class _Converter:
         else:
             branches.append({"target": self._final(scope, "failure", "an uncaught error"),
                              "description": "States.NoChoiceMatched"})
+            self.warn("asl-choice-no-default", location,
+                      "a Choice with no Default: a run no rule matches fails with "
+                      "States.NoChoiceMatched (give it a Default, or a last rule that takes "
+                      "the rest)")
         for index, branch in enumerate(branches):
             if isinstance(branch, str):
                 branches[index] = {"target": branch}
@@ -1701,6 +1711,33 @@ def scalar_results(schemas: Mapping[str, Mapping[str, Any]]) -> frozenset[str]:
     `Variable: $.kind`; `ResultPath: $.list`, then `Variable: $.list[0]`)."""
     return frozenset(target for target, schema in schemas.items()
                      if set(schema.get("properties", {})) == {SCALAR_FIELD})
+
+
+def _succeeds(flow: Mapping[str, Any]) -> bool:
+    """Tells whether some path from a flow's StartAt reaches a Succeed state or an `End`
+    (through Next, Default, the Choices' and the Catchers' Next); a malformed flow is said to
+    (the conversion reports what is wrong with it)."""
+    states = flow.get("States")
+    if not isinstance(states, Mapping):
+        return True
+    todo, seen = [flow.get("StartAt")], set()
+    while todo:
+        name = todo.pop()
+        if not isinstance(name, str) or name in seen:
+            continue
+        seen.add(name)
+        state = states.get(name)
+        if not isinstance(state, Mapping):
+            return True
+        if state.get("Type") == "Succeed" or (state.get("End") is True
+                                               and state.get("Type") != "Fail"):
+            return True
+        todo.append(state.get("Next"))
+        todo.append(state.get("Default"))
+        for key in ("Choices", "Catch"):
+            if isinstance(state.get(key), list):
+                todo += [rule.get("Next") for rule in state[key] if isinstance(rule, Mapping)]
+    return False
 
 
 def _compared_paths(rule: Any) -> Iterator[str]:

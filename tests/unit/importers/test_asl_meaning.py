@@ -221,3 +221,37 @@ def test_a_loop_over_a_list_it_pops_ends_when_the_list_runs_out() -> None:
     assert report.verdict == "held", [str(gap) for gap in report.adequacy.gaps]
     assert {"Read_Next_Message_from_DynamoDB", "Pop_Element_from_List", "Succeed"
             } <= report.coverage.states
+
+
+def test_findings_about_the_source_are_reported_with_the_campaign(tmp_path: Path) -> None:
+    """A callback that can wait forever, a Choice a run can fall through, a flow that can only
+    fail: what matters to the file's users is said with the verdict, located in ASL terms."""
+    definition = load(tmp_path, {"StartAt": "Ask", "States": {
+        "Ask": {"Type": "Task", "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+                "Parameters": {"QueueUrl": "q", "MessageBody": {"token.$": "$$.Task.Token"}},
+                "Next": "Route"},
+        "Route": {"Type": "Choice", "Choices": [
+            {"Variable": "$.ok", "BooleanEquals": False, "Next": "Refused"}]},
+        "Refused": {"Type": "Fail", "Error": "Refused"}}})
+    report = fuzz(definition, FuzzOptions(runs=20, replay_dir=None))
+    told = [note for note in report.notes if note.startswith("about the source: ")]
+    assert len(told) == 3, report.notes
+    assert any("States.Ask: a callback task with no TimeoutSeconds" in n for n in told)
+    assert any("States.Route: a Choice with no Default" in n for n in told)
+    assert any("StartAt: no path from StartAt reaches a Succeed" in n for n in told)
+    assert report.summary()["notes"] == list(report.notes)
+
+
+def test_a_sound_file_has_no_finding_about_its_source(tmp_path: Path) -> None:
+    """The control: a Default, a timeout, a way to succeed."""
+    definition = load(tmp_path, {"StartAt": "Ask", "States": {
+        "Ask": {"Type": "Task", "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+                "TimeoutSeconds": 3600,
+                "Parameters": {"QueueUrl": "q", "MessageBody": {"token.$": "$$.Task.Token"}},
+                "Next": "Route"},
+        "Route": {"Type": "Choice", "Default": "Done", "Choices": [
+            {"Variable": "$.ok", "BooleanEquals": False, "Next": "Refused"}]},
+        "Done": {"Type": "Succeed"},
+        "Refused": {"Type": "Fail", "Error": "Refused"}}})
+    report = fuzz(definition, FuzzOptions(runs=20, replay_dir=None))
+    assert not [note for note in report.notes if note.startswith("about the source: ")]
