@@ -84,7 +84,7 @@ class _Token:
     line: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Machine:
     """One machine read from a source file: its config as JSON data, the line of each key
     path in it (`states.idle.on.FETCH`), and its implementations (`setup({...})` or the
