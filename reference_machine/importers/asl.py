@@ -643,13 +643,16 @@ class _Converter:
         if callback:
             wait_id = self._unique(f"{sid}__callback")
             ok, failed = f"{sid}.task_success", f"{sid}.task_failure"
+            # one answer a token, and a new token each visit (a Choice looping back to the
+            # task waits for a new callback): no `sends_max`, which counts an execution's
+            # sends; the sender sends while the wait takes the event
             self.events[ok] = {"description": f"SendTaskSuccess for {sid}'s task token",
-                               "sources": ["system"], "sends_max": 1}
+                               "sources": ["system"]}
             if f"event:{ok}" in self.inferred:
                 self.events[ok]["payload"] = self.inferred[f"event:{ok}"]
                 self.inferred_for.append(ok)
             self.events[failed] = {"description": f"SendTaskFailure for {sid}'s task token",
-                                   "sources": ["system"], "sends_max": 1}
+                                   "sources": ["system"]}
             self._write(success, result, state.get("ResultPath", "$"), f"{location}.ResultPath")
             delay = timeout if isinstance(timeout, int | float) and timeout > 0 else None
             if delay is None and isinstance(state.get("HeartbeatSeconds"), int | float):
