@@ -363,11 +363,22 @@ def _loads(path: Path) -> WorkflowDefinition | None:
         return None
 
 
-#: what the corpus gives at defaults that is not `held`, and why (none of it a gap)
+#: what the corpus gives at defaults that is not `held`, and why (docs/importing.md names them)
 NOT_HELD = {
     "uml-statemachine__statemachine__BlogOpenRequestSM.asl.json": "violated",  # loops
     "test216sub1.scxml": "vacuous", "test239sub1.scxml": "vacuous",  # no transition
     "test242sub1.scxml": "vacuous",
+    # no run succeeds (outcome:success): the receipt is picked by a JSONPath filter, read as
+    # null, so every run takes the Choice's Default, Fail
+    "textract-analyze-expense-tf__statemachine__statemachine.asl.json": "untested",
+    # callbacks in a row (a map's items, two branches that loop back on any other trigger),
+    # each answered SendTaskFailure as often as success: none of 500 runs gets through all
+    "uml-statemachine__statemachine__BlogBackgroundChecksSM.asl.json": "untested",
+    "sfn-rekognition-video-catalog-workflow__statemachine__statemachine.asl.json": "untested",
+    # W3C tests that end in `fail` on the reference machine (233: `cond=""`; 352: the
+    # origintype it expects), or wait on a child session the simulator never starts
+    "test228.scxml": "untested", "test233.scxml": "untested", "test253.scxml": "untested",
+    "test338.scxml": "untested", "test352.scxml": "untested",
 }
 
 
