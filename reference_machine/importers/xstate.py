@@ -81,6 +81,7 @@ from reference_machine.importers.xstate_source import (
     Machine,
     inline_reference,
     machines,
+    native_expression,
 )
 
 __all__ = ["EVENT_SOURCES", "convert", "convert_machine", "inline_name"]
@@ -111,6 +112,9 @@ _INVOKE_KEYS = frozenset({"src", "id", "systemId", "input", "onDone", "onError"}
 _ISO_DURATION = re.compile(r"P(?:(\d+(?:\.\d+)?)W)?(?:(\d+(?:\.\d+)?)D)?"
                            r"(?:T(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?"
                            r"(?:(\d+(?:\.\d+)?)S)?)?")
+#: The longest native expression an inline function is translated into (a native guard's
+#: limit is 1,000 characters).
+_TRANSLATED_MAX = 900
 #: XState's guard combinators over named guards, each imported as one registered function.
 _COMBINATORS = ("xstate.not", "xstate.and", "xstate.or")
 #: What a value JSON.stringify made from a config with functions looks like, and the way out.
@@ -314,6 +318,7 @@ class _Converter:
         self._give_always()
         if reactive:
             self._stay_by_self_target()
+        self._declare_payloads()
         native: dict[str, Any] = {"name": workflow}
         if data.get("version") is not None:
             native["version"] = str(data["version"])
@@ -855,8 +860,11 @@ class _Converter:
                    "onDone), and enters a region only through its initial state; this "
                    "transition crosses a region's boundary")
 
-    def _guard(self, guard: Any, loc: str) -> dict[str, str] | None:
+    def _guard(self, guard: Any, loc: str) -> str | dict[str, str] | None:
         if inline_reference(guard) is not None:
+            translated = self._translated(guard, loc, "guard")
+            if translated is not None:
+                return translated
             return {"function": self._inline(guard, loc, "guard")}
         if isinstance(guard, Mapping):
             kind = guard.get("type")
@@ -951,6 +959,20 @@ class _Converter:
                   "in Python (@register_function or functions=)")
         return name
 
+    def _translated(self, reference: Any, loc: str, what: str) -> str | None:
+        """Gives the native expression of an inline function that is one expression the
+        native language says the same way (`({ context }) => context.n > 0`), warned with
+        both texts; None for any other."""
+        code = str(reference.get("code", ""))
+        native = native_expression(code)
+        if native is None or len(native) > _TRANSLATED_MAX:
+            return None
+        self.warn("inline-translated", loc, f"the {what} is inline JavaScript ({_code(reference)}"
+                  f"); it is translated into the native expression {native!r} (XState's "
+                  "`event.x` is `event.payload.x`; `!`, `&&`, `||` test truth as Python does, "
+                  "an empty list or object is false)")
+        return native
+
     def _combined_guard(self, guard: Mapping[str, Any], loc: str) -> str | None:
         """Gives the name of the registered function an XState guard combinator (`not`,
         `and`, `or` of named guards) is imported as: `not.isValid`, `or.hitWall.hitTail`."""
@@ -995,7 +1017,11 @@ class _Converter:
         for name, value in assignment.items():
             where = f"{loc}.{key}.{name}"
             literal = _literal(value)
-            if inline_reference(value) is not None:
+            translated = self._translated(value, where, f"value assigned to {name!r}") if (
+                inline_reference(value) is not None and _NAME.match(str(name))) else None
+            if translated is not None:
+                out[str(name)] = translated
+            elif inline_reference(value) is not None:
                 function = self._inline(value, where, f"value assigned to {name!r}",
                                         f", which returns {{{name!r}: <the new value>}}")
                 computed.append({"function": function})
@@ -1497,6 +1523,22 @@ class _Converter:
                       "has no entry, exit, step or timer to run again, so nothing changes but "
                       "that the native checks see it is no trap")
 
+    def _declare_payloads(self) -> None:
+        """Declares the fields a translated expression reads of an event's payload
+        (`event.temperature`) as the event's payload schema, each of any value and optional
+        (XState declares no shape, and takes an event without them), so that the
+        simulator's events carry them."""
+        reads: dict[str, set[str]] = {}
+        for spec in self.states.values():
+            for event, transitions in (spec.get("on") or {}).items():
+                if event in self.events:
+                    for transition in transitions:
+                        reads.setdefault(event, set()).update(_payload_reads(transition))
+        for event, fields in reads.items():
+            if fields and "payload" not in self.events[event]:
+                self.events[event]["payload"] = {
+                    "type": "object", "properties": {f: {} for f in sorted(fields)}}
+
     def _where(self, native: str) -> str:
         node = next((n for n in self.nodes if n.native == native), None)
         return "" if node is None else node.loc
@@ -1504,6 +1546,18 @@ class _Converter:
     def _is_region(self, name: str) -> bool:
         parent = self.states[name].get("parent")
         return parent is not None and self.states[parent].get("type") == "parallel"
+
+
+_PAYLOAD_READ = re.compile(r"event\.payload\['([^'\\]+)'\]")
+
+
+def _payload_reads(transition: Mapping[str, Any]) -> set[str]:
+    """Gives the payload fields a transition's translated guard and assignments read."""
+    texts = [transition.get("guard")]
+    for action in transition.get("actions", []):
+        texts.extend((action.get("assign") or {}).values())
+    return {m.group(1) for text in texts if isinstance(text, str)
+            for m in _PAYLOAD_READ.finditer(text)}
 
 
 def _code(reference: Any) -> str:

@@ -813,32 +813,86 @@ def from_source(text: str, name: str = "flow.ts") -> Any:
 
 class TestInlineFunctions:
     def test_an_inline_guard_is_a_registered_function_named_where_written(self) -> None:
-        """An arrow-function guard becomes `inline.<file>.L<line>`, warned at its line with
-        its code, never run."""
+        """An arrow-function guard the native expressions cannot say (a method call)
+        becomes `inline.<file>.L<line>`, warned at its line with its code, never run."""
         result = from_source("createMachine({ initial: 'a', states: {\n"
                              "  a: { on: { GO: { target: 'b',\n"
-                             "    guard: ({ context }) => context.n > 0 } } },\n"
+                             "    guard: ({ context }) => context.items.some(isDone) } } },\n"
                              "  b: { type: 'final' } } })")
         assert result.data["states"]["a"]["on"]["GO"] == [
             {"target": "b", "guard": {"function": "inline.flow.L3"}}]
         (finding,) = [f for f in result.findings if f.code == "inline-function"]
         assert (finding.location, finding.line) == ("states.a.on.GO.guard", 3)
-        assert "context.n > 0" in finding.message
+        assert "context.items.some(isDone)" in finding.message
+
+    def test_an_inline_guard_of_one_expression_is_translated(self) -> None:
+        """`({ context, event }) => ...` over context and the event's fields, in the shared
+        subset, is the native guard expression that decides the same, warned."""
+        result = from_source("createMachine({ context: { n: 1, last: null }, initial: 'a', "
+                             "states: { a: { on: { GO: [{ target: 'b', guard: ({ context, "
+                             "event }) => context.n + event.by > 2 && context.last?.ok !== "
+                             "false }, { target: 'c' }] } }, b: { type: 'final' },"
+                             " c: { type: 'final' } } })")
+        guard = result.data["states"]["a"]["on"]["GO"][0]["guard"]
+        assert guard == ("(((context.n + (event.payload['by'] if 'by' in event.payload "
+                         "else None)) > 2) and ((None if context.last is None else "
+                         "context.last.ok) != False))")
+        assert at(result.findings, "inline-translated") == ["states.a.on.GO[0].guard"]
+        for by, state in ((5, "b"), (1, "c")):
+            driver = Driver(load_definition(result.data))
+            driver.start()
+            driver.event("GO", {"by": by})
+            assert driver.ex.state == state
+
+    def test_the_payload_fields_read_are_declared_optional(self) -> None:
+        """A field an event's translated assign reads is declared in its payload schema,
+        optional, so the simulator sends it (and an event without it is still taken)."""
+        result = from_source("createMachine({ context: { t: null }, on: { Temp: { actions: "
+                             "assign({ t: ({ event }) => event.temperature }) } } })")
+        assert result.data["events"]["Temp"]["payload"] == {
+            "type": "object", "properties": {"temperature": {}}}
+        driver = Driver(load_definition(result.data))
+        driver.start()
+        driver.event("Temp", {"temperature": 21})
+        assert driver.ex.context["t"] == 21
+        driver.event("Temp")
+        assert driver.ex.context["t"] is None
+
+    @pytest.mark.parametrize("code", [
+        "({ event }) => event.name.trim().length > 0",   # a method call
+        "({ context }) => context.list[0]",             # an index
+        "({ context }) => ({ ...context })",            # an object
+        "({ event }) => event.error",                   # an error's shape is not the payload
+        "({ event }) => event.output.user.name",        # below an event's field: no shape
+        "({ context: c }) => c.n",                      # a renamed parameter
+        "(_, params) => params.n",                      # params
+        "({ context }) => { const n = 1; return n; }",  # a statement
+    ])
+    def test_what_the_native_expressions_do_not_say_stays_a_function(self, code: str
+                                                                      ) -> None:
+        """Code outside the shared subset is never translated halfway."""
+        result = from_source(f"createMachine({{ initial: 'a', states: {{ a: {{ on: {{ GO: "
+                             f"{{ target: 'b', guard: {code} }} }} }}, b: {{ type: 'final' }} "
+                             "} })")
+        assert result.data["states"]["a"]["on"]["GO"][0]["guard"] == {
+            "function": "inline.flow.L1"}
 
     def test_an_assign_keeps_its_literals_and_names_its_computed_values(self) -> None:
-        """`assign({n: 0, m: fn})`: a native assign of the literal, then a registered
-        function returning the computed key, which decides as registered."""
-        result = from_source("createMachine({ context: { n: 5, m: 1 }, initial: 'a', states: {"
-                             "\n a: { on: { GO: { target: 'b', actions: assign({ n: 0,\n"
-                             "   m: ({ context }) => context.m + 1 }) } } },\n"
+        """`assign({n: 0, k: expr, m: fn})`: a native assign of the literal and of the
+        translated value, then a registered function returning the key it computes."""
+        result = from_source("createMachine({ context: { n: 5, k: 1, m: 1 }, initial: 'a', "
+                             "states: {\n a: { on: { GO: { target: 'b', actions: assign({ "
+                             "n: 0,\n   k: ({ context }) => context.k * 10,\n"
+                             "   m: ({ context }) => Math.max(context.m, 2) }) } } },\n"
                              " b: { type: 'final' } } })")
         actions = result.data["states"]["a"]["on"]["GO"][0]["actions"]
-        assert actions == [{"assign": {"n": "0"}}, {"function": "inline.flow.L3"}]
-        functions = {"inline.flow.L3": lambda context, event: {"m": context["m"] + 1}}
+        assert actions == [{"assign": {"n": "0", "k": "(context.k * 10)"}},
+                           {"function": "inline.flow.L4"}]
+        functions = {"inline.flow.L4": lambda context, event: {"m": max(context["m"], 2)}}
         driver = Driver(load_definition(result.data, functions=functions))
         driver.start()
         driver.event("GO")
-        assert (driver.ex.context["n"], driver.ex.context["m"]) == (0, 2)
+        assert [driver.ex.context[k] for k in "nkm"] == [0, 10, 2]
 
     def test_an_inline_actor_is_a_tool_and_its_computed_input_is_left_out(self) -> None:
         """`src: fromPromise(...)` is a tool named where written; an input computed by a

@@ -6,7 +6,11 @@ from __future__ import annotations
 import pytest
 
 from reference_machine.errors import DefinitionError
-from reference_machine.importers.xstate_source import inline_reference, machines
+from reference_machine.importers.xstate_source import (
+    inline_reference,
+    machines,
+    native_expression,
+)
 
 
 def one(text: str, name: str = "machine.ts") -> dict[str, object]:
@@ -194,3 +198,38 @@ class TestRefused:
         """Brackets in code are skipped with a stack: any depth reads as one reference."""
         config = one("createMachine({ a: f" + "(" * 20000 + ")" * 20000 + " })")
         assert inline_reference(config["a"]) == "inline:machine:1"
+
+
+class TestNativeExpression:
+    @pytest.mark.parametrize(("code", "native"), [
+        ("({ context }) => context.seconds > 0", "(context.seconds > 0)"),
+        ("({ context }) => context.book!.status === 'onloan'",
+         "(context.book.status == 'onloan')"),
+        ("({ context }) => context.a?.b", "(None if context.a is None else context.a.b)"),
+        ("({ context }) => !context.done || context.n % 2 !== 0",
+         "((not context.done) or ((context.n % 2) != 0))"),
+        ("({ context }) => (context.p === 'x' ? 'o' : 'x')",
+         "('o' if (context.p == 'x') else 'x')"),
+        ("({ context }) => context.list.length", "len(context.list)"),
+        ("({ event }) => event.output", "event.payload"),
+        ("({ event }) => event.type", "event.type"),
+        ("({ event }) => event.value",
+         "(event.payload['value'] if 'value' in event.payload else None)"),
+        ("({ context }) => { return context.n >= -1; }", "(context.n >= (-1))"),
+        ("() => null", "None"),
+    ])
+    def test_the_shared_subset_is_translated(self, code: str, native: str) -> None:
+        """Reads of context and the event, literals, comparisons, logic, arithmetic and the
+        conditional say the same natively, fully parenthesised."""
+        assert native_expression(code) == native
+
+    @pytest.mark.parametrize("code", [
+        "({ context }) => context.items.map(f)", "({ context }) => context.xs[0]",
+        "({ context }) => ({ a: 1 })", "({ event }) => event.output.user.name",
+        "({ self }) => self.id", "function () { return 1; }", "({ context }) => x",
+        "({ context }) => context.n; extra",
+    ])
+    def test_anything_else_is_not(self, code: str) -> None:
+        """Calls, indexes, objects, reads below an event's field, other parameters or
+        names, functions: None, so the importer keeps a registered function."""
+        assert native_expression(code) is None
