@@ -26,10 +26,13 @@ How XState maps onto the native format:
   `guard: {function: name}`, `function: name` actions): register them with
   `@register_function` or pass `functions=`; the native checks report a missing one where it
   is named. A name the native format does not allow (`'save dir'`) is made safe (warned).
-  `assign` actions whose values are literals become native `assign`; a value computed by an
-  inline function is a registered function returning that key. An inline function is named
-  where it is written (`inline.<file>.L<line>`, warned with its code); `not`/`and`/`or` of
-  named guards is one function (`not.isValid`).
+  `assign` actions whose values are literals become native `assign`. An inline guard or
+  assigned value that is one expression of context and the event in what both languages say
+  alike is translated into the native expression (`xstate_source.native_expression`,
+  warned; the payload fields it reads are declared, optional); any other inline function is
+  a registered function named where it is written (`inline.<file>.L<line>`, warned with its
+  code; an assigned value's returns that key); `not`/`and`/`or` of named guards is one
+  function (`not.isValid`).
 - **`invoke`** is the state's step: its `src` a declared tool (no retries: XState retries
   nothing; one logical action per call, `action: call`, since each entry starts the actor
   anew), `onDone` its `step.succeeded`, `onError` its `step.failed`; where no onError

@@ -14,6 +14,9 @@ kept where it was written as an inline reference:
   `{"type": "xstate.assign", "assignment": {...}}`, `not(g)` `{"type": "xstate.not",
   "guards": [g]}`, `raise(...)` `{"type": "xstate.raise"}`, ...; any other call is inline.
 
+`native_expression(code)` gives the native expression an inline arrow function of `context`
+and the event computes, where it is one expression both languages say alike, else None.
+
 The literal subset: keys (names, strings, numbers), strings (template strings without `${}`),
 numbers, `true`/`false`/`null`/`undefined`, arrays and nested objects; comments; a TypeScript
 `as T` / `satisfies T` / `!` after a value. A spread (`...other`) is left out with a warning.
