@@ -20,7 +20,7 @@ import json
 import operator
 import sys
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
@@ -382,6 +382,7 @@ def _owners(history: History, definition: WorkflowDefinition | None = None
     chart = _chart(definition) if definition is not None else None
     for index, record in enumerate(history):
         if type(record) is Committed and record.effects:
+            contexts: dict[str, Mapping[str, Any]] | None = None  # made once a commit
             for effect in record.effects:
                 if effect.key in owners and effect.id in owners:
                     continue
@@ -390,7 +391,10 @@ def _owners(history: History, definition: WorkflowDefinition | None = None
                         record.state in chart.scoped or record.state not in chart.states):
                     inner = _key_state(chart, effect.key)
                     if inner:
-                        state, context = inner, _region_context(record, effect.key)
+                        if contexts is None:
+                            contexts = _region_contexts_of(record)
+                        region = _innermost(contexts, effect.key)
+                        state, context = inner, contexts[region] if region else None
                 owner = _Owner(record.execution, state, effect.compensation, effect.key, index,
                                context)
                 owners.setdefault(effect.key, owner)
@@ -398,19 +402,22 @@ def _owners(history: History, definition: WorkflowDefinition | None = None
     return owners
 
 
-def _region_context(record: Committed, key: str) -> Mapping[str, Any] | None:
-    """Gives the context of the region (map item) whose call `key` is, after the commit that
-    commanded it: the innermost region whose id starts the key (None: not recorded)."""
-    contexts = dict(zip((rid for rid, _, _ in record.regions), record.region_contexts,
-                        strict=False))
-    region = _innermost(contexts, key)
-    return contexts[region] if region else None
+def _region_contexts_of(record: Committed) -> dict[str, Mapping[str, Any]]:
+    """Gives each region's context after a commit, by region id (those recorded)."""
+    return dict(zip((rid for rid, _, _ in record.regions), record.region_contexts,
+                    strict=False))
 
 
-def _innermost(regions: Iterable[str], call: str) -> str:
+def _innermost(regions: Collection[str], call: str) -> str:
     """Gives the region whose id `call` (a key or a call's id) extends, the innermost when
-    regions nest ("" when none does)."""
-    return max((rid for rid in regions if call.startswith(f"{rid}/")), key=len, default="")
+    regions nest ("" when none does): the longest of the call's `/`-prefixes that is a
+    region's id, looked up (a map of a hundred items commands a hundred calls at once)."""
+    ids = regions if isinstance(regions, Set | Mapping) else frozenset(regions)
+    cut = len(call)
+    while (cut := call.rfind("/", 0, cut)) > 0:
+        if call[:cut] in ids:
+            return call[:cut]
+    return ""
 
 
 # -- statecharts: what the checks derive of a definition ---------------------------------------
@@ -2546,7 +2553,7 @@ def region_keys_distinct(definition: WorkflowDefinition, history: History
         if type(record) is not Committed or record.decision != "accepted":
             continue
         eid = record.execution
-        known = (*regions.get(eid, ()), *(rid for rid, _, _ in record.regions))
+        known = frozenset((*regions.get(eid, ()), *(rid for rid, _, _ in record.regions)))
         regions[eid] = tuple(rid for rid, _, _ in record.regions)
         if not known or not record.effects:
             continue
