@@ -346,6 +346,15 @@ class _Rewrite(ast.NodeTransformer):
             owner = func.value
             base = self.visit(owner)
             return ast.Subscript(base, self.visit(node.args[0]), ast.Load())
+        if (isinstance(func, ast.Attribute) and func.attr == "startswith"
+                and len(node.args) == 1 and not node.keywords):
+            # text.startswith(head): the text's first len(head) characters are head (both
+            # texts: a native comparison of a slice and a text of other types is false)
+            text, part = self.visit(func.value), self.visit(node.args[0])
+            size = ast.Call(ast.Name("len", ast.Load()), [part], [])
+            sliced = ast.Call(ast.Name("slice", ast.Load()), [text, ast.Constant(0), size], [])
+            both = [ast.Call(ast.Name("is_string", ast.Load()), [v], []) for v in (text, part)]
+            return ast.BoolOp(ast.And(), [*both, ast.Compare(sliced, [ast.Eq()], [part])])
         if isinstance(func, ast.Name) and func.id in _FUNCTIONS:
             return ast.Call(func, [self.visit(a) for a in node.args],
                             [self.visit(k) for k in node.keywords])
