@@ -85,6 +85,7 @@ from reference_machine.importers.xstate_source import (
     inline_reference,
     machines,
     native_expression,
+    native_object,
 )
 
 __all__ = ["EVENT_SOURCES", "convert", "convert_machine", "inline_name"]
@@ -1078,7 +1079,14 @@ class _Converter:
         self.tools.setdefault(tool, {"description": f"XState actor {src!r}", "action": "call"})
         step: dict[str, Any] = {"tool": tool, "retry": {"attempts_max": 1}}
         given = invoke.get("input")
-        if inline_reference(given) is not None:
+        translated = native_object(str(given.get("code", ""))) if (
+            isinstance(given, Mapping) and inline_reference(given) is not None) else None
+        if translated is not None and not any("event" in text for text in translated.values()):
+            step["input"] = {key: f"={text}" for key, text in translated.items()}
+            self.warn("inline-translated", f"{loc}.input", f"the input is inline JavaScript "
+                      f"({_code(given)}); it is translated into native expressions of the "
+                      f"context, key by key ({', '.join(sorted(translated))})")
+        elif inline_reference(given) is not None:
             self.warn("left-out", f"{loc}.input", "the input is computed by inline JavaScript "
                       f"({_code(given)}); the step is sent no input")
         elif isinstance(given, Mapping):

@@ -42,7 +42,7 @@ from reference_machine._load import NESTING_MAX
 from reference_machine.errors import DefinitionError
 
 __all__ = ["INLINE_PREFIX", "SOURCE_SUFFIXES", "Machine", "inline_reference", "machines",
-           "native_expression"]
+           "native_expression", "native_object"]
 
 #: The endings of the source files read here (any other file is a JSON or YAML config).
 SOURCE_SUFFIXES = (".ts", ".tsx", ".mts", ".cts", ".js", ".jsx", ".mjs", ".cjs")
@@ -120,6 +120,18 @@ def native_expression(code: str) -> str | None:
     reader.tokenize(0)
     try:
         return _Expression(reader).arrow()
+    except (_Unreadable, _Untranslatable):
+        return None
+
+
+def native_object(code: str) -> dict[str, str] | None:
+    """Gives, key by key, the native expressions of an inline arrow function returning an
+    object literal (`({ context }) => ({ name: context.name })`, an invoke's input), each as
+    `native_expression` would translate it; None where any one is not."""
+    reader = _Reader(code, "<inline>")
+    reader.tokenize(0)
+    try:
+        return _Expression(reader).object_arrow()
     except (_Unreadable, _Untranslatable):
         return None
 
@@ -759,21 +771,33 @@ class _Expression:
         self.reader = reader
         self.params: set[str] = set()
 
+    def object_arrow(self) -> dict[str, str]:
+        reader = self.reader
+        self.parameters()
+        reader.expect("(")
+        reader.expect("{")
+        out: dict[str, str] = {}
+        while not reader.at("}"):
+            key = reader.take()
+            if key.kind == "string":
+                name = _string(key)
+            elif key.kind == "name":
+                name = key.text
+            else:
+                raise _Untranslatable(key.text)
+            reader.expect(":")
+            out[name] = self.expression()
+            if not reader.at("}"):
+                reader.expect(",")
+        reader.take()
+        reader.expect(")")
+        if reader.peek() is not None:
+            raise _Untranslatable("more after the object")
+        return out
+
     def arrow(self) -> str:
         reader = self.reader
-        reader.expect("(")
-        if reader.at("{"):
-            reader.take()
-            while not reader.at("}"):
-                name = reader.take()
-                if name.kind != "name" or name.text not in ("context", "event"):
-                    raise _Untranslatable(name.text)
-                self.params.add(name.text)
-                if not reader.at("}"):
-                    reader.expect(",")
-            reader.take()
-        reader.expect(")")
-        reader.expect("=>")
+        self.parameters()
         if reader.at("{"):   # `{ return expression; }`
             reader.take()
             keyword = reader.take()
@@ -788,6 +812,23 @@ class _Expression:
         if reader.peek() is not None:
             raise _Untranslatable("more after the expression")
         return text
+
+    def parameters(self) -> None:
+        """Reads `({ context, event }) =>`, the parameters the expression may name."""
+        reader = self.reader
+        reader.expect("(")
+        if reader.at("{"):
+            reader.take()
+            while not reader.at("}"):
+                name = reader.take()
+                if name.kind != "name" or name.text not in ("context", "event"):
+                    raise _Untranslatable(name.text)
+                self.params.add(name.text)
+                if not reader.at("}"):
+                    reader.expect(",")
+            reader.take()
+        reader.expect(")")
+        reader.expect("=>")
 
     def expression(self) -> str:
         condition = self.binary(0)

@@ -905,6 +905,20 @@ class TestInlineFunctions:
         assert "input" not in result.data["states"]["a"]["step"]
         assert at(result.findings, "left-out") == ["states.a.invoke.input"]
 
+    def test_an_input_object_of_context_reads_is_translated(self) -> None:
+        """`input: ({ context }) => ({ name: context.name })` is the step's input, each key
+        a native expression of the context, so the tool is sent what XState sends."""
+        result = from_source("createMachine({ context: { name: 'World' }, initial: 'a', "
+                             "states: { a: { invoke: { src: 'greet', input: ({ context }) => "
+                             "({ name: context.name, loud: true }), onDone: 'b', onError: 'b' "
+                             "} }, b: { type: 'final' } } })")
+        assert result.data["states"]["a"]["step"]["input"] == {"name": "=context.name",
+                                                               "loud": "=True"}
+        assert at(result.findings, "inline-translated") == ["states.a.invoke.input"]
+        driver = Driver(load_definition(result.data))
+        driver.start()
+        assert driver.calls("greet")[0].input == {"name": "World", "loud": True}
+
     def test_a_context_computed_by_a_function_starts_null(self) -> None:
         """A context value that is code (`Date.now()`) starts as null, warned."""
         result = from_source("createMachine({ context: { at: Date.now(), n: 1 },"

@@ -10,6 +10,7 @@ from reference_machine.importers.xstate_source import (
     inline_reference,
     machines,
     native_expression,
+    native_object,
 )
 
 
@@ -233,3 +234,18 @@ class TestNativeExpression:
         """Calls, indexes, objects, reads below an event's field, other parameters or
         names, functions: None, so the importer keeps a registered function."""
         assert native_expression(code) is None
+
+
+class TestNativeObject:
+    def test_an_object_of_expressions_is_translated_key_by_key(self) -> None:
+        """`({ context }) => ({ a: 1, 'b c': context.x > 2 })`: one expression a key."""
+        assert native_object("({ context }) => ({ a: 1, 'b c': context.x > 2, })") == {
+            "a": "1", "b c": "(context.x > 2)"}
+
+    @pytest.mark.parametrize("code", [
+        "({ event }) => event", "({ context }) => ({ ...context })",
+        "({ context }) => ({ [k]: 1 })", "({ context }) => ({ a: f(context) })",
+    ])
+    def test_anything_else_is_not(self, code: str) -> None:
+        """Not an object literal, a spread, a computed key, a value not translated: None."""
+        assert native_object(code) is None
