@@ -11,6 +11,7 @@ ambiguous timeout so the definition's policy sends it to a human) or a recorded 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -45,6 +46,7 @@ from reference_machine._secrets import (
     Vault,
     as_texts,
     conceal,
+    named_secret,
     reveal,
     revealed_values,
     scrub,
@@ -265,7 +267,8 @@ class Runtime:
             stored = self._load(execution_id)
             definition = self._definition(stored.execution)
             decision = self.decide(definition, stored.execution, event, now)
-            commit = _commit(execution_id, stored.version, event, decision, now)
+            commit = _told(_commit(execution_id, stored.version, event, decision, now),
+                           definition)
             self._crash("before_commit")
             try:
                 version = self.store.commit(commit)
@@ -298,10 +301,10 @@ class Runtime:
         staged = []
         for execution_id, event in deliveries:
             stored = self._load(execution_id)
-            decision = self.decide(self._definition(stored.execution), stored.execution, event,
-                                   now)
-            staged.append((execution_id, event, decision, _commit(
-                execution_id, stored.version, event, decision, now)))
+            definition = self._definition(stored.execution)
+            decision = self.decide(definition, stored.execution, event, now)
+            staged.append((execution_id, event, decision, _told(_commit(
+                execution_id, stored.version, event, decision, now), definition)))
         self._crash("before_commit")
         results = self.store.commit_many([commit for *_, commit in staged])
         self._crash("after_commit_before_dispatch")
@@ -555,6 +558,23 @@ def _commit(execution_id: str, version: int, event: Event, decision: Decision,
                       decision.commands, decision.transition)
     return Commit(execution_id, version, event, decision.kind, now,
                   reason=f"{decision.reason}: {decision.detail}")
+
+
+def _told(commit: Commit, definition: WorkflowDefinition) -> Commit:
+    """Gives the commit with its reason scrubbed of the values under the event payload's
+    secret keys (a schema's complaint quotes the value it refused)."""
+    payload = commit.event.payload
+    if not commit.reason or not isinstance(payload, Mapping):
+        return commit
+    values: set[str] = set()
+    stack: list[Mapping[str, Any]] = [payload]
+    while stack:
+        for key, value in stack.pop().items():
+            if isinstance(key, str) and (key in definition.secrets or named_secret(key)):
+                values |= as_texts(value)
+            elif isinstance(value, Mapping):
+                stack.append(value)
+    return dataclasses.replace(commit, reason=scrub(commit.reason, values)) if values else commit
 
 
 def _key_pending(execution: Execution, key: str) -> bool:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from harness.sim.history import Applied, HistoryRecord, RunStarted, Started
+from harness.sim.history import Applied, Committed, HistoryRecord, RunStarted, Started
 from reference_machine import WorkflowDefinition
 from reference_machine._secrets import (
     REDACTED,
@@ -141,6 +141,10 @@ def _redact_record(definition: WorkflowDefinition, record: HistoryRecord,
         return record._replace(context=_hide(definition, record.context, values))
     if type(record) is RunStarted:
         return record._replace(options=_hide(definition, record.options, values))
+    if type(record) is Committed and record.reason:
+        # the machine's reason may quote a value of the event it refused: the values under
+        # the secret keys of the record's own payload and context go too
+        values = values | _under_secret_keys(definition, (record.payload, record.context))
     changed = {}
     for name, value in record._asdict().items():
         if isinstance(value, str | Mapping | tuple):
@@ -148,6 +152,23 @@ def _redact_record(definition: WorkflowDefinition, record: HistoryRecord,
             if hidden != value:
                 changed[name] = hidden
     return record._replace(**changed) if changed else record
+
+
+def _under_secret_keys(definition: WorkflowDefinition, data: Any) -> frozenset[str]:
+    """Gives the texts of the values held under secret keys anywhere in `data`."""
+    found: set[str] = set()
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                if _is_secret_key(definition, key) and not is_reference(item):
+                    found |= as_texts(item)
+                else:
+                    stack.append(item)
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+    return frozenset(found)
 
 
 def _hide(definition: WorkflowDefinition, data: Any, values: frozenset[str]) -> Any:

@@ -13,7 +13,8 @@ from harness import FuzzOptions, SimOptions, Simulator, fuzz
 from harness.checks.checkers import check
 from harness.report.trace import describe_steps
 from harness.sim.history import REFUSED_TIMER, Committed, Finished, as_dict
-from reference_machine import load_definition
+from reference_machine import Commit, Event, MemoryStore, Runtime, load_definition
+from reference_machine._secrets import REDACTED
 
 #: After its wait, a move whose action reads a key of a text: an action error every time.
 BROKEN_TIMER = {
@@ -60,7 +61,7 @@ def test_a_timer_refused_each_time_ends_the_run_stuck_not_at_the_step_bound() ->
     definition = load_definition(BROKEN_TIMER)
     (violation,) = check(definition, result.history)
     assert violation.rule == "no_stuck_execution"
-    assert "refused the move each time it fired" in violation.message
+    assert "it refuses the timer's move" in violation.message
 
 
 def test_a_sound_timer_is_not_refused() -> None:
@@ -85,3 +86,35 @@ def test_run_on_the_cli_fails_the_refused_timer_with_its_reason(tmp_path) -> Non
     assert done.returncode == 1, done.stdout + done.stderr
     assert "violated no_stuck_execution" in done.stdout
     assert "every invariant held" not in done.stdout
+
+
+class _Kept(MemoryStore):
+    """A store that keeps every commit it is given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.commits: list[Commit] = []
+
+    def commit(self, commit: Commit) -> int:
+        self.commits.append(commit)
+        return super().commit(commit)
+
+
+def test_a_reason_quoting_a_secret_of_the_payload_is_scrubbed() -> None:
+    """A schema's complaint quotes the value it refused: under a secret key, it never reaches
+    the reason a watcher (the history, the trace) is told."""
+    definition = load_definition({
+        "name": "login", "version": "1", "secrets": ["password"], "context": {"password": ""},
+        "events": {"login": {"payload": {"type": "object", "properties": {
+            "password": {"type": "string", "maxLength": 5}}}}},
+        "states": {"waiting": {"initial": True, "on": {"login": "in"}},
+                   "in": {"type": "final", "outcome": "success"}}})
+    store = _Kept()
+    runtime = Runtime(store, [definition], {})
+    runtime.start(definition, "x1", now=0)
+    said = runtime.deliver("x1", Event("e1", "login", "user",
+                                       {"password": "hunter2-is-my-password"}), now=1)
+    assert said.kind == "rejected"
+    (rejected,) = [c for c in store.commits if c.decision == "rejected"]
+    assert rejected.reason.startswith("invalid_payload: ")
+    assert "hunter2" not in rejected.reason and REDACTED in rejected.reason
