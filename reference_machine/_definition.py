@@ -1716,8 +1716,9 @@ def _words_read(spec: WorkflowSpec) -> frozenset[str] | None:
 #: An expression that takes a whole mapping, or one of its keys by a name computed: `context`,
 #: `payload` or `event` not followed by `.name` or `['name']`.
 _WHOLE = re.compile(r"\b(?:context|payload|event)\b(?!\s*(?:\.\s*[A-Za-z_]|\[\s*['\"]))")
-#: `at(context, 'key', ...)` and `has(context, 'key', ...)` read the key named next
-_KEYED = re.compile(r"\s*,\s*['\"]")
+#: `at(context, 'key', ...)` and `has(context, 'key', ...)` read the key named next, when it
+#: is one text written out (`at(context, 'a' + context.s)` computes it)
+_KEYED = re.compile(r"\s*,\s*(?:'[^'\\]*'|\"[^\"\\]*\")\s*[,)]")
 
 
 def _takes_whole(text: str) -> bool:

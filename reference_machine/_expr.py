@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import operator
 import re
 from collections.abc import Callable, Mapping
@@ -67,7 +68,7 @@ def _has(value: Any, *path: Any) -> bool:
 
 def _json_text(value: Any) -> str:
     """`json_text(x)`: `x` as compact JSON text (Step Functions' `States.JsonToString`)."""
-    _within(value, "json_text")
+    _text_within(value, "json_text")
     try:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -91,10 +92,17 @@ def _json_value(text: Any, fallback: Any = _NO_FALLBACK) -> Any:
         raise _TooLarge(f"json_value of {len(text):,} characters is over the limit of "
                         f"{_BUILT_MAX:,}")
     try:
-        value = json.loads(text, parse_constant=_no_constant)
+        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
     except (ValueError, RecursionError) as exc:
         raise GuardError(f"json_value: not JSON text: {exc}") from None
     return _within(value, "json_value")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text} is past the largest number JSON text may hold here")
+    return number
 
 
 def _no_constant(name: str) -> Any:
@@ -110,6 +118,7 @@ def _format(template: Any, *values: Any) -> str:
     if len(parts) != len(values) + 1:
         raise GuardError(f"format's template has {len(parts) - 1} {{}} for {len(values)} "
                          "values")
+    _text_within([template, *values], "format")  # before any value is written out
     out = [parts[0]]
     for value, part in zip(values, parts[1:], strict=True):
         out.append(value if isinstance(value, str) else _json_text(value))
@@ -136,6 +145,28 @@ def _merge(left: Any, right: Any) -> dict[str, Any]:
     if not isinstance(left, Mapping) or not isinstance(right, Mapping):
         raise GuardError("merge takes two mappings")
     return _within({**left, **right}, "merge")
+
+
+def _text_within(value: Any, what: str) -> None:
+    """Refuses a value whose JSON text would pass `_BUILT_MAX` characters, told before it is
+    written (a number counts its digits: a list of long integers is short in items)."""
+    total, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is str:
+            total += len(item) + 2
+        elif kind is list or kind is tuple or kind is dict:
+            total += 2
+            stack.extend(item)
+            if kind is dict:
+                stack.extend(item.values())
+        elif kind is int:
+            total += item.bit_length() * 3 // 10 + 2
+        else:
+            total += 24
+        if total > _BUILT_MAX:
+            raise _TooLarge(f"{what} of more than {_BUILT_MAX:,} characters is over the limit")
 
 
 def _within(value: Any, what: str) -> Any:
