@@ -662,6 +662,12 @@ class _Converter:
                           "heartbeats are not modelled: the callback waits for TimeoutSeconds")
             if delay is None:
                 delay = _CALLBACK_TIMEOUT_DEFAULT_S
+                # a time read at run time bounds it there (`asl-timeout-dynamic` says so)
+                bounded = any(key in state for key in ("TimeoutSecondsPath",
+                                                       "HeartbeatSecondsPath"))
+            else:
+                bounded = True
+            if not bounded:
                 self.warn("asl-callback-unbounded", location,
                           "a callback task with no TimeoutSeconds and no HeartbeatSeconds: a "
                           "callback that is lost holds the execution until the execution "
@@ -1598,14 +1604,17 @@ class _Converter:
             return f"json_value({a[0]}, None)"
         if name == "States.JsonMerge" and len(a) == 3:
             if a[2] != "False":
-                raise _Refused(location, "States.JsonMerge merges deeply only with its third "
-                                         "argument false (Step Functions refuses true)",
+                raise _Refused(location, "States.JsonMerge's third argument must be false "
+                                         "(a shallow merge: Step Functions refuses true)",
                                "asl-intrinsic")
             return f"(merge({a[0]}, {a[1]}) if is_object({a[0]}) and is_object({a[1]}) else None)"
         if name == "States.StringSplit" and len(a) == 2:
             return f"(split({a[0]}, {a[1]}) if is_string({a[0]}) else None)"
         if name == "States.ArrayRange" and len(a) == 3:
-            return f"number_range({a[0]}, {a[1]}, {a[2]})"
+            whole = " and ".join(f"is_number({x}) and {x} == round({x})" for x in a
+                                 if not x.lstrip("-").isdigit())
+            made = f"number_range({a[0]}, {a[1]}, {a[2]})"
+            return f"({made} if {whole} else None)" if whole else made
         if name == "States.Format" and a:
             return f"format({', '.join(a)})"
         if name == "States.UUID" and not a and self.current is not None:
@@ -1750,8 +1759,11 @@ def _compared_paths(rule: Any) -> Iterator[str]:
         return
     for key in ("And", "Or"):
         if isinstance(rule.get(key), list):
+            # a path the group tests for presence or null is the group's to answer missing
+            tested = {part.get("Variable") for part in rule[key] if isinstance(part, Mapping)
+                      and ("IsPresent" in part or "IsNull" in part)}
             for part in rule[key]:
-                yield from _compared_paths(part)
+                yield from (path for path in _compared_paths(part) if path not in tested)
     if "Not" in rule:
         yield from _compared_paths(rule["Not"])
     if any(key in rule for key in ("IsPresent", "IsNull")):

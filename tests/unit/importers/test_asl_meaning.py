@@ -255,3 +255,38 @@ def test_a_sound_file_has_no_finding_about_its_source(tmp_path: Path) -> None:
         "Refused": {"Type": "Fail", "Error": "Refused"}}})
     report = fuzz(definition, FuzzOptions(runs=20, replay_dir=None))
     assert not [note for note in report.notes if note.startswith("about the source: ")]
+
+
+def test_an_array_range_of_a_missing_bound_is_null_not_a_stuck_run(tmp_path: Path) -> None:
+    """`States.ArrayRange(1, $.n, 1)` where the drawn input's `n` is not a whole number: null,
+    as the importer's reads are (it once raised at the move: a false no_stuck_execution)."""
+    definition = load(tmp_path, {"StartAt": "Numbers", "States": {
+        "Numbers": {"Type": "Pass", "Parameters": {"items.$": "States.ArrayRange(1, $.n, 1)"},
+                    "Next": "Done"},
+        "Done": {"Type": "Succeed"}}})
+    report = fuzz(definition, FuzzOptions(runs=30, replay_dir=None))
+    assert report.verdict == "held", [f.rule for f in report.failures]
+
+
+def test_a_not_of_an_and_guarded_by_is_present_holds_when_the_value_is_missing(
+        tmp_path: Path) -> None:
+    """`Not: {And: [IsPresent $.x, $.x == "a"]}` is true where `x` is missing: the And stops
+    at its presence test; the presence the Not asks for leaves out what the And tests."""
+    definition = load(tmp_path, {"StartAt": "Route", "States": {
+        "Route": {"Type": "Choice", "Default": "Other", "Choices": [
+            {"Not": {"And": [{"Variable": "$.x", "IsPresent": True},
+                             {"Variable": "$.x", "StringEquals": "a"}]}, "Next": "Taken"}]},
+        "Taken": {"Type": "Succeed"}, "Other": {"Type": "Succeed"}}})
+    routed = {repr(x): Simulator(definition, SimOptions(
+        plan=NO_FAULTS, executions=1, context={"x": x} if x is not None else {"y": 1})
+    ).run(0).final["x1"].state for x in ("a", "b", None)}
+    assert routed == {"'a'": "Other", "'b'": "Taken", "None": "Taken"}
+
+
+def test_a_callback_timed_at_run_time_is_not_unbounded(tmp_path: Path) -> None:
+    definition = load(tmp_path, {"StartAt": "Ask", "States": {
+        "Ask": {"Type": "Task", "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+                "TimeoutSecondsPath": "$.wait",
+                "Parameters": {"QueueUrl": "q", "MessageBody": {"token.$": "$$.Task.Token"}},
+                "End": True}}})
+    assert not [f for f in definition.warnings if f.code == "asl-callback-unbounded"]
