@@ -606,7 +606,7 @@ def _outcome_gaps(definition: WorkflowDefinition, coverage: Coverage) -> list[Ga
     little of the path the workflow is for."""
     states = definition.states
     finals = sorted(name for name, state in states.items() if state.final
-                    and state.parent is None)
+                    and not _in_region(definition, name))
     if not any(states[name].outcome == "success" for name in finals):
         return []
     ended = [name for name in finals if name in coverage.states]
@@ -621,6 +621,18 @@ def _outcome_gaps(definition: WorkflowDefinition, coverage: Coverage) -> list[Ga
                 "input or a tool's output the definition never takes, a guard that never "
                 "holds; steer the runs (`--context`, a side file's tool outputs), or, when "
                 "failing is the point, acknowledge it: `untested: {outcome:success: <why>}`")]
+
+
+def _in_region(definition: WorkflowDefinition, name: str) -> bool:
+    """Tells whether a state is inside a region of a parallel or map state (its final ends
+    the region, not the execution)."""
+    parent = definition.states[name].parent
+    while parent is not None:
+        state = definition.states[parent]
+        if state.kind in ("parallel", "map"):
+            return True
+        parent = state.parent
+    return False
 
 
 def untested_findings(definition: WorkflowDefinition) -> tuple[Finding, ...]:

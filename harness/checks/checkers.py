@@ -2665,8 +2665,9 @@ def no_stuck_execution(definition: WorkflowDefinition, history: History
     for index, record in enumerate(history):
         if type(record) is Finished and record.status != "final" and (
                 not record.waiting_on or record.waiting_on == (REFUSED_TIMER,)):
-            why = ("its timer fell due and the machine refused the move each time it fired "
-                   "(the trace says why)" if record.waiting_on else
+            why = ("its timer stayed due, the execution unchanged, each time the machine was "
+                   "told its time: it refuses the timer's move (the trace tells any reason it "
+                   "gave)" if record.waiting_on else
                    "no timer, call, approval or event can move it")
             yield Violation("no_stuck_execution",
                             f"{record.execution} is stuck in {record.state!r} "

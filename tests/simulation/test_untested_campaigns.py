@@ -571,6 +571,21 @@ class TestEveryRunFailed:
         assert report.verdict == "held"
         assert [gap.code for gap in report.adequacy.acknowledged] == ["outcome:success"]
 
+    def test_a_success_final_inside_a_compound_state_counts(self) -> None:
+        """A final state under a plain compound parent ends the execution as any other: runs
+        that end there succeed (only a region's final ends just its region)."""
+        nested = json.loads(json.dumps(ALWAYS_FAILS))
+        nested["tools"]["check"]["output"]["properties"]["score"] = {"enum": [1, 9]}
+        nested["states"]["accepted"] = {"parent": "judged", "initial": True, "type": "final",
+                                        "outcome": "success"}
+        nested["states"]["judged"] = {}
+        # a top-level success too, which no output reaches
+        nested["states"]["done"] = {"type": "final", "outcome": "success"}
+        nested["states"]["checking"]["on"]["step.succeeded"].insert(
+            0, {"target": "done", "guard": "event.payload.score > 100"})
+        report = fuzz(load_definition(nested), FuzzOptions(runs=60, replay_dir=None))
+        assert "outcome:success" not in [gap.code for gap in report.adequacy.gaps]
+
     def test_an_outcome_gap_of_another_name_is_refused(self) -> None:
         with pytest.raises(DefinitionError, match="the outcome gap is outcome:success"):
             load_definition({**ALWAYS_FAILS, "untested": {"outcome:failure": "x"}})
