@@ -150,7 +150,17 @@ def _import_format(source: DefinitionSource, format: str | None) -> tuple[str, P
         return None
     from reference_machine.importers import format_of
     found = format_of(path)
+    if found is None and path.suffix.lower() in _SOURCE_SUFFIXES:
+        raise DefinitionSyntaxError([Finding(
+            Severity.ERROR, "format", "",
+            f"a {path.suffix} file is source code, not a definition: to read the XState "
+            "machine it creates, name the format (--format xstate; format='xstate')")],
+            str(path))
     return (found, path) if found is not None else None
+
+
+#: Source files no definition is written in: XState's machines live in them.
+_SOURCE_SUFFIXES = frozenset({".ts", ".tsx", ".js", ".jsx", ".mts", ".mjs", ".cts", ".cjs"})
 
 
 def load_spec(source: DefinitionSource) -> tuple[WorkflowSpec, dict[str, int], str]:

@@ -174,3 +174,15 @@ def test_the_plugin_collects_imported_files(pytester: pytest.Pytester,
     result = pytester.runpytest("-v", "-p", "no:randomly")
     result.assert_outcomes(passed=6)
     result.stdout.fnmatch_lines(["*charge.asl.json::fuzz PASSED*", "*counter.scxml::lint PASSED*"])
+
+
+def test_a_source_file_without_a_format_is_told_how_to_read_it(tmp_path: Path) -> None:
+    """A `.ts` file once read as YAML ('YAML syntax'); it is source code, and the error says
+    which format reads the machine it creates."""
+    path = tmp_path / "machine.ts"
+    path.write_text("export const machine = createMachine({});\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "lint", str(path)],
+                          capture_output=True, text=True, cwd=ROOT, check=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--format xstate" in done.stdout + done.stderr
+    assert "YAML" not in done.stdout + done.stderr and "Traceback" not in done.stderr
