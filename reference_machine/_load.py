@@ -152,7 +152,7 @@ def _import_format(source: DefinitionSource, format: str | None) -> tuple[str, P
     found = format_of(path)
     if found is None and path.suffix.lower() in _SOURCE_SUFFIXES:
         raise DefinitionSyntaxError([Finding(
-            Severity.ERROR, "format", "",
+            Severity.ERROR, "other-format", "",
             f"a {path.suffix} file is source code, not a definition: to read the XState "
             "machine it creates, name the format (--format xstate; format='xstate')")],
             str(path))

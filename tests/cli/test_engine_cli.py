@@ -315,28 +315,31 @@ class TestReviewFindings:
 
 
 def test_a_blind_spot_is_said_under_the_verdict_and_in_every_report(tmp_path: Path) -> None:
-    """A machine without watch() on a definition with a correlated event: the campaign holds,
-    and the verdict line, the JSON, Markdown and HTML reports say which transition its runs
-    could not take and why."""
+    """A machine without watch() on a definition with a correlated event: the verdict line,
+    the JSON, Markdown and HTML reports say which transition its runs could not take and why;
+    and since that transition is the way to the refund, no run succeeds: untested, not held
+    (the same campaign on the watched reference machine holds)."""
     (tmp_path / "unwatched.py").write_text(
         "from harness.sim.machine import ReferenceMachine\n\n\n"
         "class Unwatched(ReferenceMachine):\n    watch = None\n")
     definition = ROOT / "docs" / "examples" / "authoring" / "refund_4_approval.yaml"
     result = cli("fuzz", str(definition), "--machine", "unwatched:Unwatched", "--runs", "60",
                  "--report", "out", cwd=tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == 1, result.stdout + result.stderr
     lines = result.stdout.splitlines()
-    at = next(i for i, line in enumerate(lines) if line.startswith("held"))
-    assert lines[at + 1].startswith("      note: 1 transition on carrier.parcel_returned "
-                                    "never taken; the machine reports no commits")
+    assert lines[0].startswith("UNTESTED") and "untested: no run ended in success" in lines[1]
+    at = next(i for i, line in enumerate(lines) if "note: 1 transition" in line)
+    assert lines[at].startswith("      note: 1 transition on carrier.parcel_returned "
+                                "never taken; the machine reports no commits")
     (section,) = report_of(tmp_path / "out", "fuzz")["targets"]
-    assert section["held"] and section["notes"][0] == lines[at + 1].strip()[len("note: "):]
+    assert section["verdict"].startswith("untested: ") and not section["held"]
+    assert section["notes"][0] == lines[at].strip()[len("note: "):]
     assert "> note: 1 transition on carrier.parcel\\_returned" in (
         tmp_path / "out" / "fuzz.md").read_text()
     assert "<th>note</th>" in (tmp_path / "out" / "fuzz.html").read_text()
     quiet = cli("fuzz", str(definition), "--machine", "unwatched:Unwatched", "--runs", "60",
                 "--no-report", "-q", cwd=tmp_path)  # a blind spot is said even when quiet
-    assert quiet.returncode == 0 and "      note: 1 transition" in quiet.stdout, quiet.stdout
+    assert quiet.returncode == 1 and "      note: 1 transition" in quiet.stdout, quiet.stdout
     watched = cli("fuzz", str(definition), "--runs", "60", "--no-report", cwd=tmp_path)
     assert watched.returncode == 0 and "never taken" not in watched.stdout, watched.stdout
 

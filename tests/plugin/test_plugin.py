@@ -285,11 +285,11 @@ def test_sections_are_named_by_their_test_and_ordered_by_it(pytester: pytest.Pyt
     pytester.makepyfile(test_flows="""
         import pytest
 
-        @pytest.mark.fsm_fuzz("flow.yaml", runs=3)
+        @pytest.mark.fsm_fuzz("flow.yaml", runs=30)
         def test_b():
             pass
 
-        @pytest.mark.fsm_fuzz("flow.yaml", runs=4)
+        @pytest.mark.fsm_fuzz("flow.yaml", runs=40)
         def test_a():
             pass
     """)
@@ -297,7 +297,7 @@ def test_sections_are_named_by_their_test_and_ordered_by_it(pytester: pytest.Pyt
     result.assert_outcomes(passed=2)
     doc = json.loads((pytester.path / "out" / "pytest.json").read_text())
     assert [(t["test"], t["options"]["runs"]) for t in doc["targets"]] == [
-        ("test_flows.py::test_a", 4), ("test_flows.py::test_b", 3)]
+        ("test_flows.py::test_a", 40), ("test_flows.py::test_b", 30)]
     result.stdout.fnmatch_lines(["  invariants checked: approval_genuine, approved_effects, *"])
 
 
@@ -345,7 +345,8 @@ def test_a_vacuous_campaign_fails_its_test_and_says_what_never_happened(
         ONE_RUN = "one run checks the floor, not the faults"
 
         @pytest.mark.fsm_fuzz(peers.orders, runs=1, executions=1, min_coverage=0,
-                              untested={"crash_point:*": ONE_RUN, "fault:*": ONE_RUN})
+                              untested={"crash_point:*": ONE_RUN, "fault:*": ONE_RUN,
+                                        "outcome:*": ONE_RUN})
         def test_floor_lowered_by_the_marker(fsm_report):
             assert fsm_report.held and fsm_report.adequacy.acknowledged
 

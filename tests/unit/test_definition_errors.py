@@ -527,9 +527,10 @@ def test_guard_dunder_import() -> None:
     """`__import__('os')` is a call outside the whitelist."""
     with pytest.raises(DefinitionError,
                        match=r"states\.start\.on\.go\.guard: guard \"__import__\('os'\)\" at "
-                             r"column 1: only these functions may be called: abs, at, format, "
+                             r"column 1: only these functions may be called: abs, at, format, has, "
                              r"is_bool, is_list, is_number, is_object, is_string, json_text, "
-                             r"json_value, len, max, merge, min, number_range, round, split"):
+                             r"json_value, len, max, merge, min, number_range, round, slice, "
+                             r"split"):
         load_definition(_guarded("__import__('os')"))
 
 
