@@ -616,26 +616,14 @@ class _Converter:
                 self.error("always-compound", node.at("always"), "`always` on a parallel "
                            "state has no native counterpart; put it on its regions' states")
             elif kind == "compound":
-                transitions = self._transitions(node, always, node.at("always"))
-                for index, transition in enumerate(transitions):
-                    if "target" not in transition:
-                        self.error("always-internal", _item(node.at("always"), index,
-                                                            always),
-                                   "an eventless transition without a target runs its actions "
-                                   "again on every change; the native format refuses it")
+                transitions = self._always(node, always)
                 self.compound_always[node.native] = transitions
                 self.warn("always-compound", node.at("always"), "a compound state's eventless "
                           "transitions are tried, as XState tries them, after those of the "
                           "active child: natively they are given to each of its states that "
                           "is not final, after the state's own")
             else:
-                transitions = self._transitions(node, always, node.at("always"))
-                for index, transition in enumerate(transitions):
-                    if "target" not in transition:
-                        self.error("always-internal", _item(node.at("always"), index,
-                                                            always),
-                                   "an eventless transition without a target runs its actions "
-                                   "again on every change; the native format refuses it")
+                transitions = self._always(node, always)
                 out["always"] = transitions
                 if not on and not config.get("after") and config.get("invoke") is None and any(
                         "guard" not in t for t in transitions):
@@ -687,6 +675,16 @@ class _Converter:
         return on
 
     # -- transitions ---------------------------------------------------------------------------
+
+    def _always(self, node: _Node, always: Any) -> list[Any]:
+        """Gives a state's eventless transitions, refusing one without a target."""
+        transitions = self._transitions(node, always, node.at("always"))
+        for index, transition in enumerate(transitions):
+            if "target" not in transition:
+                self.error("always-internal", _item(node.at("always"), index, always),
+                           "an eventless transition without a target runs its actions again "
+                           "on every change; the native format refuses it")
+        return transitions
 
     def _transitions(self, node: _Node, written: Any, loc: str) -> list[Any]:
         items = written if isinstance(written, list) else [written]
