@@ -1430,17 +1430,17 @@ class _Run:
         effects = tuple(Commanded(c.effect_id, c.tool, c.key, type(c) is RunCompensation)
                         for c in commit.commands if type(c) is RunEffect
                         or type(c) is RunCompensation)
+        inner, vias = _inner_moves(transition.inner) if transition is not None else ((), ())
         self.emit(Committed(self.clock.step, self.clock.now, eid, event.id, commit.decision,
                             result, execution.state, previous,
                             transition.event if transition is not None else "",
                             transition.forced if transition is not None else "", event.type,
                             event.source, event.answers, event.payload, execution.context,
                             effects, transition.via if transition is not None else (),
-                            _inner_moves(transition.inner) if transition is not None else (),
+                            inner,
                             _region_states(execution.regions),
                             _region_contexts(execution.regions),
-                            inner_via=_inner_vias(transition.inner) if transition is not None
-                            else ()))
+                            inner_via=vias))
 
     def _sent_itself(self, outboxes: dict[str, w3c.OutboxReader], eid: str,
                      execution: Execution) -> None:
@@ -1487,27 +1487,19 @@ class _Run:
         return head if head in self.obs or head in self.unstarted else ""
 
 
-def _inner_moves(inner: tuple[Any, ...]) -> tuple[tuple[str, str, str], ...]:
-    """Gives (source, event, target) of each region move, depth first."""
+def _inner_moves(inner: tuple[Any, ...]) -> tuple[tuple[tuple[str, str, str], ...],
+                                                  tuple[tuple[str, ...], ...]]:
+    """Gives (source, event, target) of each region move, depth first, and, in the same order,
+    the states each passed through on its way (() for them all when none did), in one walk."""
     moves: list[tuple[str, str, str]] = []
-    for move in inner:
-        moves.append((move.source, move.event, move.target))
-        moves += _inner_moves(move.inner)
-    return tuple(moves)
-
-
-def _inner_vias(inner: tuple[Any, ...]) -> tuple[tuple[str, ...], ...]:
-    """Gives the eventless path of each region move, in `_inner_moves`' order; () when no
-    move passed through a state on its way."""
     vias: list[tuple[str, ...]] = []
-
-    def walk(moves: tuple[Any, ...]) -> None:
-        for move in moves:
-            vias.append(tuple(move.via))
-            walk(move.inner)
-
-    walk(inner)
-    return tuple(vias) if any(vias) else ()
+    stack = list(reversed(inner))
+    while stack:
+        move = stack.pop()
+        moves.append((move.source, move.event, move.target))
+        vias.append(tuple(move.via))
+        stack.extend(reversed(move.inner))
+    return tuple(moves), (tuple(vias) if any(vias) else ())
 
 
 def _region_states(regions: tuple[Any, ...]) -> tuple[tuple[str, str, str], ...]:
