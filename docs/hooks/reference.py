@@ -39,7 +39,8 @@ def cli_page() -> str:
     ]
     runner = CliRunner()
     for name in sorted(cli.commands):
-        shown = runner.invoke(cli, [name, "--help"], terminal_width=100,
+        # the program's name as installed, not the click group's function (`cli`)
+        shown = runner.invoke(cli, [name, "--help"], prog_name="fsmharness", terminal_width=100,
                               catch_exceptions=False).output
         command = cli.commands[name]
         summary = command.get_short_help_str(limit=200) if isinstance(command,

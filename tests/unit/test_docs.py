@@ -182,3 +182,12 @@ def test_the_reference_pages_are_the_codes() -> None:
     schema = pages["reference/definition-schema.md"]
     for field in ("name", "states", "tools", "budgets", "secrets"):
         assert f"| `{field}` |" in schema
+
+
+def test_the_command_line_page_names_the_program_as_typed() -> None:
+    """Each command's usage on the command-line page reads `fsmharness COMMAND`, as a user
+    types it, never the name of the click group's function (`Usage: cli fuzz`)."""
+    commands = _generated()["reference/cli.md"]
+    assert "Usage: cli" not in commands
+    for name in cli.commands:
+        assert f"Usage: fsmharness {name} " in commands, name
