@@ -191,3 +191,17 @@ def test_the_command_line_page_names_the_program_as_typed() -> None:
     assert "Usage: cli" not in commands
     for name in cli.commands:
         assert f"Usage: fsmharness {name} " in commands, name
+
+
+def test_a_100_column_code_block_fits_the_content_column() -> None:
+    """mkdocs.yml registers a stylesheet that widens the theme's grid until its content
+    column, between the two sidebars, holds a 100-column code block unclipped."""
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    sheets = [ROOT / "docs" / sheet for sheet in config.get("extra_css", [])]
+    assert sheets and all(sheet.is_file() for sheet in sheets), sheets
+    widths = [float(width) for sheet in sheets for width in re.findall(
+        r"\.md-grid\s*\{[^}]*max-width:\s*([\d.]+)rem", sheet.read_text(encoding="utf-8"))]
+    assert widths, "no stylesheet of extra_css sets the .md-grid max-width"
+    # the theme's sidebars are 12.1rem and the content's margins 1.2rem, each side; its code
+    # is 0.68rem, 0.6em a column, and a block's padding 2.35em: 100 columns take 63em
+    assert max(widths) - 2 * (12.1 + 1.2) >= 63 * 0.68
