@@ -184,10 +184,10 @@ def _specs(draw: st.DrawFn, blocks_max: int, charts: StatechartOptions) -> dict[
                          {"target": after, "actions": [{"assign": {
                              "count": "context.count + 1"}}]}]
             refers.add("rejected")
-        states[f"s{i}" if not gated else f"g{i}"] = {
-            "step": drawn["step"],
-            "on": {"step.succeeded": succeeded, "step.failed": "failed"},
-        }
+        on: dict[str, Any] = {"step.succeeded": succeeded}
+        if drawn["step"]["retry"]["on_exhausted"] != "escalate":
+            on["step.failed"] = "failed"  # an escalating step's failures go to a person
+        states[f"s{i}" if not gated else f"g{i}"] = {"step": drawn["step"], "on": on}
         if gated:
             expiry = draw(st.sampled_from(("deny", "escalate")))
             approval: dict[str, Any] = {

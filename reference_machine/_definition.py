@@ -404,6 +404,7 @@ class _Builder:
         self._check_eventless_cycles(charted)
         self._check_budgets()
         self._check_approvals()
+        self._check_context_reads()
         for index, key in enumerate(spec.secrets):
             if key not in spec.context:
                 self.error("unknown-secret", f"secrets[{index}]",
@@ -806,6 +807,54 @@ class _Builder:
         return CompiledTransition(event, name, index, transition.target, target_leaf, guard,
                                   guard_text, actions)
 
+    def _check_context_reads(self) -> None:
+        """Warns of an expression that reads a context key nothing gives: neither `context:`
+        nor any `assign` (a typo like `context.emailid` for `email_id` reads None, silently).
+        Not judged where anything may write any key (a `function:` action, a Python callable)
+        nor inside a map's item flow, whose context is the item."""
+        written = set(self.spec.context)
+        scanned: list[tuple[str, Any]] = []
+        for name, state in self.states.items():
+            scope = self.scope_of.get(name)
+            if scope is not None and self.states[scope].type == "map":
+                continue
+            if state.type == "map":
+                written.add(state.results)
+            scanned.append((f"states.{name}", state.model_dump(
+                mode="python", exclude={"description"}, exclude_defaults=True)))
+        if self.spec.events:  # `correlate:` values read the context
+            scanned.append(("events", _dumped(self.spec.events)))
+        reads: list[tuple[str, str]] = []
+        stack = list(reversed(scanned))
+        while stack:
+            location, value = stack.pop()
+            if isinstance(value, dict):
+                if value.get("function") is not None:
+                    return  # a registered action or guard: it may write any key
+                assign = value.get("assign")
+                if isinstance(assign, dict):
+                    written.update(assign)
+                stack.extend((f"{location}.{key}", item) for key, item in reversed(value.items())
+                             if key != "description")
+            elif isinstance(value, list | tuple):
+                stack.extend((f"{location}[{index}]", item)
+                             for index, item in reversed(list(enumerate(value))))
+            elif isinstance(value, str):
+                reads.extend((location, key) for match in _CONTEXT_READ.finditer(value)
+                             for key in match.groups() if key is not None)
+            elif callable(value) and not isinstance(value, type):
+                return  # a Python guard or action: it may write any key
+        warned: set[tuple[str, str]] = set()
+        for location, key in reads:
+            if key in written or (location, key) in warned:
+                continue
+            warned.add((location, key))
+            hint = did_you_mean(key, written)
+            self.warning("unknown-context-key", location,
+                         f"reads context key {key!r}, which neither `context:` declares nor "
+                         f"an `assign` writes, so it is None unless the start context gives "
+                         f"it{hint}; declare it under `context:` with its default", key)
+
     def _check_eventless_cycles(self, charted: Mapping[str, Mapping[str, Any]]) -> None:
         """An eventless move that always comes back (each state's first eventless transition
         unguarded) is a runaway: an error. A loop through guarded ones may end: a warning."""
@@ -1068,6 +1117,11 @@ class _Builder:
             self.error("unhandled-step", f"states.{name}.on",
                        f"state {name!r} runs a step that can fail (on_exhausted: "
                        f"{retry.on_exhausted}) but has no `step.failed` transition", name)
+        if retry.on_exhausted == "escalate" and "step.failed" in self.states[name].on:
+            self.warning("escalate-shadows", f"states.{name}.on.step.failed",
+                         f"on_exhausted is escalate, so every failure of step {name!r} goes to "
+                         f"escalate_to {step.escalate_to!r}: this `step.failed` transition is "
+                         "never taken (drop it, or set on_exhausted: fail)", name)
         if not step.reversible and not step.needs_approval and step.compensation is None:
             self.warning("irreversible-unguarded", location,
                          f"step {name!r} is irreversible with neither approval nor compensation",
@@ -1683,6 +1737,24 @@ def _unresolvable_reference(schema: Any) -> str | None:
         elif isinstance(node, list):
             stack.extend(node)
     return None
+
+
+#: The context key an expression reads first: `context.key`, `context['key']`,
+#: `at(context, 'key', ...)`, `has(context, 'key', ...)`.
+_CONTEXT_READ = re.compile(
+    r"\bcontext\s*(?:\.\s*([A-Za-z_][A-Za-z0-9_]*)|\[\s*(?:'([^'\\]*)'|\"([^\"\\]*)\")\s*\])"
+    r"|\b(?:at|has)\(\s*context\s*,\s*(?:'([^'\\]*)'|\"([^\"\\]*)\")")
+
+
+def _dumped(value: Any) -> Any:
+    """Gives a spec value (a model, or a mapping or list of them) as plain data."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="python", exclude_defaults=True)
+    if isinstance(value, Mapping):
+        return {key: _dumped(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_dumped(item) for item in value]
+    return value
 
 
 def _words_read(spec: WorkflowSpec) -> frozenset[str] | None:

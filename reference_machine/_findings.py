@@ -71,8 +71,9 @@ IGNORE_CODES = frozenset({"lint-ignore-unknown", "lint-ignore-refused", "lint-ig
                           "lint-ignore-stale"})
 
 _WARNING_CODES = (
-    "approval-unneeded", "choice-no-default", "eventless-loop", "implicit-wait",
-    "irreversible-unguarded", "lint-ignore-stale", "summary-placeholder",
+    "approval-unneeded", "choice-no-default", "escalate-shadows", "eventless-loop",
+    "implicit-wait", "irreversible-unguarded", "lint-ignore-stale", "summary-placeholder",
+    "unknown-context-key",
 )
 _ERROR_CODES = (
     "always-with-step", "approval-bypass", "approval-expiry", "approval-missing",

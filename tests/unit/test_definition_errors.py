@@ -1020,6 +1020,56 @@ def test_irreversible_step_unguarded_is_a_warning_only() -> None:
     assert lint(definition) == list(definition.warnings)
 
 
+def test_a_context_key_nothing_gives_is_a_located_warning_with_a_hint() -> None:
+    """A typo in a context key (`context.cuont` for `count`) reads None silently at run time:
+    lint names it, where it is read, and the key meant."""
+    data = _base()
+    _step(data)["input"] = {"n": "=context.cuont", "m": "=at(context, 'vpi')"}
+    data["states"]["work"]["on"]["step.succeeded"] = {
+        "target": "done", "guard": "context['a'] is None or context.zz > 1"}
+    findings = [f for f in lint(data) if f.code == "unknown-context-key"]
+    assert [(f.severity, f.location, f.ids) for f in findings] == [
+        (Severity.WARNING, "states.work.step.input.n", ("cuont",)),
+        (Severity.WARNING, "states.work.step.input.m", ("vpi",)),
+        (Severity.WARNING, "states.work.on.step.succeeded[0].guard", ("zz",)),
+    ]
+    assert "did you mean 'count'?" in findings[0].message
+    assert "did you mean 'vip'?" in findings[1].message
+    assert load_definition(data).warnings  # a warning: the definition still loads
+
+
+def test_a_context_key_an_assign_writes_or_a_function_may_write_is_not_warned() -> None:
+    """Keys an `assign` writes (anywhere) count as given; a `function:` action may write any
+    key, so a definition with one is not judged; nor is a map item's flow (its context is the
+    item)."""
+    data = _base()
+    _step(data)["input"] = {"n": "=context.later"}
+    data["states"]["start"]["on"]["go"] = {"target": "work",
+                                           "actions": [{"assign": {"later": "1"}}]}
+    assert not [f for f in lint(data) if f.code == "unknown-context-key"]
+    data = _base()
+    _step(data)["input"] = {"n": "=context.anything"}
+    data["states"]["start"]["on"]["go"] = {"target": "work",
+                                           "actions": [{"function": "set_things"}]}
+    assert not [f for f in lint(data) if f.code == "unknown-context-key"]
+
+
+def test_a_step_failed_transition_escalation_shadows_is_a_warning() -> None:
+    """With `on_exhausted: escalate`, every failure of the step goes to `escalate_to`: the
+    state's own `step.failed` transition can never be taken, and lint says so."""
+    data = _base()
+    data["states"]["human"] = {"type": "wait", "after": {"delay": "1h", "target": "failed"},
+                               "on": {"go": "done"}}
+    _step(data)["retry"] = {"on_exhausted": "escalate"}
+    _step(data)["escalate_to"] = "human"
+    findings = [f for f in lint(data) if f.code == "escalate-shadows"]
+    assert [(f.severity, f.location) for f in findings] == [
+        (Severity.WARNING, "states.work.on.step.failed")]
+    assert "escalate_to 'human'" in findings[0].message
+    del data["states"]["work"]["on"]["step.failed"]
+    assert not [f for f in lint(data) if f.code == "escalate-shadows"]
+
+
 def test_lint_returns_errors_without_raising() -> None:
     """`lint` reports consistency errors as findings instead of raising."""
     data = _base()
