@@ -51,13 +51,17 @@ What the native format lacks is said with a warning, located:
   and exit append `["invoke", id, ...]` and `["uninvoke", id]` to the outbox, sends to
   `#_parent` and `#_ID` append entries of queue `parent` and `child`, and `<finalize>` is a
   targetless transition on the event `FINALIZE` + id. The W3C driver runs the sessions; the
-  simulator starts none.
+  simulator starts none. A chart in a file `src=` names is imported the same way (`_Files`
+  says which files may be read); a `srcexpr` whose values are known at import imports each
+  file they name, under keys the entry's last item picks as the invoke starts.
 
 Refused, with the location: datamodels other than python, ecmascript and null (`c89`),
 JavaScript with no native counterpart (object literals, `new`, method calls, assignment
 operators, `in`, the comma operator: each named), a `<script>` that is more than a list of
 assignments to names (one that is, is those assigns: at load for a top-level script, where it
-stands otherwise), an `<invoke>` of anything but an inline `<content>` chart (`src=`), a
+stands otherwise), an `<invoke>` of anything but an SCXML chart inline or in a file beside
+the imported one, a `srcexpr` whose values are not known at import, a `src=` that leaves the
+chart's directory, names a URL, a missing or oversized file (or any, without a directory), a
 `<foreach>` over an array not known at import, `<send>` to sessions other than this one, its
 parent and the children it invokes by id, or with markup content, transitions with several
 targets, targetless eventless transitions, and expressions the safe language cannot say
@@ -70,7 +74,9 @@ from __future__ import annotations
 
 import ast
 import copy
+import os
 import re
+import stat
 import xml.parsers.expat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -79,13 +85,13 @@ from typing import Any
 from reference_machine._definition import check_spec
 from reference_machine._expr import ExpressionSyntaxError, compile_expression
 from reference_machine._findings import Finding, Severity
-from reference_machine._load import NESTING_MAX, _validate
+from reference_machine._load import DEFINITION_BYTES_MAX, NESTING_MAX, _validate
 from reference_machine._spec import NAME_PATTERN
 from reference_machine.errors import DefinitionError, DefinitionSyntaxError
 from reference_machine.importers import Imported
 
 __all__ = ["CHILDREN", "EVENT_DATA", "EVENT_FIELDS", "FINALIZE", "INVOKE_TYPES", "OUTBOX",
-           "SYSTEM_KEYS", "convert", "parse_delay_ms"]
+           "SRC_BYTES_MAX", "SRC_FILES_MAX", "SYSTEM_KEYS", "convert", "parse_delay_ms"]
 
 _NS = "http://www.w3.org/2005/07/scxml"
 #: The context key the chart's raised and sent events are appended to (see the module).
@@ -127,6 +133,12 @@ _SCXML_PROCESSOR = ("http://www.w3.org/TR/scxml/#SCXMLEventProcessor", "scxml")
 #: Event processors SCXML names besides its own: a send of one is refused, as a processor
 #: that has it would deliver the event (a type no processor has raises error.execution)
 _KNOWN_PROCESSORS = ("http://www.w3.org/TR/scxml/#BasicHTTPEventProcessor", "basichttp")
+#: The most bytes one file a `src=` names may hold, and the most files one import reads by
+#: `src=` (a chart that invokes itself by `src` would be read without end)
+SRC_BYTES_MAX = DEFINITION_BYTES_MAX
+SRC_FILES_MAX = 32
+_SYMLINKS_MAX = 8  # symbolic links followed on the way to one file
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 _DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1000}
 
@@ -239,6 +251,129 @@ def _locate(node: _Node, path: str) -> None:
         ident = child.attrs.get("id")
         step = f"{child.tag}[@id='{ident}']" if ident else f"{child.tag}[{counts[child.tag]}]"
         _locate(child, f"{path}/{step}")
+
+
+# -- files a chart names (`src=`) -----------------------------------------------------------------
+
+
+class _SrcRefused(Exception):
+    """A `src=` the import does not read; the message says why, in SCXML's terms."""
+
+
+class _SrcMissing(_SrcRefused):
+    """A `src=` that names no file in the chart's directory."""
+
+
+class _Files:
+    """Reads what a chart's `src=` attributes name: a relative path (`file:` in front or not)
+    to a regular file in the directory of the chart imported, or below it, at most
+    `SRC_BYTES_MAX` bytes, at most `SRC_FILES_MAX` files per import. The path is walked one
+    name at a time from that directory, a symbolic link read as a name, so no `..`, absolute
+    path or link leads out and nothing outside the directory is ever opened or looked at."""
+
+    def __init__(self, directory: str | os.PathLike[str] | None) -> None:
+        #: None: the chart was given as text, with no directory to read from
+        self.root = None if directory is None else os.path.abspath(directory)
+        self.count = 0
+
+    def read(self, src: str, here: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+        """Gives the text of the file `src` names (relative to `here`, the directory of the
+        document naming it, as names from the root) and its names from the root; raises
+        `_SrcRefused` (`_SrcMissing` when there is no such file)."""
+        if self.root is None:
+            raise _SrcRefused("the chart was given as text, not as a file, so there is no "
+                              "directory to read it from, and importing reads no other file")
+        path, names = self._walk(self.root, self._names(src, here))
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise _SrcRefused("it is not a regular file")
+        if info.st_size > SRC_BYTES_MAX:
+            raise _SrcRefused(f"it is over the {SRC_BYTES_MAX // 1000} kB a file src= names "
+                              "may be")
+        self.count += 1
+        if self.count > SRC_FILES_MAX:
+            raise _SrcRefused(f"the import would read more than {SRC_FILES_MAX} files by src= "
+                              "(a chart that invokes itself by src= is read without end)")
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        try:
+            with os.fdopen(os.open(path, flags), "rb") as stream:
+                raw = stream.read(SRC_BYTES_MAX + 1)
+        except OSError as exc:
+            raise _SrcRefused(f"it cannot be read ({exc.strerror})") from exc
+        if len(raw) > SRC_BYTES_MAX:
+            raise _SrcRefused(f"it is over the {SRC_BYTES_MAX // 1000} kB a file src= names "
+                              "may be")
+        try:
+            return raw.decode("utf-8"), names
+        except UnicodeDecodeError as exc:
+            raise _SrcRefused(f"it is not UTF-8 text (at byte {exc.start})") from exc
+
+    @staticmethod
+    def _names(src: str, here: tuple[str, ...]) -> tuple[str, ...]:
+        """Gives the names of the path `src` says, from the root; refuses what is no relative
+        path below the document's own directory."""
+        text = src.strip()
+        if text.startswith("file:"):
+            text = text.removeprefix("file:")
+            if text.startswith("/"):
+                raise _SrcRefused("a file: URL with an absolute path names a file anywhere; "
+                                  "only a path relative to the chart's directory is read")
+        elif _SCHEME.match(text):
+            raise _SrcRefused("it is a URL or another address; only a file in the chart's "
+                              "directory (or below it) is read, never fetched")
+        if text.startswith("/"):
+            raise _SrcRefused("it is an absolute path; only a path relative to the chart's "
+                              "directory is read")
+        if "\\" in text or "\0" in text or _SCHEME.match(text):
+            raise _SrcRefused("it holds a backslash, a NUL or a drive: only a relative path "
+                              "with / between its names is read")
+        parts = text.split("/")
+        if ".." in parts:
+            raise _SrcRefused("it climbs out with '..'; only a file in the chart's directory "
+                              "(or below it) is read")
+        names = tuple(part for part in parts if part not in ("", "."))
+        if not names:
+            raise _SrcRefused("it names no file")
+        return (*here, *names)
+
+    @staticmethod
+    def _walk(root: str, names: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+        """Gives the path of `names` from `root`, and its names with each symbolic link on
+        the way replaced by what it names; refuses a link that leads out."""
+        done: list[str] = []
+        pending = list(names)
+        links = 0
+        while pending:
+            name = pending.pop(0)
+            if name in ("", "."):
+                continue
+            if name == "..":
+                if not done:
+                    raise _SrcRefused("a symbolic link on its way leads out of the chart's "
+                                      "directory")
+                done.pop()
+                continue
+            path = os.path.join(root, *done, name)
+            try:
+                info = os.lstat(path)
+            except (FileNotFoundError, NotADirectoryError) as exc:
+                raise _SrcMissing("there is no such file in the chart's directory") from exc
+            except OSError as exc:
+                raise _SrcRefused(f"it cannot be read ({exc.strerror})") from exc
+            if stat.S_ISLNK(info.st_mode):
+                links += 1
+                link = os.readlink(path)
+                if links > _SYMLINKS_MAX or os.path.isabs(link) or "\\" in link:
+                    raise _SrcRefused("a symbolic link on its way leads out of the chart's "
+                                      "directory (or through too many links)")
+                pending = [*link.split("/"), *pending]
+                continue
+            if pending and not stat.S_ISDIR(info.st_mode):
+                raise _SrcMissing("there is no such file in the chart's directory")
+            done.append(name)
+        if not done:
+            raise _SrcRefused("it names the chart's directory, not a file")
+        return os.path.join(root, *done), tuple(done)
 
 
 # -- expressions -----------------------------------------------------------------------------------
@@ -747,10 +882,16 @@ class _Transition:
 
 
 class _Converter:
-    def __init__(self, root: _Node, name: str, *, invoked: bool = False) -> None:
+    def __init__(self, root: _Node, name: str, *, invoked: bool = False,
+                 files: _Files | None = None, here: tuple[str, ...] = ()) -> None:
         self.root = root
-        #: an invoked chart (inline `<content>`): it has a parent to send to
+        #: an invoked chart (inline `<content>`, or a file `src=` names): it has a parent to
+        #: send to, which may set its data
         self.invoked = invoked
+        #: what `src=` may read, and the directory of this document in it (names from its root)
+        self.files = files or _Files(None)
+        self.here = here
+        self.invoke_count = 0
         #: the charts this one invokes: invoke id to native definition data
         self.children: dict[str, dict[str, Any]] = {}
         self.source = name
@@ -1042,12 +1183,6 @@ class _Converter:
         chart is imported as a definition of its own, kept under the context key
         `CHILDREN`."""
         attrs = node.attrs
-        for refused in ("src", "srcexpr"):
-            if refused in attrs:
-                self.error("scxml-invoke", node, f"<invoke {refused}=> is refused: importing "
-                           "reads no other file or address (an inline <content> chart is "
-                           "imported)", refused)
-                return [], []
         kind = attrs.get("type", "scxml")
         type_expression = repr(kind)
         if "typeexpr" in attrs:
@@ -1059,14 +1194,16 @@ class _Converter:
             self.error("scxml-invoke", node, f"<invoke> of type {kind!r}: only SCXML charts "
                        "are invoked", kind)
             return [], []
-        contents = node.kids("content")
-        charts = [c for c in contents[0].children if c.namespace == _NS and c.tag == "scxml"
-                  ] if len(contents) == 1 else []
-        if len(charts) != 1 or len(contents[0].children) != 1:
-            self.error("scxml-invoke", node, "an <invoke> is imported with one inline "
-                       "<content> holding one <scxml> chart", state)
+        ident = attrs.get("id") or f"{state}.invoke{self.invoke_count + 1}"
+        if "src" in attrs or "srcexpr" in attrs:
+            made = self._src_charts(node, ident, state)
+        else:
+            made = self._inline_chart(node, ident, state)
+        if made is None:
             return [], []
-        ident = attrs.get("id") or f"{state}.invoke{len(self.children) + 1}"
+        charts, chart_key = made
+        self.invoke_count += 1
+        self.children.update(charts)
         finalize = [c for f in node.kids("finalize") for c in f.children]
         if finalize:
             # run by the driver before each event of the child: a targetless transition of
@@ -1075,14 +1212,6 @@ class _Converter:
             self.raised.add(event)
             self.transitions.append(_Transition(node, state, (event,), None, None,
                                                 self._block(finalize, state)))
-        child = _Converter(charts[0], self.source, invoked=True)
-        try:
-            data, notes = _native_checks(child.run(), child, self.source)
-        except DefinitionError as exc:
-            self.errors += exc.findings
-            return [], []
-        self.warnings += [*child.warnings, *notes]
-        self.children[ident] = data
         started: list[dict[str, Any]] = []
         if "idlocation" in attrs:
             location = attrs["idlocation"].strip()
@@ -1095,14 +1224,142 @@ class _Converter:
         self._stopped = False
         autoforward = attrs.get("autoforward", "false") == "true"
         self.raised.add(f"done.invoke.{ident}")
+        chart = "" if chart_key is None else f", {chart_key}"
         started.append(self._queue_action("invoke", repr(ident), None,
                                           "[" + ", ".join(pairs) + "]", None, "",
-                                          f"[{autoforward!r}, {type_expression}]"))
+                                          f"[{autoforward!r}, {type_expression}{chart}]"))
         self.warn("scxml-invoke", node, f"<invoke> {ident!r}: the child chart runs as a session "
                   "of its own only where a driver starts it (reference_machine.importers.w3c."
                   "run_definition does); the simulator does not, so under run and fuzz it is "
                   "never started", ident)
         return started, [self._queue_action("uninvoke", repr(ident), None, None, None)]
+
+    def _inline_chart(self, node: _Node, ident: str, state: str
+                      ) -> tuple[dict[str, dict[str, Any]], str | None] | None:
+        """Gives the chart of an invoke's inline `<content>` (under its invoke id), or None
+        after an error located at it."""
+        contents = node.kids("content")
+        charts = [c for c in contents[0].children if c.namespace == _NS and c.tag == "scxml"
+                  ] if len(contents) == 1 else []
+        if len(charts) != 1 or len(contents[0].children) != 1:
+            self.error("scxml-invoke", node, "an <invoke> is imported with one inline "
+                       "<content> holding one <scxml> chart, or a src= naming a file beside "
+                       "the chart", state)
+            return None
+        child = _Converter(charts[0], self.source, invoked=True, files=self.files,
+                           here=self.here)
+        try:
+            data, notes = _native_checks(child.run(), child, self.source)
+        except DefinitionError as exc:
+            self.errors += exc.findings
+            return None
+        self.warnings += [*child.warnings, *notes]
+        return {ident: data}, None
+
+    def _src_charts(self, node: _Node, ident: str, state: str
+                    ) -> tuple[dict[str, dict[str, Any]], str | None] | None:
+        """Gives the charts an invoke's `src=` or `srcexpr=` may name, by the key the
+        driver finds them under (`src=`: the invoke id), and the native expression of the
+        key when it is known only as the invoke starts (`srcexpr=`); None after an error
+        located at the invoke. A `srcexpr` is imported when each value it can have is known
+        at import (`_known_strings`); one naming no file raises error.execution where it
+        runs, as an invoke that cannot start does."""
+        attrs = node.attrs
+        if node.kids("content") or ("src" in attrs and "srcexpr" in attrs):
+            self.error("scxml-invoke", node, "an <invoke> names its chart once: by src=, "
+                       "srcexpr= or an inline <content>", state)
+            return None
+        if "src" in attrs:
+            data = self._src_chart(node, "src", attrs["src"], missing_ok=False)
+            return None if data is _REFUSED else ({ident: data}, None)
+        text = attrs["srcexpr"]
+        values = self._known_strings(text, node, "srcexpr")
+        translated = self._expression(text, node, "srcexpr", quiet=True)
+        if values is None or translated is None:
+            self.error("scxml-invoke", node, f"<invoke srcexpr={text!r}> is refused: its value "
+                       "is imported only when known at import (a string, or a data item set "
+                       "only to strings, by its expr and each <assign> to it, and by nothing "
+                       "else), as importing reads no file the run names later", "srcexpr")
+            return None
+        charts: dict[str, dict[str, Any]] = {}
+        key = "''"
+        for number, value in reversed(list(enumerate(values, 1))):
+            data = self._src_chart(node, "srcexpr", value, missing_ok=True)
+            if data is _REFUSED:
+                return None
+            if data is not None:
+                charts[f"{ident}#{number}"] = data
+                key = f"{f'{ident}#{number}'!r} if ({translated}) == {value!r} else ({key})"
+        return charts, key
+
+    def _src_chart(self, node: _Node, attribute: str, src: str, *, missing_ok: bool
+                   ) -> Any:
+        """Gives the native data of the chart in the file `src` names (an invoke's), imported
+        as an inline chart is; None for a file that is not there when `missing_ok` (a
+        warning), else `_REFUSED` after an error located at `node`."""
+        try:
+            text, names = self.files.read(src, self.here)
+        except _SrcRefused as exc:
+            if missing_ok and isinstance(exc, _SrcMissing):
+                self.warn("scxml-invoke-missing", node, f"<invoke {attribute}=> may name "
+                          f"{src!r}: {exc}, so invoking it raises error.execution where it "
+                          "runs", src)
+                return None
+            self.error("scxml-invoke", node, f"<invoke {attribute}={src!r}> is refused: {exc}",
+                       attribute)
+            return _REFUSED
+        shown = "/".join(names)
+        where = f"{node.path}/@{attribute}"
+        try:
+            child = _Converter(_parse(text, shown), shown, invoked=True, files=self.files,
+                               here=names[:-1])
+            data, notes = _native_checks(child.run(), child, shown)
+        except DefinitionError as exc:
+            self.errors += [_in_file(f, shown, where, node.line) for f in exc.findings]
+            return _REFUSED
+        self.warnings += [_in_file(f, shown, where, node.line)
+                          for f in (*child.warnings, *notes)]
+        return data
+
+    def _known_strings(self, text: str, node: _Node, attribute: str) -> list[str] | None:
+        """Gives the strings `text` can give, when known at import: a string literal, or a
+        data item that only literals set (its expr or value, each `<assign>` to it), of which
+        the strings; None when not known (an invoked chart's data, which its parent may set,
+        or a data item anything else sets)."""
+        try:
+            tree = self._parse_expression(text)
+        except (SyntaxError, _Inexpressible, RecursionError):
+            return None
+        if isinstance(tree, ast.Constant):
+            return [tree.value] if isinstance(tree.value, str) else []
+        if not isinstance(tree, ast.Name) or self.invoked or tree.id not in self.declared:
+            return None
+        name = tree.id
+        for other in self._walk(self.root):
+            if other.tag in ("send", "invoke", "foreach") and name in (
+                    other.attrs.get(k, "").strip() for k in ("idlocation", "item", "index")):
+                return None
+        if any(name == n for each in self.scripts.values() for n, _ in each):
+            return None
+        values: list[str] = []
+        writes = [n for n in self._all(self.root, "data") if n.attrs.get("id") == name]
+        writes += [n for n in self._all(self.root, "assign")
+                   if re.split(r"[.\[]", n.attrs.get("location", "").strip(), maxsplit=1)[0]
+                   == name]
+        for write in writes:
+            if write.tag == "assign" and write.attrs.get("location", "").strip() != name:
+                return None
+            value = write.attrs.get("expr", write.text.strip() or None)
+            if write.children or "src" in write.attrs or (
+                    value is not None and not self._is_literal(value)):
+                return None
+            if value is None:
+                continue
+            literal = self._parse_expression(value)
+            if (isinstance(literal, ast.Constant) and isinstance(literal.value, str)
+                    and literal.value not in values):
+                values.append(literal.value)
+        return values
 
     def _done_event(self, node: _Node, parent: str) -> list[dict[str, Any]]:
         """Gives the actions that raise `done.state.PARENT` as `node` (a final) is entered,
@@ -2022,8 +2279,7 @@ class _Converter:
             self.error("scxml-data", node, f"data id {ident!r} cannot be a context key", ident)
             return
         if "src" in node.attrs:
-            self.error("scxml-data-src", node, "data src= is refused: importing reads no other "
-                       "file or address", ident)
+            self._data_src(node, ident)
             return
         text = node.attrs.get("expr")
         if text is None and node.text.strip():
@@ -2032,6 +2288,25 @@ class _Converter:
             self.context[ident] = None
             return
         self._bind(ident, text, node, "expr" if "expr" in node.attrs else "value")
+
+    def _data_src(self, node: _Node, ident: str) -> None:
+        """Binds a data item to the content of the file its `src=` names, read as the
+        content of a `<data>` element is (an expression of the datamodel's language; an empty
+        file leaves it None)."""
+        src = node.attrs["src"]
+        if "expr" in node.attrs or node.text.strip() or node.children:
+            self.error("scxml-data-src", node, f"data {ident!r} has src= and a value besides; "
+                       "SCXML allows one", ident)
+            return
+        try:
+            text, names = self.files.read(src, self.here)
+        except _SrcRefused as exc:
+            self.error("scxml-data-src", node, f"<data src={src!r}> is refused: {exc}", ident)
+            return
+        if not text.strip():
+            self.context[ident] = None
+            return
+        self._bind(ident, text.strip(), node, f"the content of {'/'.join(names)}")
 
     def _bind(self, ident: str, text: str, node: _Node, attribute: str) -> None:
         """Binds data item `ident` to the value of `text` as the document loads: at import
@@ -2130,6 +2405,18 @@ class _Converter:
         return all(isinstance(node, allowed) for node in ast.walk(tree))
 
 
+def _in_file(finding: Finding, shown: str, where: str, line: int) -> Finding:
+    """Gives a finding about a file `src=` names located at the attribute naming it (`where`,
+    at `line` of the chart), the file and its own place in the message."""
+    place = ", ".join(p for p in (f"line {finding.line}" if finding.line else "",
+                                  finding.location) if p)
+    return Finding(finding.severity, finding.code, where,
+                   f"in {shown}{f' ({place})' if place else ''}: {finding.message}",
+                   finding.ids, line)
+
+
+#: What `_Converter._src_chart` gives for a file it refused (an error was recorded).
+_REFUSED: Any = object()
 #: The most native transitions the matching of event descriptors to events may make in all
 #: (each transition once for each event it matches): beyond it the import is refused, as a
 #: chart whose `on:` grows that large is not one a run can be checked against
@@ -2139,12 +2426,17 @@ _EXPANDED_MAX = 20_000
 # -- entry point -------------------------------------------------------------------------------
 
 
-def convert(data: str, lines: Mapping[str, int], name: str) -> Imported:
+def convert(data: str, lines: Mapping[str, int], name: str, *,
+            directory: str | os.PathLike[str] | None = None) -> Imported:
     """Gives the native definition data of an SCXML document, with a warning for each feature
-    approximated; raises `DefinitionError` (located) for what cannot be imported."""
+    approximated; raises `DefinitionError` (located) for what cannot be imported.
+
+    `directory` is the one the document's file is in: a `src=` may name a file in it or
+    below it (see `_Files`). Without it (a document given as text), every `src=` is
+    refused."""
     del lines  # SCXML is located by its own parse
     root = _parse(data, name)
-    converter = _Converter(root, name)
+    converter = _Converter(root, name, files=_Files(directory))
     native = converter.run()
     native, checked = _native_checks(native, converter, name)
     return Imported(format="scxml", data=native, findings=(*converter.warnings, *checked),

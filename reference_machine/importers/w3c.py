@@ -79,7 +79,8 @@ def is_helper(path: str | Path) -> bool:
 def _one(path: Path) -> W3CResult:
     test = path.stem
     try:
-        imported = scxml.convert(path.read_text(encoding="utf-8"), {}, str(path))
+        imported = scxml.convert(path.read_text(encoding="utf-8"), {}, str(path),
+                                 directory=path.parent)
     except DefinitionError as exc:
         return W3CResult(test, False, False, f"refused: {_reason(exc)}")
     except (OSError, UnicodeDecodeError) as exc:
@@ -139,8 +140,9 @@ class _Session:
     autoforward: bool = False
     alive: bool = True
     internal: deque[tuple[str, dict[str, Any]]] = field(default_factory=deque)
-    #: invokes to start once its macrostep ends: (invoke id, params, autoforward)
-    starting: list[tuple[str, dict[str, Any], bool]] = field(default_factory=list)
+    #: invokes to start once its macrostep ends: (invoke id, params, autoforward, the key
+    #: of its chart under `scxml.CHILDREN`)
+    starting: list[tuple[str, dict[str, Any], bool, str]] = field(default_factory=list)
     children: dict[str, _Session] = field(default_factory=dict)
 
 
@@ -184,8 +186,8 @@ class _Driver:
         session = next((s for s in live if s.starting), None)
         if session is not None:
             starting, session.starting = session.starting, []
-            for ident, params, autoforward in starting:
-                self._invoke(session, ident, params, autoforward)
+            for ident, params, autoforward, chart in starting:
+                self._invoke(session, ident, params, autoforward, chart)
             return True
         while self.external:
             due, _, session, name, payload, _, sender = heapq.heappop(self.external)
@@ -224,15 +226,16 @@ class _Driver:
         return session
 
     def _invoke(self, parent: _Session, ident: str, params: dict[str, Any],
-                autoforward: bool) -> None:
-        """Starts the chart `parent` invokes as `ident`; one that cannot start raises
-        error.execution in the parent."""
-        key = (id(parent.definition), ident)
+                autoforward: bool, chart: str) -> None:
+        """Starts the chart `parent` invokes as `ident` (the one under key `chart` of its
+        `scxml.CHILDREN`); one that cannot start, or names no chart, raises error.execution
+        in the parent."""
+        key = (id(parent.definition), chart)
         definition = self.compiled.get(key)
-        if definition is None:
-            data = parent.definition.initial_context.get(scxml.CHILDREN, {}).get(ident)
+        data = parent.definition.initial_context.get(scxml.CHILDREN, {}).get(chart)
+        if definition is None and isinstance(data, dict):
             try:
-                spec = _validate(data, {}, f"{parent.definition.name}#{ident}")
+                spec = _validate(data, {}, f"{parent.definition.name}#{chart}")
                 definition = self.compiled[key] = compile_definition(spec)
             except DefinitionError:
                 definition = None
@@ -267,12 +270,15 @@ class _Driver:
             queue, name, delay, data, send_id, target = _entry(item)
             if queue == "invoke":
                 params = data if isinstance(data, dict) else {}
-                autoforward, kind = target if isinstance(target, list) else (False, "scxml")
+                # [autoforward, type] and, for a srcexpr's, the key of the chart it names
+                autoforward, kind, *chart = target if isinstance(target, list) else (
+                    False, "scxml")
                 if kind not in scxml.INVOKE_TYPES:  # a typeexpr's, known only now
                     session.internal.append(("error.execution",
                                              _payload("platform", None, "", None)))
                     continue
-                session.starting.append((name, params, bool(autoforward)))
+                session.starting.append((name, params, bool(autoforward),
+                                         str(chart[0]) if chart else name))
             elif queue == "uninvoke":
                 session.starting = [s for s in session.starting if s[0] != name]
                 child = session.children.pop(name, None)
