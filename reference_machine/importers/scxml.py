@@ -45,7 +45,11 @@ What the native format lacks is said with a warning, located:
   they are copied to each leaf below it (after the leaf's own); `In('id')` is read from
   context flags `_scxml_in_ID` that each such state's entry and exit actions set.
 - transitions out of a region: moved to the parallel state's own `on:` (tried when no region
-  takes the event, where SCXML would run both); `<history>` (the `history:` attribute).
+  takes the event, where SCXML would run both); `<history>` (the `history:` attribute; a
+  state with both kinds targeted keeps the deep one so, and the shallow one as the child
+  active when it was left, a context key its children's entry and its exit set).
+- an `initial` naming a state below the top: the run starts in a choice state whose
+  eventless move enters it (the states above keep their own initial children).
 - child sessions. An `<invoke>` of an inline `<content>` chart imports the chart as a
   definition of its own, kept under the context key `CHILDREN`; the invoking state's entry
   and exit append `["invoke", id, ...]` and `["uninvoke", id]` to the outbox, sends to
@@ -916,6 +920,12 @@ class _Converter:
         self.system_used: dict[str, _Node] = {}
         #: data bound as the run starts (they read what only the run knows), in order
         self.deferred: list[tuple[str, str]] = []
+        #: the state a chart whose `initial` names a state deeper than the top starts in (the
+        #: states above it keep their own initial children)
+        self.start_target: str | None = None
+        #: compound states with a shallow and a deep history each targeted: the deep one is
+        #: the native `history: deep`, the shallow one is kept in the context (`_shallow`)
+        self.both_histories: dict[str, _Node] = {}
         self.declared = {n.attrs.get("id", "") for n in self._all(root, "data")}
         # what any executable content may change: a data item no one changes is a constant
         self.assigned = {re.split(r"[.\[]", n.attrs.get("location", ""), maxsplit=1)[0]
@@ -1013,7 +1023,8 @@ class _Converter:
                       f"{SYSTEM_KEYS[name]!r}, which whoever starts the run sets in the start "
                       f"event's payload (the W3C driver does); otherwise it is "
                       f"{_SYSTEM_DEFAULTS[name]!r}", name)
-        if self.deferred:
+        self._record_shallow()
+        if self.deferred or self.start_target is not None:
             self._bind_at_start()
         events = self._events()
         self._expand(events)
@@ -1029,17 +1040,25 @@ class _Converter:
         return native
 
     def _bind_at_start(self) -> None:
-        """Binds the data that read what only the run knows as the run starts: a choice
-        state, initial, whose one eventless transition assigns them and goes on to the
-        chart's initial state (its entry actions run after them, as SCXML binds data before
-        entering anything)."""
+        """Starts the run in a choice state, initial, whose one eventless transition binds
+        the data that read what only the run knows and goes on to the chart's initial state
+        (its entry actions run after them, as SCXML binds data before entering anything): the
+        top state, or the deeper one the chart's `initial` names (`start_target`)."""
         first = next(n for n, st in self.states.items() if st.get("initial")
                      and st.get("parent") is None)
         del self.states[first]["initial"]
-        start = {"type": "choice", "initial": True,
-                 "always": [{"target": first, "actions": [
-                     {"assign": {ident: expression}} for ident, expression in self.deferred]}]}
-        self.states = {_START: start, **self.states}
+        move: dict[str, Any] = {"target": self.start_target or first}
+        if self.deferred:
+            move["actions"] = [{"assign": {ident: expression}}
+                               for ident, expression in self.deferred]
+        self.states = {_START: {"type": "choice", "initial": True, "always": [move]},
+                       **self.states}
+        if self.start_target is not None:
+            self.warn("scxml-deep-initial", self.root, f"the chart starts in "
+                      f"{self.start_target!r}, below the top: the run starts in the choice "
+                      f"state {_START!r}, whose eventless move enters it", _START)
+        if not self.deferred:
+            return
         names = ", ".join(ident for ident, _ in self.deferred)
         self.warn("scxml-bound-at-start", self.root, f"data {names} read what only the run "
                   f"knows: they are bound by the eventless move out of the choice state "
@@ -1396,6 +1415,16 @@ class _Converter:
         ident = node.attrs.get("id", "")
         others = [h for h in owner.kids("history") if h is not node
                   and h.attrs.get("type", "shallow") != kind]
+        if self._shallow_kept(owner):
+            if kind == "shallow":
+                self.both_histories[parent] = owner
+                self.warn("scxml-history-both", node, f"{parent!r} has both shallow and deep "
+                          f"history: the deep one is `history: deep`; the shallow one is the "
+                          f"child active as {parent!r} is left, kept in the context key "
+                          f"'_scxml_shallow_{parent}', and a transition to {ident!r} enters "
+                          "that child (its own initial state below it)", parent)
+                return
+            others = []  # the deep one: the native history
         if others and ident not in self.targeted and any(
                 h.attrs.get("id", "") in self.targeted for h in others):
             self.warn("scxml-history-unused", node, f"history {ident!r} is the target of no "
@@ -1414,6 +1443,69 @@ class _Converter:
                   f"{parent!r}: a transition to {parent!r} itself then resumes it too; one "
                   f"to the history before {parent!r} was ever left takes the default "
                   "transition (its actions run before the entry actions)", parent)
+
+    def _shallow_kept(self, owner: _Node) -> bool:
+        """Tells whether `owner` has a shallow and a deep history, each a transition's
+        target, and can keep the shallow one in the context: no child is a parallel state
+        (whose entry each region runs on its own copy of the context), and each shallow
+        history has a default transition to one state inside `owner`."""
+        targeted = [h for h in owner.kids("history") if h.attrs.get("id", "") in self.targeted]
+        if {h.attrs.get("type", "shallow") for h in targeted} != {"shallow", "deep"} or any(
+                c.tag == "parallel" for c in owner.kids(*_STATES)):
+            return False
+        for history in owner.kids("history"):
+            if history.attrs.get("type", "shallow") != "shallow":
+                continue
+            defaults = history.kids("transition")
+            targets = defaults[0].attrs.get("target", "").split() if defaults else []
+            default = self.by_id.get(targets[0]) if len(targets) == 1 else None
+            if default is None or not self._inside(default, owner):
+                return False
+        return True
+
+    def _record_shallow(self) -> None:
+        """Keeps, for each state with both kinds of history (`both_histories`), the child
+        it had active as it is left: each child's entry tells it is the active one, and the
+        state's exit keeps that one."""
+        for name, owner in self.both_histories.items():
+            active, kept = f"_scxml_active_{name}", f"_scxml_shallow_{name}"
+            self.context[active] = self.context[kept] = None
+            for child in owner.kids(*_STATES):
+                child_name = self.names.get(id(child))
+                native = self.states.get(child_name or "")
+                if child_name is not None and native is not None:
+                    native["entry"] = [{"assign": {active: repr(child_name)}},
+                                       *native.get("entry", [])]
+            state = self.states[name]
+            state["exit"] = [*state.get("exit", []), {"assign": {kept: f"context[{active!r}]"}}]
+
+    def _to_shallow(self, node: _Node, source: str, descriptors: tuple[str, ...] | None,
+                    guard: str | None, history: _Node, cond_error: bool) -> None:
+        """Makes a transition to a shallow history kept in the context (`_record_shallow`)
+        one per child of its state, each taken when that child is the one kept once the
+        state was left, and one to the history's default target (with the default's actions)
+        before it ever was."""
+        owner = history.parent
+        owner_name = self.names.get(id(owner)) if owner is not None else None
+        if owner is None or owner_name is None:
+            return
+        self.left_flags.setdefault(owner_name, history)
+        left = f"context[{f'_scxml_left_{owner_name}'!r}]"
+        kept = f"context[{f'_scxml_shallow_{owner_name}'!r}]"
+        both = f"({guard}) and " if guard else ""
+        actions = self._block(node.children, source)
+        for child in owner.kids(*_STATES):
+            child_name = self.names.get(id(child))
+            if child_name is not None:
+                self.transitions.append(_Transition(
+                    node, source, descriptors, f"{both}{left} and {kept} == {child_name!r}",
+                    child_name, actions, cond_error))
+        default = history.kids("transition")[0]
+        after = self._block(default.children, source)
+        target = self.by_id[default.attrs["target"].split()[0]]
+        self.transitions.append(_Transition(node, source, descriptors, f"{both}not {left}",
+                                            self._target_name(target, node),
+                                            [*actions, *after], cond_error))
 
     def _initial(self, owner: _Node, name: str | None, children: list[_Node]) -> None:
         """Marks the initial child: the `initial` attribute, `<initial>` or the first child."""
@@ -1475,6 +1567,12 @@ class _Converter:
         if first_name is None:
             return
         self._mark_initial(first_name)
+        leaf = self.names.get(id(chain[-1]))
+        if name is None and len(chain) > 1 and leaf is not None and all(
+                n.tag == "state" for n in chain[:-1]) and chain[-1].tag in _STATES:
+            # the states above keep their own initial children: a move enters the leaf
+            self.start_target = leaf
+            return
         for deeper in chain[1:]:
             deeper_name = self.names.get(id(deeper))
             if deeper_name is None or deeper.tag == "history":
@@ -1547,6 +1645,11 @@ class _Converter:
                            "exist", targets[0])
                 return
             target = self._target_name(target_node, node)
+            if (target_node.tag == "history" and target_node.parent is not None
+                    and target_node.attrs.get("type", "shallow") == "shallow"
+                    and self._shallow_kept(target_node.parent)):
+                self._to_shallow(node, source, descriptors, guard, target_node, cond_error)
+                return
             if target_node.tag == "history" and self._history_default(
                     node, source, descriptors, guard, target_node, cond_error):
                 return
