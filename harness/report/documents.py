@@ -5,8 +5,9 @@ it) and as one self-contained HTML file.
 The JSON document holds everything the renderers need (the workflow's graph included), so
 `fsmharness report REPORT.json` renders again from it alone. Its JSON Schema is
 `harness/report/report.schema.json` (`fsmharness schema --report`). The HTML page draws the workflow
-with Graphviz, which the `pygraphviz` wheel carries: the SVG is made when the report is written,
-so the page needs no script and no network. Everything that came from the user (names,
+with Graphviz, which the `pygraphviz` wheel of the `diagrams` extra carries (without it, as a
+table of states and transitions in pure Python, which says so): the SVG is made when the report
+is written, so the page needs no script and no network. Everything that came from the user (names,
 messages, traces) is escaped; values of the definition's secret keys are redacted. The three
 files are written all or nothing.
 """
@@ -1072,7 +1073,7 @@ _CLUSTER_STYLE = {  # kind -> attributes; a region's cluster is drawn inside its
 
 def svg(diagram: Mapping[str, Any]) -> str:
     """Draws the workflow with Graphviz's dot layout; gives the SVG element (no prolog, no
-    comments), or raises `ReportError` when Graphviz is missing.
+    comments). Without pygraphviz (the `diagrams` extra), gives `table_svg`'s drawing instead.
 
     Compound states are clusters; a parallel state is a cluster holding one dashed cluster per
     region (`id` parallel-*, region-*), a map state one cluster labelled with what it maps over
@@ -1084,7 +1085,10 @@ def svg(diagram: Mapping[str, Any]) -> str:
     the narrower of the two kept. The drawing takes the page's width up to its natural size
     (1 pt to 4/3 px), and shrinks only until an edge label is `_LEGIBLE_PX` high: past that,
     the report's diagram box scrolls."""
-    graph = _dot_graph(diagram)
+    graphviz = _pygraphviz()
+    if graphviz is None:
+        return table_svg(diagram)
+    graph = _dot_graph(diagram, graphviz)
     text = _drawn(graph)
     if _width_pt(text) * _PX_PER_PT * _SHRINK_MIN > _BOX_PX:  # too wide even shrunk
         graph.graph_attr["rankdir"] = "TB"
@@ -1098,6 +1102,128 @@ def svg(diagram: Mapping[str, Any]) -> str:
     root.set("class", "workflow")
     root.set("style", f"width:100%;height:auto;max-width:{width_px:.0f}px;"
                       f"min-width:{width_px * _SHRINK_MIN:.0f}px")
+    return ET.tostring(root, encoding="unicode")
+
+
+#: What a drawing made without Graphviz says at its top.
+NO_GRAPHVIZ = "the Graphviz layout needs fsmharness's diagrams extra (pygraphviz)"
+#: The table drawing's monospace font: its size and a character's width, in px.
+_TABLE_FONT_PX, _TABLE_CHAR_PX = 12, 7.3
+_TABLE_ROW_PX, _TABLE_PAD_PX, _TABLE_ARROW_PX = 20, 10, 44
+#: Characters at most of a transition's label in the table (its tooltip holds it whole).
+_TABLE_LABEL = 60
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_TABLE_CSS = ("text{font:12px ui-monospace,Menlo,Consolas,monospace;fill:#1d1d1f}"
+              "text.head{font-weight:bold}text.note{fill:#8a6d00}"
+              "text.unreached{fill:#888888}text.path{fill:#d62728;font-weight:bold}"
+              "text.covered{fill:#2c7a2c}text.untaken{fill:#7a7a7a}")
+
+
+def table_svg(diagram: Mapping[str, Any]) -> str:
+    """Gives the workflow drawn in pure Python, for where Graphviz is not installed: an SVG
+    element that says so on its first line, then each state on a line (initial, final with
+    its outcome, choice, the compound it sits in, its notes; grey when never reached) and each
+    transition on a line, source, label, an arrow styled as the Graphviz drawing's edges
+    (covered green, never taken dashed grey, the counterexample's path red, a forced move
+    dotted) and target. States and edges keep the drawing's ids (`state-*`, `edge-*`) and
+    their whole text as a tooltip."""
+    ids = _ids(diagram)
+    shape = _Shape(diagram)
+    state_rows = []
+    for state in diagram["states"]:
+        name = state["name"]
+        facts = ["initial"] if name == diagram["initial"] else []
+        if state["final"]:
+            facts.append(f"final ({state['outcome']})" if state.get("outcome") else "final")
+        if name in shape.children:
+            facts.append(_title(state) or "compound")
+        elif state.get("kind") == "choice":
+            facts.append("choice")
+        if state["parent"]:
+            facts.append(f"in {state['parent']}")
+        if state.get("history"):
+            facts.append(f"history ({state['history']})")
+        facts += _notes(state)
+        if not state["reached"] and name not in shape.children:
+            facts.append("never reached")
+        state_rows.append((name, "; ".join(facts), state["reached"] or name in shape.children))
+    name_chars = max([len("state"), *(len(name) for name, _, _ in state_rows)])
+    edge_rows = []
+    for index, edge in enumerate(diagram["transitions"]):
+        target = f"{edge['history']} (history)" if edge.get("history") else edge["target"]
+        label = _wrapped(_edge_text(edge), _TABLE_LABEL, 1)[0]
+        if not edge["declared"]:
+            label += " (forced)"
+        edge_rows.append((index, edge, edge["source"], label, target))
+    source_chars = max([len("from"), *(len(row[2]) for row in edge_rows)])
+    label_chars = max([len("on"), *(len(row[3]) for row in edge_rows)])
+    target_chars = max([len("to"), *(len(row[4]) for row in edge_rows)])
+
+    def width(chars: int) -> float:
+        return chars * _TABLE_CHAR_PX + 2 * _TABLE_PAD_PX
+
+    source_x = _TABLE_PAD_PX
+    label_x = source_x + width(source_chars)
+    arrow_x = label_x + width(label_chars)
+    target_x = arrow_x + _TABLE_ARROW_PX + _TABLE_PAD_PX
+    note = (f"A table of {len(diagram['states'])} states and {len(diagram['transitions'])} "
+            f"transitions, not a drawing: {NO_GRAPHVIZ}.")
+    widest = max(target_x + width(target_chars), width(len(note)),
+                 _TABLE_PAD_PX + width(name_chars) + width(max(
+                     [len("what"), *(len(facts) for _, facts, _ in state_rows)])))
+    root = ET.Element(f"{{{_SVG_NS}}}svg", {"class": "workflow table"})
+    ET.SubElement(root, f"{{{_SVG_NS}}}style").text = _TABLE_CSS
+    y: float = _TABLE_ROW_PX
+
+    def text(parent: ET.Element, x: float, words: str, css: str = "") -> None:
+        attributes = {"x": f"{x:.0f}", "y": f"{y:.0f}"}
+        if css:
+            attributes["class"] = css
+        ET.SubElement(parent, f"{{{_SVG_NS}}}text", attributes).text = _CONTROL.sub(" ", words)
+
+    text(root, _TABLE_PAD_PX, note, "note")
+    y += 1.5 * _TABLE_ROW_PX
+    facts_x = _TABLE_PAD_PX + width(name_chars)
+    text(root, _TABLE_PAD_PX, "state", "head")
+    text(root, facts_x, "what", "head")
+    for name, told, reached in state_rows:
+        y += _TABLE_ROW_PX
+        row = ET.SubElement(root, f"{{{_SVG_NS}}}g", {"id": f"state-{ids[name]}"})
+        ET.SubElement(row, f"{{{_SVG_NS}}}title").text = _CONTROL.sub(
+            " ", " / ".join([name, *_notes(shape.states[name])]))
+        css = "" if reached else "unreached"
+        text(row, _TABLE_PAD_PX, name, css)
+        text(row, facts_x, told, css)
+    y += 1.5 * _TABLE_ROW_PX
+    for x, head in ((source_x, "from"), (label_x, "on"), (target_x, "to")):
+        text(root, x, head, "head")
+    for index, edge, source, label, target in edge_rows:
+        y += _TABLE_ROW_PX
+        row = ET.SubElement(root, f"{{{_SVG_NS}}}g", {"id": f"edge-{index}", "class": "edge"})
+        ET.SubElement(row, f"{{{_SVG_NS}}}title").text = _CONTROL.sub(" ", _edge_title(edge))
+        css = "path" if edge["on_path"] else "covered" if edge["covered"] else "untaken"
+        style = _EDGE_STYLE[(edge["on_path"], edge["covered"])]
+        dash = {"dashed": "6,4", "dotted": "2,3"}.get(
+            "dotted" if not edge["declared"] and not edge["on_path"] else style.get("style", ""))
+        stroke = {"stroke": style["color"], "stroke-width": style.get("penwidth", "1.2"),
+                  "fill": "none"}
+        if dash:
+            stroke["stroke-dasharray"] = dash
+        middle = y - _TABLE_FONT_PX / 3
+        end = arrow_x + _TABLE_ARROW_PX
+        ET.SubElement(row, f"{{{_SVG_NS}}}path",
+                      {"d": f"M{arrow_x:.0f},{middle:.0f} H{end - 6:.0f}", **stroke})
+        ET.SubElement(row, f"{{{_SVG_NS}}}path",
+                      {"d": f"M{end - 7:.0f},{middle - 4:.0f} L{end:.0f},{middle:.0f} "
+                            f"L{end - 7:.0f},{middle + 4:.0f} Z",
+                       "fill": style["color"], "stroke": "none"})
+        text(row, source_x, source, css)
+        text(row, label_x, label, css)
+        text(row, target_x, target, css)
+    height = y + _TABLE_ROW_PX
+    root.set("width", f"{widest:.0f}")
+    root.set("height", f"{height:.0f}")
+    root.set("viewBox", f"0 0 {widest:.0f} {height:.0f}")
     return ET.tostring(root, encoding="unicode")
 
 
@@ -1193,12 +1319,20 @@ def _edge_title(edge: Mapping[str, Any]) -> str:
     return f"{edge['source']} -> {target}: {_edge_text(edge)}"
 
 
-def _dot_graph(diagram: Mapping[str, Any]) -> Any:
-    """Gives the workflow as a Graphviz graph (a `pygraphviz.AGraph`), not laid out yet."""
+def _pygraphviz() -> Any:
+    """Gives the `pygraphviz` module, or None where the `diagrams` extra is not installed."""
     try:
         import pygraphviz
-    except ImportError as exc:  # pragma: no cover - pygraphviz is a dependency
-        raise ReportError(f"drawing the workflow needs pygraphviz: {exc}") from exc
+    except ImportError:
+        return None
+    return pygraphviz
+
+
+def _dot_graph(diagram: Mapping[str, Any], pygraphviz: Any = None) -> Any:
+    """Gives the workflow as a Graphviz graph (a `pygraphviz.AGraph`), not laid out yet."""
+    pygraphviz = pygraphviz or _pygraphviz()
+    if pygraphviz is None:
+        raise ReportError(f"drawing the workflow with Graphviz needs pygraphviz: {NO_GRAPHVIZ}")
     ids = _ids(diagram)
     shape = _Shape(diagram)
     graph = pygraphviz.AGraph(directed=True, strict=False, compound=True, rankdir="LR")
@@ -1404,7 +1538,7 @@ def _html_section(index: int, section: Mapping[str, Any]) -> str:
     parts.append(_table([], facts))
     try:
         drawing = svg(section["diagram"])
-    except ReportError as exc:  # pragma: no cover - pygraphviz is a dependency
+    except ReportError as exc:  # pragma: no cover - Graphviz always draws an SVG
         drawing = f"<pre>{_e(mermaid(section['diagram']))}</pre><p>{_e(exc)}</p>"
     parts += ['<h3>Workflow</h3><div class="legend">'
               '<span><i class="sw" style="border-color:#2c7a2c"></i>covered</span>'
