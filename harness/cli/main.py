@@ -12,7 +12,7 @@ import json
 import shlex
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -497,6 +497,25 @@ def _apart(simulator: Simulator) -> SimulationResult:
     return isolation.call(simulator.run) if isolation.available() else simulator.run()
 
 
+#: What each kind of history record counts, in the words of `run`'s summary, in the order a
+#: run goes (the run's own record, the faults and the world's applications are said apart).
+_HAPPENINGS = (
+    ("started", "executions started"), ("delivered", "events delivered"),
+    ("decided", "decisions"), ("committed", "moves committed"),
+    ("dispatched", "calls sent"), ("result_recorded", "results recorded"),
+    ("timer_fired", "timers fired"), ("crashed", "crashes"), ("recovered", "recoveries"),
+    ("replayed", "replays of the log"), ("observed", "observations of the machine"),
+    ("healed", "stores healed"), ("machine_failed", "machine failures"),
+)
+
+
+def _happenings(records: Mapping[str, int]) -> str:
+    """Gives the history's record counts in words: `4 executions started, 18 moves committed,
+    ...` (the JSON summary's `records` keeps the kinds)."""
+    said = [f"{records[kind]} {words}" for kind, words in _HAPPENINGS if records.get(kind)]
+    return ", ".join(said) or "nothing"
+
+
 def _print_summary(console: Console, file: str, summary: dict[str, Any],
                    result: SimulationResult, options: str,
                    violations: Sequence[Violation] = (),
@@ -504,8 +523,7 @@ def _print_summary(console: Console, file: str, summary: dict[str, Any],
     """Prints a run's summary, every secret value redacted."""
     console.print(f"{escape(file)}: seed {summary['seed']}, {summary['steps']} steps, "
                   f"{summary['virtual_ms'] / 1000:g}s of virtual time: {summary['status']}")
-    records = ", ".join(f"{kind} {count}" for kind, count in summary["records"].items())
-    console.print(f"  records: {records}", markup=False)
+    console.print(f"  what happened: {_happenings(summary['records'])}", markup=False)
     faults = ", ".join(f"{kind} {count}" for kind, count in summary["faults"].items())
     console.print(f"  faults injected: {faults or 'none'}", markup=False)
     console.print(f"  effects applied at the world: {summary['effects_applied']}")

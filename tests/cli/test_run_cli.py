@@ -57,18 +57,23 @@ def seed_3(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Pa
 
 
 class TestRun:
-    def test_prints_records_faults_and_final_states(
+    def test_prints_what_happened_faults_and_final_states(
             self, seed_3: tuple[dict[str, Any], Path]) -> None:
-        """`run FILE --seed 3` exits 0 and prints record counts, faults and final states."""
+        """`run FILE --seed 3` exits 0 and prints what happened, faults and final states."""
         result = run("scenarios/refund_escalation.yaml", "--seed", "3")
         assert result.returncode == 0, result.stdout + result.stderr
         summary, _ = seed_3
         out = result.stdout
         assert out.startswith("scenarios/refund_escalation.yaml: seed 3, ")
-        records = re.search(r"^  records: (.+)$", out, flags=re.MULTILINE)
-        assert records is not None, out
-        printed = dict(item.rsplit(" ", 1) for item in records.group(1).split(", "))
-        assert {kind: int(count) for kind, count in printed.items()} == summary["records"]
+        happened = re.search(r"^  what happened: (.+)$", out, flags=re.MULTILINE)
+        assert happened is not None, out
+        said = happened.group(1).split(", ")  # in words, not the history's record kinds
+        expected = {"started": "executions started", "committed": "moves committed",
+                    "dispatched": "calls sent", "result_recorded": "results recorded",
+                    "crashed": "crashes"}
+        for kind, words in expected.items():
+            assert f"{summary['records'][kind]} {words}" in said, out
+        assert "_" not in happened.group(1), out
         faults = re.search(r"^  faults injected: (.+)$", out, flags=re.MULTILINE)
         assert faults is not None, out
         expected = ", ".join(f"{kind} {count}" for kind, count in summary["faults"].items())
