@@ -339,8 +339,11 @@ def _check_writable(folder: Path) -> None:
 def pytest_report_header(config: pytest.Config) -> str:
     settings = config.stash[_SESSION].settings
     faults = "all" if settings.faults is None else ",".join(settings.faults) or "none"
-    return (f"fsmharness: seed {settings.seed}, {settings.runs} runs per campaign, "
-            f"faults {faults}" + (f", report {settings.report}" if settings.report else ""))
+    # said before collection: a test's marker or `fsm_fuzz` call may set its own runs, which
+    # the summary's line for that campaign tells
+    return (f"fsmharness: seed {settings.seed}, {settings.runs} runs per campaign that sets "
+            f"none, faults {faults}"
+            + (f", report {settings.report}" if settings.report else ""))
 
 
 def _settings(config: pytest.Config) -> FsmSettings:

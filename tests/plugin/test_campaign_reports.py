@@ -72,6 +72,8 @@ class TestExpect:
         result = flows.runpytest("-v")
         result.assert_outcomes(passed=3)
         result.stdout.fnmatch_lines([
+            # the header gives the session's default; each campaign's line its own runs
+            "fsmharness: seed *, * runs per campaign that sets none, faults *",
             "*= fsmharness =*",
             "3 campaign(s): * 0 failing, 3 broke as expected",
             "  expected test_naive.py::test_by_fixture (fuzz): broke no_duplicate_effect as "

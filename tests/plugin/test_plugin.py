@@ -135,8 +135,8 @@ def test_fixtures_build_simulators_worlds_plans_and_a_frozen_clock(
     result = pytester.runpytest("--fsm-seed", "5", "--fsm-runs", "7",
                                 "--fsm-faults", "crash,duplicate_event")
     result.assert_outcomes(passed=4)
-    result.stdout.fnmatch_lines(["fsmharness: seed 5, 7 runs per campaign, faults "
-                                 "crash,duplicate_event"])
+    result.stdout.fnmatch_lines(["fsmharness: seed 5, 7 runs per campaign that sets none, "
+                                 "faults crash,duplicate_event"])
 
 
 @pytest.mark.parametrize(("args", "message"), [
