@@ -10,13 +10,17 @@ broke, 2 on bad input.
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import json
 import os
+import re
 import shlex
+import subprocess
 import sys
+import textwrap
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, overload
 
@@ -817,9 +821,7 @@ jobs:
       - uses: actions/checkout@v4
       - uses: actions/setup-python@v5
         with: {python-version: "3.12"}
-      # fsmharness is not on PyPI yet: put what your team installs it from here (a wheel, or
-      # "fsmharness @ git+https://..." where you keep its repository)
-      - run: pip install fsmharness pytest
+@@install@@
       - run: python -m pytest --fsm-report fsm-reports
       - if: always()
         run: cat fsm-reports/pytest.md >> "$GITHUB_STEP_SUMMARY"
@@ -836,16 +838,140 @@ _INIT_WHAT = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class CiInstall:
+    """The CI workflow's step that installs fsmharness: its shell command (None where what
+    fsmharness was installed from here is out of CI's reach) and why, for the comment above
+    it."""
+
+    command: str | None
+    why: str
+
+
+def ci_install(direct_url: Mapping[str, Any] | None, version: str,
+               origin: tuple[str, str] | None = None) -> CiInstall:
+    """Gives how CI installs the fsmharness installed here: from what pip recorded of where it
+    came from (PEP 610's `direct_url.json`: None when it came from a package index) and, for
+    a local folder, the URL of the git remote `origin` of the checkout it is in with its path
+    there ("" at the top), or None."""
+    if direct_url is None:
+        return CiInstall(f"pip install {shlex.quote(f'fsmharness=={version}')}",
+                         f"fsmharness {version} was installed here from a package index: CI "
+                         f"must reach the same index (pip's --index-url, or PIP_INDEX_URL)")
+    url = str(direct_url.get("url", ""))
+    subdirectory = str(direct_url.get("subdirectory") or "")
+    vcs = direct_url.get("vcs_info")
+    if isinstance(vcs, Mapping) and vcs.get("vcs") and vcs.get("commit_id"):
+        spec = f"fsmharness @ {vcs['vcs']}+{url}@{vcs['commit_id']}" + _subdirectory(subdirectory)
+        return CiInstall(f"pip install {shlex.quote(spec)}",
+                         f"the commit of {url} that fsmharness was installed here from")
+    if url.startswith(("https://", "http://")):
+        return CiInstall(f"pip install {shlex.quote(f'fsmharness @ {url}')}",
+                         "the archive fsmharness was installed here from")
+    where = url.removeprefix("file://") or "an unknown place"
+    remote = _pip_git_url(origin[0]) if origin else None
+    if origin and remote:
+        spec = f"fsmharness @ git+{remote}" + _subdirectory(origin[1].strip("/"))
+        return CiInstall(f"pip install {shlex.quote(spec)}",
+                         f"fsmharness was installed here from the checkout {where}, cloned "
+                         f"from {origin[0]}: this installs that repository's default branch "
+                         f"(add @TAG or @COMMIT after its URL to pin one)")
+    return CiInstall(None, f"fsmharness was installed here from {where}, which CI cannot reach: "
+                           f"replace this step's lines with how CI installs it (a wheel it can "
+                           f"download, or pip install 'fsmharness @ git+https://HOST/REPO@TAG'), "
+                           f"or write this file with fsmharness init --install COMMAND")
+
+
+def _subdirectory(path: str) -> str:
+    return f"#subdirectory={path}" if path else ""
+
+
+def _pip_git_url(remote: str) -> str | None:
+    """Gives a git remote's URL as pip takes it after `git+` (scp-like `user@host:path` as
+    ssh://), or None for a remote CI cannot reach (a local path)."""
+    if re.match(r"(https?|ssh|git)://", remote):
+        return remote
+    scp = re.fullmatch(r"([\w.-]+@)?([\w.-]+):(?!/)(.+)", remote)
+    return f"ssh://{scp[1] or ''}{scp[2]}/{scp[3]}" if scp else None
+
+
+def _installed_here() -> CiInstall:
+    """Gives how CI installs the fsmharness that runs this command, from what pip recorded."""
+    versions = []
+    for found in importlib.metadata.distributions(name="fsmharness"):
+        versions.append(found.version)
+        text = found.read_text("direct_url.json")
+        if not text:  # a source tree's egg-info, or an install from an index
+            continue
+        try:
+            direct_url = json.loads(text)
+        except ValueError:
+            continue
+        url = str(direct_url.get("url", ""))
+        origin = _git_origin(Path(url.removeprefix("file://"))) if url.startswith(
+            "file://") else None
+        return ci_install(direct_url, found.version, origin)
+    if not versions:
+        return CiInstall(None, "fsmharness runs here from its source, not installed: CI "
+                               "cannot install it from here; replace this step's lines with "
+                               "how CI installs it, or write this file with fsmharness init "
+                               "--install COMMAND")
+    return ci_install(None, versions[0])
+
+
+def _git_origin(folder: Path) -> tuple[str, str] | None:
+    """Gives the URL of the git remote `origin` of the checkout `folder` is in, and the
+    folder's path in it, or None."""
+    try:
+        done = subprocess.run(["git", "-C", str(folder), "rev-parse", "--show-prefix"],
+                              capture_output=True, text=True, timeout=30, check=False)
+        remote = subprocess.run(["git", "-C", str(folder), "remote", "get-url", "origin"],
+                                capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):  # no git here
+        return None
+    if done.returncode or remote.returncode or not remote.stdout.strip():
+        return None
+    return remote.stdout.strip(), done.stdout.strip()
+
+
+def _install_lines(install: CiInstall) -> str:
+    """Gives the CI workflow's install steps: pytest's, then a comment that says where the
+    command that installs fsmharness comes from, and that command (or, not knowing one, one
+    that fails saying so)."""
+    why = re.sub(r"[\x00-\x1f\x7f]", " ", install.why)
+    lines = ["      - run: pip install pytest"]
+    lines += textwrap.wrap(why, 90, initial_indent="      # ", subsequent_indent="      # ",
+                           break_on_hyphens=False, break_long_words=False)
+    commands = install.command.splitlines() if install.command else [
+        "echo 'fsmharness: this step does not say how CI installs fsmharness (see the "
+        "comment above it)' >&2", "exit 1"]
+    lines.append("      - run: |")
+    lines += [f"          {command}" for command in commands]
+    return "\n".join(lines)
+
+
 @click.command("init")
 @click.option("--dir", "folder", default=".", show_default=True, metavar="DIR",
               help="Write into this folder (made if missing) instead of the current one.")
-def init_command(folder: str) -> None:
+@click.option("--install", "install", metavar="COMMAND",
+              help="The shell command the CI workflow installs fsmharness with. By default, "
+                   "from what pip recorded of where the fsmharness here came from: a git "
+                   "commit, an archive's URL, the git remote of a local checkout, or a package "
+                   "index.")
+def init_command(folder: str, install: str | None) -> None:
     """Start a project: write a workflow definition skeleton (workflow_example.yaml), a pytest
-    test that fuzzes it, and a GitHub Actions workflow (.github/workflows/fsmharness.yml).
+    test that fuzzes it, and a GitHub Actions workflow (.github/workflows/fsmharness.yml) that
+    installs fsmharness the way it was installed here (or by --install) and runs the tests.
 
     Overwrites nothing: when one of the files exists, exit 2 naming it, and write none. Exit 0
     when all are written.
     """
+    if install is not None and not install.strip():
+        raise UsageProblem("--install: give the shell command CI installs fsmharness with")
+    step = (CiInstall(install.strip(), "as fsmharness init --install was told")
+            if install is not None else _installed_here())
+    texts = {**_INIT_TEXTS,
+             INIT_CI: _INIT_TEXTS[INIT_CI].replace("@@install@@", _install_lines(step))}
     base = Path(folder)
     try:
         if base.exists() and not base.is_dir():
@@ -862,7 +988,7 @@ def init_command(folder: str) -> None:
     written: list[Path] = []
     made: list[Path] = []  # folders made here, removed again when a file cannot be written
     try:
-        for path, text in zip(targets, _INIT_TEXTS.values(), strict=True):
+        for path, text in zip(targets, texts.values(), strict=True):
             missing = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
             path.parent.mkdir(parents=True, exist_ok=True)
             made += reversed(missing)
@@ -883,6 +1009,9 @@ def init_command(folder: str) -> None:
     tests = "" if base == Path(".") else f" {shlex.quote(folder)}"
     click.echo(f"next: fsmharness lint {definition} && fsmharness fuzz {definition}")
     click.echo(f"then: python -m pytest{tests}")
+    if step.command is None:
+        click.echo(f"note: {base / INIT_CI} does not know how CI installs fsmharness, and "
+                   f"fails until its install step says it (or init with --install COMMAND)")
     root = next((above for above in base.resolve().parents if (above / ".git").exists()), None)
     if root is not None and not (base / ".git").exists():
         click.echo(f"note: GitHub runs the workflows of {root / '.github' / 'workflows'} only: "

@@ -4,13 +4,18 @@ test passes under pytest with the plugin; nothing is ever written over a file.""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
 from running import cli, one_error_line
+
+from harness.cli.commands import ci_install
 
 FILES = ("workflow_example.yaml", "test_workflow_example.py", ".github/workflows/fsmharness.yml")
 
@@ -94,3 +99,91 @@ class TestInitRefuses:
         one_error_line(cli("init", "--dir", "notes.txt/flows", cwd=tmp_path),
                        "init: cannot write", "wrote nothing")
         assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def install_runs(folder: Path) -> list[str]:
+    """Gives the CI workflow's steps before pytest runs: what installs pytest and fsmharness."""
+    workflow = yaml.safe_load((folder / FILES[2]).read_text())
+    runs = [step.get("run", "") for step in workflow["jobs"]["workflows"]["steps"]]
+    return runs[:runs.index("python -m pytest --fsm-report fsm-reports")]
+
+
+def requirement(command: str) -> Requirement:
+    """Gives the requirement `pip install REQUIREMENT` installs, as pip parses it."""
+    words = shlex.split(command)
+    assert words[:2] == ["pip", "install"] and len(words) == 3, command
+    return Requirement(words[2])
+
+
+class TestInitInstall:
+    def test_install_is_the_ci_step_as_given(self, tmp_path: Path) -> None:
+        """`--install COMMAND`: the workflow installs pytest, then runs COMMAND as given."""
+        command = "pip install 'fsmharness @ https://example.org/fsmharness-0.1.0-py3-none-any.whl'"
+        result = cli("init", "--install", command, cwd=tmp_path)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert install_runs(tmp_path)[-2:] == ["pip install pytest", command + "\n"]
+        assert "note:" not in result.stdout
+
+    def test_the_default_installs_from_where_pip_did_and_never_claims_pypi(
+            self, tmp_path: Path) -> None:
+        """Without --install, the step installs fsmharness from what pip recorded, or, where
+        that is out of CI's reach, fails saying so and init says it too."""
+        result = cli("init", cwd=tmp_path)
+        assert result.returncode == 0, result.stdout + result.stderr
+        text = (tmp_path / FILES[2]).read_text()
+        assert "PyPI" not in text
+        assert "pip install fsmharness pytest" not in text
+        *_, step = install_runs(tmp_path)
+        if step.rstrip().endswith("exit 1"):
+            assert "does not say how CI installs fsmharness" in step
+            assert (f"note: {FILES[2]} does not know how CI installs fsmharness"
+                    in result.stdout)
+        else:
+            assert requirement(step.strip()).name == "fsmharness"
+            assert "note:" not in result.stdout
+
+    def test_an_empty_install_is_refused(self, tmp_path: Path) -> None:
+        one_error_line(cli("init", "--install", " ", cwd=tmp_path),
+                       "--install: give the shell command")
+        assert not (tmp_path / FILES[0]).exists()
+
+
+class TestCiInstall:
+    @pytest.mark.parametrize(("direct_url", "origin", "url"), [
+        ({"url": "https://github.com/o/fsmharness.git",
+          "vcs_info": {"vcs": "git", "commit_id": "0123abc", "requested_revision": "main"}},
+         None, "git+https://github.com/o/fsmharness.git@0123abc"),
+        ({"url": "https://example.org/fsmharness.git", "subdirectory": "python",
+          "vcs_info": {"vcs": "git", "commit_id": "0123abc"}},
+         None, "git+https://example.org/fsmharness.git@0123abc#subdirectory=python"),
+        ({"url": "https://example.org/fsmharness-0.1.0-py3-none-any.whl",
+          "archive_info": {}}, None, "https://example.org/fsmharness-0.1.0-py3-none-any.whl"),
+        ({"url": "file:///home/ada/fsmharness", "dir_info": {"editable": True}},
+         ("https://github.com/o/fsmharness.git", ""), "git+https://github.com/o/fsmharness.git"),
+        ({"url": "file:///home/ada/tools/fsmharness", "dir_info": {}},
+         ("git@github.com:o/tools.git", "fsmharness/"),
+         "git+ssh://git@github.com/o/tools.git#subdirectory=fsmharness"),
+    ], ids=["vcs", "vcs-subdirectory", "archive", "checkout", "checkout-scp-subdirectory"])
+    def test_where_pip_installed_it_from_is_a_requirement_pip_takes(
+            self, direct_url: dict[str, Any], origin: tuple[str, str] | None, url: str) -> None:
+        """A VCS commit, an archive's URL or a checkout's git remote: `pip install` of it."""
+        step = ci_install(direct_url, "0.1.0", origin)
+        assert step.command is not None
+        assert requirement(step.command).url == url
+
+    def test_a_package_index_pins_the_version(self) -> None:
+        step = ci_install(None, "0.1.0")
+        assert step.command == "pip install fsmharness==0.1.0"
+        assert "package index" in step.why and "PyPI" not in step.why
+
+    @pytest.mark.parametrize("origin", [None, ("/srv/git/fsmharness", "")],
+                             ids=["no-remote", "local-remote"])
+    def test_a_folder_ci_cannot_reach_gives_no_command(
+            self, origin: tuple[str, str] | None) -> None:
+        """A local folder with no remote CI can reach: no command, and why names the folder
+        and the way out."""
+        step = ci_install({"url": "file:///home/ada/fsmharness", "dir_info": {}}, "0.1.0",
+                          origin)
+        assert step.command is None
+        assert "/home/ada/fsmharness, which CI cannot reach" in step.why
+        assert "--install COMMAND" in step.why
