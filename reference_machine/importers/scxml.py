@@ -57,7 +57,9 @@ What the native format lacks is said with a warning, located:
   targetless transition on the event `FINALIZE` + id. The W3C driver runs the sessions; the
   simulator starts none. A chart in a file `src=` names is imported the same way (`_Files`
   says which files may be read); a `srcexpr` whose values are known at import imports each
-  file they name, under keys the entry's last item picks as the invoke starts.
+  file they name, under keys the entry's last item picks as the invoke starts, and so does
+  a `<content expr>` over a data item that `<assign>`s set to `<scxml>` charts (a handle of
+  the chart is the value, where nothing else reads the item).
 
 Refused, with the location: datamodels other than python, ecmascript and null (`c89`),
 JavaScript with no native counterpart (object literals, `new`, method calls, assignment
@@ -1072,8 +1074,10 @@ class _Converter:
 
     def _all(self, node: _Node, tag: str) -> list[_Node]:
         found = [node] if node.namespace == _NS and node.tag == tag else []
-        if node.tag == "content" and node is not self.root:
-            return found  # what a <content> holds (an invoked chart) is not this chart's
+        if node.tag in ("content", "scxml") and node is not self.root:
+            # what a <content> holds (an invoked chart), a chart an <assign> holds, is not
+            # this chart's
+            return found
         for child in node.children:
             found += self._all(child, tag)
         return found
@@ -1121,8 +1125,8 @@ class _Converter:
 
     def _walk(self, node: _Node) -> list[_Node]:
         out = [node]
-        if node.tag == "content":
-            return out  # an invoked chart is not this chart's
+        if node.tag == "content" or (node.tag == "scxml" and node is not self.root):
+            return out  # an invoked chart, or one an <assign> holds, is not this chart's
         for child in node.children:
             out += self._walk(child)
         return out
@@ -1258,6 +1262,8 @@ class _Converter:
         """Gives the chart of an invoke's inline `<content>` (under its invoke id), or None
         after an error located at it."""
         contents = node.kids("content")
+        if len(contents) == 1 and "expr" in contents[0].attrs and not contents[0].children:
+            return self._content_charts(node, ident, state, contents[0].attrs["expr"])
         charts = [c for c in contents[0].children if c.namespace == _NS and c.tag == "scxml"
                   ] if len(contents) == 1 else []
         if len(charts) != 1 or len(contents[0].children) != 1:
@@ -1351,23 +1357,11 @@ class _Converter:
             return None
         if isinstance(tree, ast.Constant):
             return [tree.value] if isinstance(tree.value, str) else []
-        if not isinstance(tree, ast.Name) or self.invoked or tree.id not in self.declared:
-            return None
-        name = tree.id
-        for other in self._walk(self.root):
-            if other.tag in ("send", "invoke", "foreach") and name in (
-                    other.attrs.get(k, "").strip() for k in ("idlocation", "item", "index")):
-                return None
-        if any(name == n for each in self.scripts.values() for n, _ in each):
+        writes = self._writes(tree)
+        if writes is None:
             return None
         values: list[str] = []
-        writes = [n for n in self._all(self.root, "data") if n.attrs.get("id") == name]
-        writes += [n for n in self._all(self.root, "assign")
-                   if re.split(r"[.\[]", n.attrs.get("location", "").strip(), maxsplit=1)[0]
-                   == name]
         for write in writes:
-            if write.tag == "assign" and write.attrs.get("location", "").strip() != name:
-                return None
             value = write.attrs.get("expr", write.text.strip() or None)
             if write.children or "src" in write.attrs or (
                     value is not None and not self._is_literal(value)):
@@ -1379,6 +1373,98 @@ class _Converter:
                     and literal.value not in values):
                 values.append(literal.value)
         return values
+
+    def _writes(self, tree: ast.expr) -> list[_Node] | None:
+        """Gives what sets the data item `tree` names, when only its `<data>` and whole
+        `<assign>`s to it do; None for anything else (not a data item, an invoked chart's,
+        which its parent may set, one a script, an idlocation, a foreach or a partial
+        assign sets)."""
+        if not isinstance(tree, ast.Name) or self.invoked or tree.id not in self.declared:
+            return None
+        name = tree.id
+        for other in self._walk(self.root):
+            if other.tag in ("send", "invoke", "foreach") and name in (
+                    other.attrs.get(k, "").strip() for k in ("idlocation", "item", "index")):
+                return None
+        if any(name == n for each in self.scripts.values() for n, _ in each):
+            return None
+        writes = [n for n in self._all(self.root, "data") if n.attrs.get("id") == name]
+        for assign in self._all(self.root, "assign"):
+            location = assign.attrs.get("location", "").strip()
+            if re.split(r"[.\[]", location, maxsplit=1)[0] == name:
+                if location != name:
+                    return None
+                writes.append(assign)
+        return writes
+
+    def _chart_assigned(self, node: _Node) -> bool:
+        """Tells whether an `<assign>` sets its data item to the `<scxml>` chart it holds,
+        where the item is read only by `<invoke><content expr="ITEM"/>`: the value stands
+        for the chart (a handle, `_chart_handle`), which nothing else sees."""
+        charts = [c for c in node.children if c.namespace == _NS and c.tag == "scxml"]
+        name = node.attrs.get("location", "").strip()
+        if "expr" in node.attrs or len(charts) != 1 or len(node.children) != 1 or \
+                node.text.strip() or not _NAME.match(name):
+            return False
+        word = re.compile(rf"(?<![\w$]){re.escape(name)}(?![\w$])")
+        for other in self._walk(self.root):
+            if other is node or self._inside(other, node):
+                continue
+            if word.search(other.text):
+                return False
+            for key, value in other.attrs.items():
+                written = (other.tag == "data" and key == "id") or (
+                    other.tag == "assign" and key == "location")
+                given = (other.tag == "content" and key == "expr" and value.strip() == name
+                         and other.parent is not None and other.parent.tag == "invoke")
+                if word.search(value) and not (written or given):
+                    return False
+        return True
+
+    @staticmethod
+    def _chart_handle(node: _Node) -> str:
+        """Gives the value an `<assign>` of a chart sets (`_chart_assigned`): its place."""
+        return f"_scxml_chart:{node.path}"
+
+    def _content_charts(self, node: _Node, ident: str, state: str, text: str
+                        ) -> tuple[dict[str, dict[str, Any]], str | None] | None:
+        """Gives the charts an invoke's `<content expr=>` may give, by key, and the native
+        expression of the key as the invoke starts: the data item it reads must be set only
+        to literals and to `<scxml>` charts (`_chart_assigned`); a value that is no chart
+        raises error.execution where it runs, as an invoke that cannot start does."""
+        try:
+            tree = self._parse_expression(text)
+        except (SyntaxError, _Inexpressible, RecursionError):
+            tree = None
+        writes = None if tree is None else self._writes(tree)
+        translated = self._expression(text, node, "expr", quiet=True)
+        assigned = [w for w in writes or [] if w.tag == "assign" and w.children]
+        others = [w for w in writes or [] if w not in assigned]
+        values = [w.attrs.get("expr", w.text.strip()) for w in others]
+        if writes is None or translated is None or not all(
+                self._chart_assigned(w) for w in assigned) or any(
+                w.children or "src" in w.attrs for w in others) or any(
+                value and not self._is_literal(value) for value in values):
+            self.error("scxml-invoke", node, f"<content expr={text!r}> is refused: it is "
+                       "imported only when it reads a data item set only to literals and "
+                       "<scxml> charts, read nowhere else", state)
+            return None
+        charts: dict[str, dict[str, Any]] = {}
+        key = "''"
+        for number, assign in reversed(list(enumerate(assigned, 1))):
+            root = next(c for c in assign.children if c.tag == "scxml")
+            child = _Converter(root, self.source, invoked=True, files=self.files,
+                               here=self.here)
+            try:
+                data, notes = _native_checks(child.run(), child, self.source)
+            except DefinitionError as exc:
+                self.errors += exc.findings
+                return None
+            self.warnings += [*child.warnings, *notes]
+            charts[f"{ident}#{number}"] = data
+            key = (f"{f'{ident}#{number}'!r} if ({translated}) == "
+                   f"{self._chart_handle(assign)!r} else ({key})")
+        return charts, key
 
     def _done_event(self, node: _Node, parent: str) -> list[dict[str, Any]]:
         """Gives the actions that raise `done.state.PARENT` as `node` (a final) is entered,
@@ -2080,11 +2166,17 @@ class _Converter:
                        "whole context keys (a data id), not parts of them", location)
             return []
         text = node.attrs.get("expr")
+        if text is None and self._chart_assigned(node):
+            self.warn("scxml-assign-chart", node, f"{location!r} is set to a handle of the "
+                      "<scxml> chart the <assign> holds, which an <invoke><content expr> "
+                      f"starts; nothing else reads {location!r}", location)
+            return [self._guarded(location, repr(self._chart_handle(node)), when)]
         if text is None:
             text = node.text.strip()
             if node.children or not text:
-                self.error("scxml-assign", node, "an <assign> needs expr= or a text value",
-                           location)
+                self.error("scxml-assign", node, "an <assign> needs expr= or a text value "
+                           "(or holds an <scxml> chart that only an <invoke><content expr> "
+                           "reads)", location)
                 return []
         value = self._expression(text, node, "expr", runtime=True)
         if self._syntax_error:

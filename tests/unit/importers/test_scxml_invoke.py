@@ -152,6 +152,63 @@ class TestSessions:
         assert ends(path.read_text(encoding="utf-8")) == "pass"
 
 
+class TestContentExpr:
+    CHART = '<assign location="v"><scxml version="1.0"><final id="cf"/></scxml></assign>'
+
+    def text(self, before: str, more: str = "") -> str:
+        return chart(f'<datamodel><data id="v" expr="1"/></datamodel><state id="s0">'
+                     f'<onentry>{before}</onentry>\n'
+                     '<invoke type="scxml"><content expr="v"/></invoke>'
+                     '<transition event="done.invoke" target="pass"/>'
+                     '<transition event="*" target="fail"/></state>' + more)
+
+    def test_a_chart_assigned_then_given_as_content_is_invoked(self) -> None:
+        """An `<assign>` holding an `<scxml>` chart sets a handle of it; the invoke's
+        `<content expr>` starts that chart (W3C 530)."""
+        result = scxml.convert(self.text(self.CHART), {}, "chart.scxml")
+        assert list(result.data["context"][scxml.CHILDREN]) == ["s0.invoke1#1"]
+        assert "scxml-assign-chart" in [f.code for f in result.findings]
+        assert ends(self.text(self.CHART)) == "pass"
+        path = CORPUS / "test530.scxml"
+        if path.is_file():
+            assert ends(path.read_text(encoding="utf-8")) == "pass"
+
+    def test_content_that_is_no_chart_as_it_starts_raises_error_execution(self) -> None:
+        """Before the assign (the item is still 1) the invoke cannot start."""
+        text = chart('<datamodel><data id="v" expr="1"/></datamodel><state id="s0">'
+                     '<invoke type="scxml"><content expr="v"/></invoke>'
+                     '<transition event="error.execution" target="pass"/>'
+                     '<transition event="*" target="fail"/></state>'
+                     f'<state id="s9"><onentry>{self.CHART}</onentry></state>')
+        assert ends(text) == "pass"
+
+    @pytest.mark.parametrize(("more", "code", "line"), [
+        ('<state id="s8"><transition cond="v == 1" target="pass"/></state>', "scxml-assign", 3),
+        ('<state id="s8"><onentry><send event="e"><content expr="v"/></send></onentry>'
+         '</state>', "scxml-assign", 3),
+        ('<state id="s8"><onentry><assign location="v" expr="v + 1"/></onentry></state>',
+         "scxml-assign", 3),
+    ])
+    def test_a_chart_read_other_than_by_an_invoke_is_refused(self, more: str, code: str,
+                                                              line: int) -> None:
+        """The handle stands for the chart only where nothing else reads the item: a cond,
+        a send's content, an expression reading it refuse the assign, located."""
+        with pytest.raises(DefinitionError, match=r"error") as caught:
+            scxml.convert(self.text(self.CHART, more), {}, "chart.scxml")
+        finding = caught.value.findings[0]
+        assert finding.code == code and finding.line == line, finding
+        assert finding.location == "scxml/state[@id='s0']/onentry[1]/assign[1]"
+
+    def test_content_of_an_item_set_by_an_expression_is_refused(self) -> None:
+        """A `<content expr>` whose item an expression sets is not known at import."""
+        text = self.text('<assign location="v" expr="_sessionid"/>')
+        with pytest.raises(DefinitionError, match=r"error") as caught:
+            scxml.convert(text, {}, "chart.scxml")
+        finding = caught.value.findings[0]
+        assert finding.code == "scxml-invoke" and finding.line == 4
+        assert "<content expr='v'> is refused" in finding.message
+
+
 class TestRefusals:
     @pytest.mark.parametrize(("invoke", "named"), [
         ('<invoke type="scxml" src="file:other.scxml"/>', "reads no other file"),
