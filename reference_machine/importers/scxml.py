@@ -287,8 +287,9 @@ class _Files:
         document naming it, as names from the root) and its names from the root; raises
         `_SrcRefused` (`_SrcMissing` when there is no such file)."""
         if self.root is None:
-            raise _SrcRefused("the chart was given as text, not as a file, so there is no "
-                              "directory to read it from, and importing reads no other file")
+            raise _SrcRefused("the chart was given to the importer as text, without its "
+                              "directory, so there is none to read it from, and importing "
+                              "reads no other file")
         path, names = self._walk(self.root, self._names(src, here))
         info = os.lstat(path)
         if not stat.S_ISREG(info.st_mode):

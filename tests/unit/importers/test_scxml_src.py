@@ -218,7 +218,7 @@ class TestInvokeSrcRefusals:
             scxml.convert(text, {}, str(tmp_path / "main.scxml"))
         finding = caught.value.findings[0]
         assert finding.code == "scxml-invoke" and finding.line == 4
-        assert "given as text" in finding.message
+        assert "as text, without its directory" in finding.message
 
     def test_a_file_that_invokes_itself_is_read_a_bounded_number_of_times(
             self, tmp_path: Path) -> None:
@@ -283,6 +283,6 @@ class TestDataSrc:
         """Without a directory `<data src=>` is refused."""
         text = chart('<datamodel><data id="v" src="value.txt"/></datamodel>'
                      '<state id="s0"><transition target="pass"/></state>')
-        with pytest.raises(DefinitionError, match=r"given as text") as caught:
+        with pytest.raises(DefinitionError, match=r"as text, without its directory") as caught:
             scxml.convert(text, {}, "main.scxml")
         assert caught.value.findings[0].code == "scxml-data-src"
