@@ -95,6 +95,9 @@ def import_document(path: str | Path, *, format: str | None = None) -> Imported:
         raise DefinitionSyntaxError([Finding(Severity.ERROR, "unreadable", "",
                                              f"cannot read: {exc}")], name) from exc
     module = importlib.import_module(f"reference_machine.importers.{fmt}")
+    if fmt == "scxml":  # a `src=` may name a file beside the chart (scxml._Files says which)
+        scxml_chart: Imported = module.convert(data, lines, name, directory=Path(path).parent)
+        return scxml_chart
     imported: Imported = module.convert(data, lines, name)
     return imported
 

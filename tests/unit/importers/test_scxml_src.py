@@ -286,3 +286,26 @@ class TestDataSrc:
         with pytest.raises(DefinitionError, match=r"as text, without its directory") as caught:
             scxml.convert(text, {}, "main.scxml")
         assert caught.value.findings[0].code == "scxml-data-src"
+
+
+class TestFromTheCommandLine:
+    """`lint`, `import` and `fuzz` read a chart as a file, so its `src=` names files beside
+    it (through `import_document`), as the W3C runner does."""
+
+    def test_a_file_beside_the_chart_is_invoked_and_one_outside_refused(
+            self, tmp_path: Path) -> None:
+        from reference_machine.importers import import_document
+
+        charts = tmp_path / "charts"
+        charts.mkdir()
+        (charts / "sub.scxml").write_text(child(DONE), encoding="utf-8")
+        (charts / "main.scxml").write_text(invoking('<invoke id="kid" src="sub.scxml"/>'),
+                                           encoding="utf-8")
+        imported = import_document(charts / "main.scxml")
+        assert set(imported.data["context"][scxml.CHILDREN]) == {"kid"}
+        (tmp_path / "outside.scxml").write_text(child(DONE), encoding="utf-8")
+        (charts / "escape.scxml").write_text(invoking('<invoke src="../outside.scxml"/>'),
+                                             encoding="utf-8")
+        with pytest.raises(DefinitionError, match=r"'\.\.'") as caught:
+            import_document(charts / "escape.scxml")
+        assert caught.value.findings[0].code == "scxml-invoke"
