@@ -1513,6 +1513,17 @@ def _html_section(index: int, section: Mapping[str, Any]) -> str:
              f'<h2>{_e(section["name"])} <small>({_e(section["engine"])}, '
              f'<span class="{"held" if section["held"] else "broken"}-t">{verdict}</span>)'
              f'</small></h2>']
+    # what broke, its shrunk trace and the replay come first: the diagram is below the facts
+    for failure in section["failures"]:
+        parts.append(f'<h3 class="broken-t">Violated: {_e(failure.get("rule", "?"))}</h3>'
+                     f'<p>{_e(failure.get("message", ""))}</p>')
+        if failure.get("trace"):
+            steps = "".join(f"<li>{_e(line)}</li>" for line in failure["trace"])
+            heading = trace_heading(section, failure)
+            parts.append(f'<p>{_e(heading[0].upper() + heading[1:])}:</p>'
+                         f'<ul class="trace">{steps}</ul>')
+        if failure.get("replay_command"):
+            parts.append(f'<p>Replay: <code>{_e(failure["replay_command"])}</code></p>')
     definition = section["definition"]
     facts = [("test", section["test"])] if section.get("test") else []
     if section.get("expected"):
@@ -1548,16 +1559,6 @@ def _html_section(index: int, section: Mapping[str, Any]) -> str:
               '<span><i class="sw" style="border-color:#9a9a9a;border-top-style:dotted"></i>'
               'forced move</span></div>',
               f'<div class="diagram">{drawing}</div>']
-    for failure in section["failures"]:
-        parts.append(f'<h3 class="broken-t">Violated: {_e(failure.get("rule", "?"))}</h3>'
-                     f'<p>{_e(failure.get("message", ""))}</p>')
-        if failure.get("trace"):
-            steps = "".join(f"<li>{_e(line)}</li>" for line in failure["trace"])
-            heading = trace_heading(section, failure)
-            parts.append(f'<p>{_e(heading[0].upper() + heading[1:])}:</p>'
-                         f'<ul class="trace">{steps}</ul>')
-        if failure.get("replay_command"):
-            parts.append(f'<p>Replay: <code>{_e(failure["replay_command"])}</code></p>')
     coverage = section["coverage"]
     rows = [(name, part["reached"], part["of"],
              f"{100 * part['reached'] / part['of']:.0f}%" if part["of"] else "-")
