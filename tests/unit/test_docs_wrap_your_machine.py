@@ -95,7 +95,7 @@ def test_the_site_leads_to_the_page() -> None:
     before their second section."""
     config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
     assert "wrap-your-machine.md" in str(config["nav"])
-    for name in ("index.md",):
+    for name in ("index.md", "getting-started.md"):
         text = (ROOT / "docs" / name).read_text(encoding="utf-8")
         second_section = text.index("\n## ", text.index("\n## ") + 1)
         assert "(wrap-your-machine.md)" in text[:second_section], name
