@@ -7,11 +7,16 @@ reported, never how fast (no wall-clock thresholds)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner, Result
 from running import ROOT, cli, one_error_line
+
+from harness.bench import suite
+from harness.cli.main import cli as group
 
 QUICK = ("--quick", "--seconds", "0.005", "--quiet")
 CONTENDERS = ["dict FSM (floor)", "reference decide", "runtime, memory store",
@@ -25,6 +30,7 @@ def bench(*args: str, cwd: Path = ROOT) -> dict[str, Any]:
     return dict(json.loads(result.stdout))
 
 
+@pytest.mark.smoke
 def test_a_shape_is_walked_by_every_contender_side_by_side() -> None:
     doc = bench("--only", "shape: 8-state cycle")
     assert (doc["kind"], doc["format"]) == ("fsmharness.bench", 1)
@@ -141,3 +147,75 @@ def test_a_save_folder_that_cannot_be_written_is_refused_first(tmp_path: Path) -
     result = cli("bench", "--quick", "--only", "shape: 8-state cycle", "--save", "x",
                  cwd=tmp_path)
     one_error_line(result, "--save")
+
+
+def invoked(*args: str) -> Result:
+    """Runs `fsmharness bench --quick` in this process, stdout and stderr each a pipe."""
+    return CliRunner().invoke(group, ["bench", "--quick", "--seconds", "0.001",
+                                      "--only", "shape: 8-state cycle", *args])
+
+
+@pytest.mark.smoke
+def test_progress_is_told_in_plain_lines_when_stderr_is_a_pipe() -> None:
+    """One line per section and per group on stderr, and none with --quiet."""
+    told = invoked("--json")
+    assert told.exit_code == 0, told.output
+    assert told.stderr.splitlines() == [
+        "bench: [1/1] shape: 8-state cycle",
+        *(f"bench:   shape: 8-state cycle (cycle8, 8 transitions a round): {seconds} s"
+          for seconds in re.findall(r"round\): (\d+\.\d) s", told.stderr)),
+        *(line for line in told.stderr.splitlines() if line.startswith("bench: done: 1 "))]
+    assert len(told.stderr.splitlines()) == 3
+    assert json.loads(told.stdout)["kind"] == "fsmharness.bench"  # stdout stays parseable
+    quiet = invoked("--json", "--quiet")
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+
+
+def one(results: Any) -> tuple[float, str]:
+    return 1.0, ""
+
+
+@pytest.mark.parametrize(("target", "flags", "code"), [
+    (2.0, ("--check-aims",), 1),  # 1 measured, at least 2 aimed for: missed
+    (0.5, ("--check-aims",), 0),
+    (2.0, (), 0),  # without the flag an aim missed is shown, not judged
+])
+def test_check_aims_exits_1_on_a_missed_aim_only_when_asked(
+        monkeypatch: pytest.MonkeyPatch, target: float, flags: tuple[str, ...],
+        code: int) -> None:
+    monkeypatch.setattr(suite, "AIMS", (suite.Aim("a fixed figure of 1", target, True, one),))
+    result = invoked(*flags, "--quiet")
+    assert result.exit_code == code, result.output
+    met = "yes" if target <= 1 else "not yet"
+    assert re.search(rf"a fixed figure of 1 +│ 1\.00 +│ >= {target:g} +│ {met}", result.stdout)
+    assert "aims: targets, not a verdict" in result.stdout
+    if flags:
+        missed = 1 if code else 0
+        assert f"--check-aims: {missed} of 1 aims missed" in result.stdout
+
+
+def test_the_aims_are_judged_from_an_injected_table() -> None:
+    """A table of aims is data: each judged from the rows, the words it gives filled in, one
+    whose figures are missing left out."""
+    table = (suite.Aim("at least 3 ({})", 3, True, lambda results: (len(results), "rows")),
+             suite.Aim("at most 1", 1, False, lambda results: (len(results), "")),
+             suite.Aim("not measured", 1, False, lambda results: None))
+    rows = [{"group": "g", "contender": "c"}] * 2
+    assert suite.aims(rows, table) == [
+        {"aim": "at least 3 (rows)", "measured": 2, "target": ">= 3", "met": False},
+        {"aim": "at most 1", "measured": 2, "target": "<= 1", "met": False}]
+
+
+def test_no_cluster_is_started_unless_asked() -> None:
+    """Quick or not, and under `--only scaling`, the cluster section is left out; `--cluster`
+    or an `--only` text naming it runs it."""
+    def titles(**options: Any) -> list[str]:
+        return [title for title, _ in suite.suite(**options)]
+
+    assert suite.CLUSTER in suite.SECTIONS
+    for options in ({"quick": True}, {"quick": False}, {"quick": True, "only": ["scaling"]}):
+        assert suite.CLUSTER not in titles(**options), options
+    assert "scaling: processes" in titles(quick=True, only=["scaling"])
+    assert titles(quick=True, only=["cluster"]) == [suite.CLUSTER]
+    assert titles(quick=True, only=["scaling: cluster"]) == [suite.CLUSTER]
+    assert suite.CLUSTER in titles(quick=True, cluster=True)
