@@ -90,6 +90,7 @@ class TestFuzz:
         assert result.stdout.startswith("FAIL  naive_machine:KeyPerAttempt: ")
         assert not (user / "reports").exists()
 
+    @pytest.mark.smoke
     def test_json_prints_the_report_document(self, tmp_path: Path) -> None:
         result = cli("fuzz", str(SCENARIOS / "support_triage.yaml"), "--runs", "5",
                      "--faults", "crash,duplicate_event", "--json", "--no-report")
@@ -151,6 +152,7 @@ class TestFuzz:
 
 
 class TestExplore:
+    @pytest.mark.smoke
     def test_a_sound_definition_holds_within_the_bound(self, user: Path) -> None:
         result = cli("explore", "workflow_pay.yaml", "--depth", "4", cwd=user)
         assert result.returncode == 0, result.stdout + result.stderr
@@ -173,6 +175,7 @@ class TestExplore:
 
 
 class TestDiagramReportBenchSchema:
+    @pytest.mark.smoke
     def test_diagram_as_mermaid_and_svg(self, tmp_path: Path) -> None:
         flow = SCENARIOS / "refund_escalation.yaml"
         text = cli("diagram", str(flow))
@@ -184,6 +187,7 @@ class TestDiagramReportBenchSchema:
         one_error_line(cli("diagram", str(flow), "-o", str(tmp_path / "no" / "flow.svg")),
                        "does not exist")
 
+    @pytest.mark.smoke
     def test_report_renders_again_from_the_json(self, tmp_path: Path) -> None:
         first = cli("fuzz", str(SCENARIOS / "support_triage.yaml"), "--runs", "5",
                     "--report", str(tmp_path / "a"))

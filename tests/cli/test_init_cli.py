@@ -61,6 +61,7 @@ class TestInit:
         assert "python -m pytest --fsm-report fsm-reports" in runs
         assert 'cat fsm-reports/pytest.md >> "$GITHUB_STEP_SUMMARY"' in runs
 
+    @pytest.mark.smoke
     def test_dir_writes_into_a_folder_it_makes(self, tmp_path: Path) -> None:
         """`--dir` names the folder, made when missing; the next commands name it too."""
         result = cli("init", "--dir", "flows/orders", cwd=tmp_path)

@@ -30,6 +30,7 @@ def planted(path: Path) -> list[str]:
 
 
 class TestLint:
+    @pytest.mark.smoke
     def test_bundled_scenarios_are_clean(self) -> None:
         """Every bundled definition lints clean: exit 0, no findings."""
         result = run("lint", "scenarios")
@@ -96,6 +97,7 @@ class TestLint:
 
 
 class TestSchema:
+    @pytest.mark.smoke
     def test_schema_validates_bundled_and_rejects_bad(self, tmp_path: Path) -> None:
         """The exported JSON Schema accepts every bundled definition and refuses unknown keys."""
         out = tmp_path / "schema.json"

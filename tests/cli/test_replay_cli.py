@@ -29,6 +29,7 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 class TestReplay:
+    @pytest.mark.smoke
     def test_a_saved_failure_breaks_again_and_exits_1(self, saved: Path) -> None:
         """The trace is printed step by step, then the violation it reproduced."""
         result = cli("replay", str(saved), path=str(SUPPORT))
@@ -112,6 +113,7 @@ class TestRunChecksInvariants:
         assert "violated no_duplicate_effect" in result.stdout
         assert "replay: fsmharness run" in result.stdout
 
+    @pytest.mark.smoke
     def test_the_bundled_scenarios_hold(self) -> None:
         """Every invariant holds on every bundled scenario's seeded run."""
         result = cli("run", "scenarios/", "--seed", "1")

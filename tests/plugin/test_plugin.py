@@ -27,6 +27,7 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
+@pytest.mark.smoke
 def test_a_definition_file_becomes_lint_fuzz_and_explore_items(project: pytest.Pytester
                                                                 ) -> None:
     result = project.runpytest("-v")
@@ -45,6 +46,7 @@ def test_a_definition_file_becomes_lint_fuzz_and_explore_items(project: pytest.P
     ])
 
 
+@pytest.mark.smoke
 def test_a_buggy_machine_fails_with_the_invariant_the_trace_and_the_replay_command(
         project: pytest.Pytester) -> None:
     project.makepyfile(naive_machine=NAIVE_MACHINE)
@@ -72,6 +74,7 @@ def test_a_buggy_machine_fails_with_the_invariant_the_trace_and_the_replay_comma
     assert "reproduced no_duplicate_effect" in replayed.stdout
 
 
+@pytest.mark.smoke
 def test_the_marker_runs_a_campaign_and_hands_its_report_to_the_test(
         pytester: pytest.Pytester) -> None:
     pytester.makefile(".yaml", flow=WORKFLOW)
@@ -105,6 +108,7 @@ def test_the_marker_runs_a_campaign_and_hands_its_report_to_the_test(
     result.stdout.no_fnmatch_line("*not reached*")
 
 
+@pytest.mark.smoke
 def test_fixtures_build_simulators_worlds_plans_and_a_frozen_clock(
         pytester: pytest.Pytester) -> None:
     pytester.makefile(".yaml", flow=WORKFLOW)

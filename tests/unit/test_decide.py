@@ -219,6 +219,7 @@ def test_enumerated_transitions_are_exactly_the_triggers_table():
 
 @pytest.mark.parametrize(("state", "event", "target"), TRIPLES,
                          ids=[f"{s}--{e}->{t}" for s, e, t in TRIPLES])
+@pytest.mark.smoke
 def test_permitted_transition(state: str, event: str, target: str):
     """Each permitted transition is Accepted, lands in its target and emits its entry commands."""
     run = drive_to(state)
@@ -299,6 +300,7 @@ def test_action_hash_of_state_without_step_raises():
         action_hash(REFUND, "awaiting_approval", {})
 
 
+@pytest.mark.smoke
 def test_start_runs_initial_step_and_deadline():
     """Starting schedules the deadline, runs the initial step and merges the start payload."""
     ex = new_execution(REFUND, XID, context={"order_id": ORDER})
@@ -378,6 +380,7 @@ def test_undeclared_event_is_unknown_event(state: str):
 
 @pytest.mark.parametrize("state", FINAL)
 @pytest.mark.parametrize("event_type", ALL_TYPES)
+@pytest.mark.smoke
 def test_final_state_rejects_everything_as_terminal(state: str, event_type: str):
     """A final execution Rejects every event type, declared, built-in or unknown, as terminal."""
     run = drive_to(state)
@@ -479,6 +482,7 @@ def test_compensation_failed_with_non_string_category_is_not_retried(category: A
 # -- 2. failure matrix: tool timeouts -----------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_tool_timeout_retries_with_same_key_and_new_attempt():
     """A payments.refund timeout schedules a policy backoff, then retries under the same key."""
     run = drive_to("executing_refund")
@@ -614,6 +618,7 @@ def test_duplicate_tool_result_is_ignored_duplicate():
     assert "already answered" in decision.detail
 
 
+@pytest.mark.smoke
 def test_redelivered_event_id_is_ignored_duplicate():
     """The very same event delivered twice is Ignored duplicate by its id."""
     run = drive_to("executing_refund")
@@ -754,6 +759,7 @@ def test_grant_at_expires_at_is_accepted():
     assert decision.execution.state == "executing_refund"
 
 
+@pytest.mark.smoke
 def test_approval_from_agent_is_unauthorized():
     """An agent forging a grant (right role, hash and request) is Rejected unauthorized."""
     run = drive_to("awaiting_approval")

@@ -109,6 +109,7 @@ class TestCommandsTakeTheFiles:
 
 
 class TestImportCommand:
+    @pytest.mark.smoke
     def test_writes_the_native_yaml_it_read(self, files: dict[str, Path],
                                             tmp_path: Path) -> None:
         out = tmp_path / "charge.yaml"
