@@ -82,6 +82,9 @@ class TestFuzz:
         assert {(e["source"], e["target"]) for e in on_path} >= {("review", "charging")}
         html = (user / "reports" / "fuzz.html").read_text()
         assert "Violated: no_duplicate_effect" in html and "#d62728" in html
+        # what broke and how to replay it come before the diagram, not below a screenful
+        assert html.index("Violated: no_duplicate_effect") < html.index("Replay: <code>") \
+            < html.index("<h3>Workflow</h3>")
 
     def test_a_machine_target_names_its_own_definition(self, user: Path) -> None:
         result = cli("fuzz", "naive_machine:KeyPerAttempt", "--runs", "50", "--no-report",
