@@ -404,8 +404,10 @@ def _print_section(out: Console, section: dict[str, Any], quiet: bool) -> None:
                   "which its seed alone does not run again; run without --no-report, or with "
                   "--strategy swarm)", markup=False)
     elif unsaved:
-        out.print("      (no replay file with --no-report: the same options and seed run it "
-                  "again)", markup=False)
+        again = shlex.join(["fsmharness", *(arg for arg in sys.argv[1:]
+                                            if arg != "--no-report")])
+        out.print(f"      (no replay file with --no-report: {again} finds it again, the same "
+                  "options and seed, and writes its replay file)", markup=False)
 
 
 def _finish(out: Console, command: str, sections: list[dict[str, Any]], folder: Path | None,
@@ -450,8 +452,9 @@ def _finish(out: Console, command: str, sections: list[dict[str, Any]], folder: 
 @click.command("diagram")
 @click.argument("target")
 @click.option("--format", "form", type=click.Choice(["mermaid", "svg"]), default="mermaid",
-              show_default=True, help="Mermaid stateDiagram-v2 text, or an SVG drawn by "
-                                      "Graphviz.")
+              show_default=True, help="Mermaid stateDiagram-v2 text, or an SVG: laid out by "
+                                      "Graphviz with the diagrams extra (pygraphviz), else a "
+                                      "table of the states and transitions.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), metavar="FILE",
               help="Write to this file instead of standard output.")
 @click.option("--import", "modules", multiple=True, metavar="MODULE",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -317,8 +318,15 @@ class TestReviewFindings:
         result = cli("fuzz", "workflow_pay.yaml", "--machine", "naive_machine:KeyPerAttempt",
                      "--runs", "50", "--no-report", cwd=user)
         assert result.returncode == 1
-        assert "no replay file with --no-report" in result.stdout
         assert "shrunk to " in result.stdout
+        told = re.search(r"no replay file with --no-report: (.+) finds it again", result.stdout)
+        assert told is not None, result.stdout
+        command = shlex.split(told.group(1))
+        assert command == ["fsmharness", "fuzz", "workflow_pay.yaml", "--machine",
+                           "naive_machine:KeyPerAttempt", "--runs", "50"]
+        again = cli(*command[1:], cwd=user)  # as printed: the same failure, now with its file
+        assert again.returncode == 1
+        assert list((user / "reports" / "replays").glob("*.json")), again.stdout
 
 
 def test_a_blind_spot_is_said_under_the_verdict_and_in_every_report(tmp_path: Path) -> None:
