@@ -23,6 +23,7 @@ import signal
 import sys
 import tracemalloc
 import types
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any, TypeVar
@@ -178,11 +179,23 @@ class Running:
         _flush()
         reader, writer = multiprocessing.Pipe(duplex=False)
         self.reader = reader
+        _parent_keeps(reader)
         self.beat = Heartbeat()
         self.process = multiprocessing.get_context("fork").Process(
             target=_child, args=(work, writer, self.beat), daemon=True)
         _start(self.process)
         writer.close()  # only the child holds the writing end: its death is an end of file
+        #: how the child ended (`multiprocessing`'s exit code), once `result` or `cancel` saw
+        #: it end; the process handle is let go of then
+        self.exitcode: int | None = None
+
+    def _ended(self) -> int | None:
+        """Waits for the child's end, notes its exit code and lets go of its handle."""
+        if self.exitcode is None:
+            self.process.join()
+            self.exitcode = self.process.exitcode
+            _let_go(self.process)
+        return self.exitcode
 
     def result(self, told: Callable[[Any], object] | None = None) -> Any:
         """Waits for the child's result, handing `told` what it tells on the way; raises
@@ -200,24 +213,23 @@ class Running:
                 if told is not None:
                     told(got.item)
         except (EOFError, OSError):
-            self.process.join()
-            raise Died(self.process.exitcode, hung) from None
+            raise Died(self._ended(), hung) from None
         except BaseException:
             self.process.kill()
-            self.process.join()
+            self._ended()
             raise
         finally:
             self.reader.close()
-        self.process.join()
+        self._ended()
         if isinstance(got, _Raised):
             raise got.exc
         return got
 
     def cancel(self) -> None:
         """Ends the child if it still runs, and lets go of its pipe (its result is lost)."""
-        if self.process.is_alive():
+        if self.exitcode is None and self.process.is_alive():
             self.process.kill()
-        self.process.join()
+        self._ended()
         self.reader.close()
 
 
@@ -249,6 +261,7 @@ class Worker:
         _flush()
         tasks_out, self.tasks = multiprocessing.Pipe(duplex=False)
         self.results, results_in = multiprocessing.Pipe(duplex=False)
+        _parent_keeps(self.tasks, self.results)
         self.beat = Heartbeat()
         self.hung: tuple[float, str] | None = None  # why the parent ended it, if it did
         self.process = multiprocessing.get_context("fork").Process(
@@ -296,13 +309,15 @@ class Worker:
     def close(self) -> None:
         """Ends the child: it is told to stop after the batches it holds, or, when the results
         of those are not wanted any more (the work stopped early), killed at once."""
-        if not self.given:
-            with contextlib.suppress(OSError):
-                self.tasks.send(None)
-            self.process.join(timeout=5)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join()
+        with contextlib.suppress(ValueError):  # closed already: its handle was let go of
+            if not self.given:
+                with contextlib.suppress(OSError):
+                    self.tasks.send(None)
+                self.process.join(timeout=5)
+            if self.process.is_alive():
+                self.process.kill()
+                self.process.join()
+        _let_go(self.process)
         self.tasks.close()
         self.results.close()
 
@@ -374,10 +389,35 @@ class _Crew:
         self.workers = []
 
 
+#: The ends of the children's pipes the parent keeps (the task writers, the result readers).
+#: A fork copies them into every child made later; each child closes its copies first thing,
+#: so that a child waiting for work sees its pipe end when the parent is gone, instead of
+#: waiting for ever on a copy of the writing end it holds itself (an orphan after a parent
+#: killed by a timeout).
+_PARENT_ENDS: weakref.WeakSet[Connection] = weakref.WeakSet()
+
+
+def _parent_keeps(*ends: Connection) -> None:
+    """Notes the ends of a child's pipes the parent keeps, before the child is forked."""
+    _PARENT_ENDS.update(ends)
+
+
+def _let_go(process: Any) -> None:
+    """Releases a joined child's process handle now: its sentinel pipes would otherwise stay
+    open until the collector reaches the handle, which a kept traceback (Hypothesis keeps one
+    per failing example) delays for ever: the fds leaked by the thousand."""
+    with contextlib.suppress(ValueError):  # still running: its finalizer releases it later
+        process.close()
+
+
 def _started(beat: Heartbeat) -> None:
-    """Readies a child: its prints to stderr, no tracing of the parent's memory, SIGALRM free
-    for the watchdog (a fork inherits the parent's handler but not its timer), and the
-    heartbeat its parent watches."""
+    """Readies a child: the parent's ends of every child's pipes closed here, its prints to
+    stderr, no tracing of the parent's memory, SIGALRM free for the watchdog (a fork inherits
+    the parent's handler but not its timer), and the heartbeat its parent watches."""
+    for end in list(_PARENT_ENDS):
+        with contextlib.suppress(OSError):
+            end.close()
+    _PARENT_ENDS.clear()
     beat.install()
     os.dup2(2, 1)  # the machine's prints go to stderr: stdout is the harness's
     if tracemalloc.is_tracing():  # a measure of the parent's memory (bench) is not the child's
