@@ -171,3 +171,11 @@ def test_main():
         "import": ["test_forms.py::test_through_a_helper"],
         "lint": ["test_forms.py::test_by_helper"],
         "report": ["test_module.py::test_main"]}
+
+
+def test_the_readme_tells_the_suites_duration_and_the_subset() -> None:
+    """Issue 43: a new user learns how long the test command takes, and the quick first
+    pass, from the README's first section."""
+    first = (TESTS.parent / "README.md").read_text(encoding="utf-8").split("\n## ", 2)[1]
+    assert "python -m pytest -m smoke" in first
+    assert "about 14 minutes" in first and "2-core" in first
