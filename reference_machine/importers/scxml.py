@@ -1272,15 +1272,21 @@ class _Converter:
                        "<content> holding one <scxml> chart, or a src= naming a file beside "
                        "the chart", state)
             return None
-        child = _Converter(charts[0], self.source, invoked=True, files=self.files,
-                           here=self.here)
+        data = self._chart_within(charts[0])
+        return None if data is None else ({ident: data}, None)
+
+    def _chart_within(self, root: _Node) -> dict[str, Any] | None:
+        """Gives the native data of a chart written inside this one (an invoke's `<content>`,
+        an assigned chart), its warnings taken as this chart's; None, its errors noted, when
+        it does not import."""
+        child = _Converter(root, self.source, invoked=True, files=self.files, here=self.here)
         try:
             data, notes = _native_checks(child.run(), child, self.source)
         except DefinitionError as exc:
             self.errors += exc.findings
             return None
         self.warnings += [*child.warnings, *notes]
-        return {ident: data}, None
+        return data
 
     def _src_charts(self, node: _Node, ident: str, state: str
                     ) -> tuple[dict[str, dict[str, Any]], str | None] | None:
@@ -1454,14 +1460,9 @@ class _Converter:
         key = "''"
         for number, assign in reversed(list(enumerate(assigned, 1))):
             root = next(c for c in assign.children if c.tag == "scxml")
-            child = _Converter(root, self.source, invoked=True, files=self.files,
-                               here=self.here)
-            try:
-                data, notes = _native_checks(child.run(), child, self.source)
-            except DefinitionError as exc:
-                self.errors += exc.findings
+            data = self._chart_within(root)
+            if data is None:
                 return None
-            self.warnings += [*child.warnings, *notes]
             charts[f"{ident}#{number}"] = data
             key = (f"{f'{ident}#{number}'!r} if ({translated}) == "
                    f"{self._chart_handle(assign)!r} else ({key})")
