@@ -145,6 +145,9 @@ SRC_BYTES_MAX = DEFINITION_BYTES_MAX
 SRC_FILES_MAX = 32
 _SYMLINKS_MAX = 8  # symbolic links followed on the way to one file
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
+#: Whether `os.open` takes a directory to open a name in (`dir_fd`: POSIX), which reading a
+#: file a `src=` names needs
+_OPENS_IN_DIRECTORY = os.open in os.supports_dir_fd
 _DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1000}
 
@@ -290,23 +293,28 @@ class _Files:
             raise _SrcRefused("the chart was given to the importer as text, without its "
                               "directory, so there is none to read it from, and importing "
                               "reads no other file")
-        path, names = self._walk(self.root, self._names(src, here))
-        info = os.lstat(path)
-        if not stat.S_ISREG(info.st_mode):
-            raise _SrcRefused("it is not a regular file")
-        if info.st_size > SRC_BYTES_MAX:
-            raise _SrcRefused(f"it is over the {SRC_BYTES_MAX // 1000} kB a file src= names "
-                              "may be")
+        names = self._walk(self.root, self._names(src, here))
         self.count += 1
         if self.count > SRC_FILES_MAX:
             raise _SrcRefused(f"the import would read more than {SRC_FILES_MAX} files by src= "
                               "(a chart that invokes itself by src= is read without end)")
-        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
         try:
-            with os.fdopen(os.open(path, flags), "rb") as stream:
+            handle = self._open(self.root, names)
+        except OSError as exc:  # a link swapped in since the walk (ELOOP), a file gone
+            raise _SrcRefused(f"it cannot be read ({exc.strerror})") from exc
+        try:  # what was opened is judged, not what the path names now
+            info = os.fstat(handle)
+            if not stat.S_ISREG(info.st_mode):
+                raise _SrcRefused("it is not a regular file")
+            if info.st_size > SRC_BYTES_MAX:
+                raise _SrcRefused(f"it is over the {SRC_BYTES_MAX // 1000} kB a file src= "
+                                  "names may be")
+            with os.fdopen(handle, "rb", closefd=False) as stream:
                 raw = stream.read(SRC_BYTES_MAX + 1)
         except OSError as exc:
             raise _SrcRefused(f"it cannot be read ({exc.strerror})") from exc
+        finally:
+            os.close(handle)
         if len(raw) > SRC_BYTES_MAX:
             raise _SrcRefused(f"it is over the {SRC_BYTES_MAX // 1000} kB a file src= names "
                               "may be")
@@ -344,8 +352,29 @@ class _Files:
         return (*here, *names)
 
     @staticmethod
-    def _walk(root: str, names: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
-        """Gives the path of `names` from `root`, and its names with each symbolic link on
+    def _open(root: str, names: tuple[str, ...]) -> int:
+        """Opens the file `names` (walked, no symbolic link among them) gives from `root`,
+        one directory at a time and following no link: one swapped in since the walk makes
+        the open fail rather than lead out."""
+        if not _OPENS_IN_DIRECTORY:
+            raise _SrcRefused("this platform cannot open a file one directory at a time, "
+                              "which reading it safely needs")
+        nofollow = getattr(os, "O_NOFOLLOW", 0)
+        folder = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            for name in names[:-1]:
+                inner = os.open(name, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | nofollow,
+                                dir_fd=folder)
+                os.close(folder)
+                folder = inner
+            return os.open(names[-1], os.O_RDONLY | nofollow | getattr(os, "O_NONBLOCK", 0),
+                           dir_fd=folder)
+        finally:
+            os.close(folder)
+
+    @staticmethod
+    def _walk(root: str, names: tuple[str, ...]) -> tuple[str, ...]:
+        """Gives the names of the file `names` leads to from `root`, each symbolic link on
         the way replaced by what it names; refuses a link that leads out."""
         done: list[str] = []
         pending = list(names)
@@ -369,7 +398,10 @@ class _Files:
                 raise _SrcRefused(f"it cannot be read ({exc.strerror})") from exc
             if stat.S_ISLNK(info.st_mode):
                 links += 1
-                link = os.readlink(path)
+                try:
+                    link = os.readlink(path)
+                except OSError as exc:  # changed since it was looked at
+                    raise _SrcRefused(f"it cannot be read ({exc.strerror})") from exc
                 if links > _SYMLINKS_MAX or os.path.isabs(link) or "\\" in link:
                     raise _SrcRefused("a symbolic link on its way leads out of the chart's "
                                       "directory (or through too many links)")
@@ -380,7 +412,7 @@ class _Files:
             done.append(name)
         if not done:
             raise _SrcRefused("it names the chart's directory, not a file")
-        return os.path.join(root, *done), tuple(done)
+        return tuple(done)
 
 
 # -- expressions -----------------------------------------------------------------------------------
@@ -2634,8 +2666,15 @@ def convert(data: str, lines: Mapping[str, int], name: str, *,
     del lines  # SCXML is located by its own parse
     root = _parse(data, name)
     converter = _Converter(root, name, files=_Files(directory))
-    native = converter.run()
-    native, checked = _native_checks(native, converter, name)
+    try:
+        native = converter.run()
+        native, checked = _native_checks(native, converter, name)
+    except RecursionError as exc:  # each file src= names nests within the last
+        raise DefinitionError([Finding(
+            Severity.ERROR, "scxml-nesting", "scxml",
+            "the charts this one invokes, inline and by src=, nest too deeply to import "
+            f"(each file at most {NESTING_MAX} levels, at most {SRC_FILES_MAX} files)")],
+            name) from exc
     return Imported(format="scxml", data=native, findings=(*converter.warnings, *checked),
                     source=name)
 

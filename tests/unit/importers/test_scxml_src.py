@@ -193,11 +193,15 @@ class TestInvokeSrcRefusals:
         (root / "up.scxml").symlink_to("../outside.scxml")
         (root / "sub.scxml").write_text(child(DONE), encoding="utf-8")
         seen: list[str] = []
+        readlink = os.readlink
         for name in ("lstat", "stat", "open", "readlink"):
             real = getattr(os, name)
 
             def spy(path: Any, *args: Any, _real: Any = real, **kwargs: Any) -> Any:
-                seen.append(os.fspath(path))
+                where = os.fspath(path)
+                if kwargs.get("dir_fd") is not None:  # a name in a directory opened before
+                    where = os.path.join(readlink(f"/proc/self/fd/{kwargs['dir_fd']}"), where)
+                seen.append(where)
                 return _real(path, *args, **kwargs)
 
             monkeypatch.setattr(os, name, spy)
@@ -207,7 +211,51 @@ class TestInvokeSrcRefusals:
                 scxml.convert(text, {}, "main.scxml", directory=root)
         scxml.convert(invoking('<invoke type="scxml" src="sub.scxml"/>'), {}, "main.scxml",
                       directory=root)
-        assert seen and all(path.startswith(str(root) + os.sep) for path in seen), seen
+        assert seen and all(path == str(root) or path.startswith(str(root) + os.sep)
+                            for path in seen), seen
+
+    @pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="reads /proc")
+    def test_a_directory_swapped_for_a_link_after_the_walk_is_not_followed(
+            self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Someone who can write in the chart's directory swaps a folder the walk found for
+        a link leading out before the file is opened: the open follows no link, so the
+        file outside is never read (the import is refused)."""
+        root = tmp_path / "charts"
+        (root / "sub").mkdir(parents=True)
+        (root / "sub" / "value.txt").write_text("1", encoding="utf-8")
+        (tmp_path / "out").mkdir()
+        (tmp_path / "out" / "value.txt").write_text("'SECRET outside'", encoding="utf-8")
+        walk = scxml._Files._walk
+
+        def racing(start: str, names: tuple[str, ...]) -> tuple[str, ...]:
+            found = walk(start, names)
+            (root / "sub").rename(root / "was")
+            (root / "sub").symlink_to(tmp_path / "out")
+            return found
+
+        monkeypatch.setattr(scxml._Files, "_walk", staticmethod(racing))
+        text = chart('<datamodel><data id="v" src="sub/value.txt"/></datamodel>'
+                     '<state id="s0"><transition target="pass"/></state>')
+        with pytest.raises(DefinitionError, match=r"cannot be read") as caught:
+            convert(root, text)
+        assert "SECRET" not in str(caught.value)
+
+    def test_charts_nested_through_many_files_are_refused_located(
+            self, tmp_path: Path) -> None:
+        """Each file `src=` names nests within the last: deep enough, the import says so
+        instead of failing with a traceback."""
+        depth = 12
+        for number in range(scxml.SRC_FILES_MAX):
+            inner = f'<invoke type="scxml" src="c{number + 1}.scxml"/>'
+            for _ in range(depth):
+                state = '<state id="n">' + inner + "</state>"
+                inner = f'<invoke type="scxml"><content>{child(state)}</content></invoke>'
+            (tmp_path / f"c{number}.scxml").write_text(
+                child(f'<state id="top">{inner}</state>'), encoding="utf-8")
+        (tmp_path / f"c{scxml.SRC_FILES_MAX}.scxml").write_text(child(DONE), encoding="utf-8")
+        with pytest.raises(DefinitionError) as caught:
+            convert(tmp_path, invoking('<invoke type="scxml" src="c0.scxml"/>'))
+        assert caught.value.findings[0].code in ("scxml-nesting", "scxml-invoke")
 
     def test_a_chart_given_as_text_reads_no_file(self, tmp_path: Path) -> None:
         """With no directory (a chart given as text), `src` is refused even for a file that
