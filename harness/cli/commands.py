@@ -19,6 +19,8 @@ import subprocess
 import sys
 import textwrap
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -521,7 +523,8 @@ def report_command(path: str, report_dir: str | None) -> None:
                    "the dask extra); --only cluster runs it alone.")
 @click.option("--check-aims", is_flag=True,
               help="Exit 1 when a measured aim is missed (the aims are targets the project "
-                   "works toward; without this flag they are only shown).")
+                   "works toward; without this flag they are only shown). Not with --quick, "
+                   "whose figures are too short to judge.")
 @click.option("--json", "as_json", is_flag=True, help="Print the bench document as JSON.")
 @click.option("--markdown", is_flag=True, help="Print the tables as Markdown.")
 @click.option("--save", "save", is_flag=False, flag_value="", default=None, metavar="NAME",
@@ -554,6 +557,10 @@ def bench_command(targets: Sequence[str], seconds: float | None, quick: bool,
     runs to each bundled bug (hunt). Ratios hold on a noisy machine; absolute times do not.
     The aims are shown, not judged: exit 0 unless --compare finds a regression or
     --check-aims a missed aim."""
+    if quick and check_aims:
+        raise UsageProblem("--check-aims judges the aims on a full run; --quick's figures are "
+                           "too short to judge them by (its memory group compares 20 runs "
+                           "with 200): drop one of the two")
     found = command_targets(targets, None, modules, input_format) if targets else []
     try:
         baseline = bench.load_baseline(baseline_path) if baseline_path else None
@@ -900,7 +907,7 @@ def ci_install(direct_url: Mapping[str, Any] | None, version: str,
         return CiInstall(f"pip install {shlex.quote(f'fsmharness=={version}')}",
                          f"fsmharness {version} was installed here from a package index: CI "
                          f"must reach the same index (pip's --index-url, or PIP_INDEX_URL)")
-    url = str(direct_url.get("url", ""))
+    url = _without_credentials(str(direct_url.get("url", "")))
     subdirectory = str(direct_url.get("subdirectory") or "")
     vcs = direct_url.get("vcs_info")
     if isinstance(vcs, Mapping) and vcs.get("vcs") and vcs.get("commit_id"):
@@ -910,18 +917,39 @@ def ci_install(direct_url: Mapping[str, Any] | None, version: str,
     if url.startswith(("https://", "http://")):
         return CiInstall(f"pip install {shlex.quote(f'fsmharness @ {url}')}",
                          "the archive fsmharness was installed here from")
-    where = url.removeprefix("file://") or "an unknown place"
-    remote = _pip_git_url(origin[0]) if origin else None
+    where = _local_path(url) or "an unknown place"
+    cloned = _without_credentials(origin[0]) if origin else ""
+    remote = _pip_git_url(cloned) if origin else None
     if origin and remote:
         spec = f"fsmharness @ git+{remote}" + _subdirectory(origin[1].strip("/"))
         return CiInstall(f"pip install {shlex.quote(spec)}",
                          f"fsmharness was installed here from the checkout {where}, cloned "
-                         f"from {origin[0]}: this installs that repository's default branch "
+                         f"from {cloned}: this installs that repository's default branch "
                          f"(add @TAG or @COMMIT after its URL to pin one)")
     return CiInstall(None, f"fsmharness was installed here from {where}, which CI cannot reach: "
                            f"replace this step's lines with how CI installs it (a wheel it can "
                            f"download, or pip install 'fsmharness @ git+https://HOST/REPO@TAG'), "
                            f"or write this file with fsmharness init --install COMMAND")
+
+
+def _without_credentials(url: str) -> str:
+    """Gives `url` without the password or token in its user part (a remote cloned as
+    `https://x-access-token:TOKEN@host/...`), which a file meant to be committed must not
+    hold; an ssh user name with no password (`ssh://git@host/...`) stays."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    user, _, host = parts.netloc.rpartition("@")
+    name, colon, _ = user.partition(":")
+    kept = f"{name}@" if parts.scheme == "ssh" and name and not colon else ""
+    return urllib.parse.urlunsplit(parts._replace(netloc=kept + host))
+
+
+def _local_path(url: str) -> str:
+    """Gives the folder a `file://` URL names ("" for another URL), its %-escapes decoded."""
+    if not url.startswith("file://"):
+        return ""
+    return urllib.request.url2pathname(urllib.parse.urlsplit(url).path)
 
 
 def _subdirectory(path: str) -> str:
@@ -949,9 +977,8 @@ def _installed_here() -> CiInstall:
             direct_url = json.loads(text)
         except ValueError:
             continue
-        url = str(direct_url.get("url", ""))
-        origin = _git_origin(Path(url.removeprefix("file://"))) if url.startswith(
-            "file://") else None
+        folder = _local_path(str(direct_url.get("url", "")))
+        origin = _git_origin(Path(folder)) if folder else None
         return ci_install(direct_url, found.version, origin)
     if not versions:
         return CiInstall(None, "fsmharness runs here from its source, not installed: CI "

@@ -149,10 +149,11 @@ def test_a_save_folder_that_cannot_be_written_is_refused_first(tmp_path: Path) -
     one_error_line(result, "--save")
 
 
-def invoked(*args: str) -> Result:
-    """Runs `fsmharness bench --quick` in this process, stdout and stderr each a pipe."""
-    return CliRunner().invoke(group, ["bench", "--quick", "--seconds", "0.001",
-                                      "--only", "shape: 8-state cycle", *args])
+def invoked(*args: str, quick: bool = True) -> Result:
+    """Runs `fsmharness bench --quick` (or a full bench) of one shape in this process, stdout
+    and stderr each a pipe."""
+    return CliRunner().invoke(group, ["bench", *(["--quick"] if quick else []), "--seconds",
+                                      "0.001", "--only", "shape: 8-state cycle", *args])
 
 
 @pytest.mark.smoke
@@ -184,7 +185,7 @@ def test_check_aims_exits_1_on_a_missed_aim_only_when_asked(
         monkeypatch: pytest.MonkeyPatch, target: float, flags: tuple[str, ...],
         code: int) -> None:
     monkeypatch.setattr(suite, "AIMS", (suite.Aim("a fixed figure of 1", target, True, one),))
-    result = invoked(*flags, "--quiet")
+    result = invoked(*flags, "--quiet", quick=False)  # aims are judged on a full run only
     assert result.exit_code == code, result.output
     met = "yes" if target <= 1 else "not yet"
     assert re.search(rf"a fixed figure of 1 +│ 1\.00 +│ >= {target:g} +│ {met}", result.stdout)
@@ -192,6 +193,13 @@ def test_check_aims_exits_1_on_a_missed_aim_only_when_asked(
     if flags:
         missed = 1 if code else 0
         assert f"--check-aims: {missed} of 1 aims missed" in result.stdout
+
+
+def test_check_aims_refuses_the_quick_figures() -> None:
+    """--quick's figures are too short to judge an aim by: asking both is a usage error."""
+    result = invoked("--check-aims", "--quiet")
+    assert result.exit_code == 2, result.output
+    assert "--check-aims judges the aims on a full run" in result.output
 
 
 def test_the_aims_are_judged_from_an_injected_table() -> None:

@@ -188,3 +188,27 @@ class TestCiInstall:
         assert step.command is None
         assert "/home/ada/fsmharness, which CI cannot reach" in step.why
         assert "--install COMMAND" in step.why
+
+    @pytest.mark.parametrize(("direct_url", "origin", "url"), [
+        ({"url": "file:///home/ada/fsmharness", "dir_info": {}},
+         ("https://x-access-token:ghp_SECRET123@github.com/o/fsmharness.git", ""),
+         "git+https://github.com/o/fsmharness.git"),
+        ({"url": "https://oauth2:glpat-SECRET123@gitlab.example/o/fsmharness.git",
+          "vcs_info": {"vcs": "git", "commit_id": "0123abc"}},
+         None, "git+https://gitlab.example/o/fsmharness.git@0123abc"),
+        ({"url": "file:///home/ada/fsmharness", "dir_info": {}},
+         ("ssh://git:SECRET123@host.example/o/fsmharness.git", ""),
+         "git+ssh://host.example/o/fsmharness.git"),
+    ], ids=["remote-token", "vcs-token", "ssh-password"])
+    def test_a_token_in_the_remote_never_reaches_the_file(
+            self, direct_url: dict[str, Any], origin: tuple[str, str] | None, url: str) -> None:
+        """The workflow file is committed: a token or password in the URL pip or git
+        recorded is left out of both the command and the comment above it."""
+        step = ci_install(direct_url, "0.1.0", origin)
+        assert step.command is not None and requirement(step.command).url == url
+        assert "SECRET123" not in step.command and "SECRET123" not in step.why
+
+    def test_a_checkout_in_a_folder_with_a_space_is_found(self) -> None:
+        """pip records `file:///a%20b`: the folder is `/a b`."""
+        step = ci_install({"url": "file:///home/ada/my%20tools", "dir_info": {}}, "0.1.0")
+        assert "/home/ada/my tools, which CI cannot reach" in step.why
