@@ -8,6 +8,7 @@ merged in, targets resolved to leaf states, guards compiled) so the hot path onl
 
 from __future__ import annotations
 
+import ast
 import re
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -825,23 +826,26 @@ class _Builder:
         if self.spec.events:  # `correlate:` values read the context
             scanned.append(("events", _dumped(self.spec.events)))
         reads: list[tuple[str, str]] = []
-        stack = list(reversed(scanned))
+        # (where, what, inside a step's or compensation's `input:`, whose texts are sent as
+        # written unless they start with `=`)
+        stack = [(location, value, False) for location, value in reversed(scanned)]
         while stack:
-            location, value = stack.pop()
+            location, value, sent = stack.pop()
             if isinstance(value, dict):
                 if value.get("function") is not None:
                     return  # a registered action or guard: it may write any key
                 assign = value.get("assign")
                 if isinstance(assign, dict):
                     written.update(assign)
-                stack.extend((f"{location}.{key}", item) for key, item in reversed(value.items())
-                             if key != "description")
+                stack.extend((f"{location}.{key}", item, sent or key == "input")
+                             for key, item in reversed(value.items()) if key != "description")
             elif isinstance(value, list | tuple):
-                stack.extend((f"{location}[{index}]", item)
+                stack.extend((f"{location}[{index}]", item, sent)
                              for index, item in reversed(list(enumerate(value))))
             elif isinstance(value, str):
-                reads.extend((location, key) for match in _CONTEXT_READ.finditer(value)
-                             for key in match.groups() if key is not None)
+                if sent and not value.startswith("="):
+                    continue
+                reads.extend((location, key) for key in _context_keys(value.removeprefix("=")))
             elif callable(value) and not isinstance(value, type):
                 return  # a Python guard or action: it may write any key
         warned: set[tuple[str, str]] = set()
@@ -1739,11 +1743,39 @@ def _unresolvable_reference(schema: Any) -> str | None:
     return None
 
 
-#: The context key an expression reads first: `context.key`, `context['key']`,
-#: `at(context, 'key', ...)`, `has(context, 'key', ...)`.
-_CONTEXT_READ = re.compile(
-    r"\bcontext\s*(?:\.\s*([A-Za-z_][A-Za-z0-9_]*)|\[\s*(?:'([^'\\]*)'|\"([^\"\\]*)\")\s*\])"
-    r"|\b(?:at|has)\(\s*context\s*,\s*(?:'([^'\\]*)'|\"([^\"\\]*)\")")
+_SCANNED_TEXT_MAX = 4_000
+
+
+def _context_keys(text: str) -> list[str]:
+    """Gives the context keys an expression reads by a name written out: `context.key`,
+    `context['key']`, `at(context, 'key', ...)`, `has(context, 'key', ...)`; nothing for a
+    text that is no expression (a duration, a sentence) or a text within one."""
+    if len(text) > _SCANNED_TEXT_MAX:  # no expression is this long (the limit is 1,000)
+        return []
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    keys: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _is_context(node.value):
+            keys.append(node.attr)
+        elif isinstance(node, ast.Subscript) and _is_context(node.value):
+            keys += _named(node.slice)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in ("at", "has") and len(node.args) >= 2
+              and _is_context(node.args[0])):
+            keys += _named(node.args[1])
+    return keys
+
+
+def _is_context(node: ast.AST) -> bool:
+    return isinstance(node, ast.Name) and node.id == "context"
+
+
+def _named(node: ast.AST) -> list[str]:
+    """Gives the key a subscript or an `at` argument writes out, if it is a text."""
+    return [node.value] if isinstance(node, ast.Constant) and isinstance(node.value, str) else []
 
 
 def _dumped(value: Any) -> Any:

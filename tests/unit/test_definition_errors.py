@@ -1025,8 +1025,9 @@ def test_a_context_key_nothing_gives_is_a_located_warning_with_a_hint() -> None:
     lint names it, where it is read, and the key meant."""
     data = _base()
     _step(data)["input"] = {"n": "=context.cuont", "m": "=at(context, 'vpi')"}
-    data["states"]["work"]["on"]["step.succeeded"] = {
-        "target": "done", "guard": "context['a'] is None or context.zz > 1"}
+    data["states"]["work"]["on"]["step.succeeded"] = {  # a text within is not a read
+        "target": "done",
+        "guard": "context['a'] is None or context.zz > 1 or 'see context.yy' == ''"}
     findings = [f for f in lint(data) if f.code == "unknown-context-key"]
     assert [(f.severity, f.location, f.ids) for f in findings] == [
         (Severity.WARNING, "states.work.step.input.n", ("cuont",)),
@@ -1036,6 +1037,9 @@ def test_a_context_key_nothing_gives_is_a_located_warning_with_a_hint() -> None:
     assert "did you mean 'count'?" in findings[0].message
     assert "did you mean 'vip'?" in findings[1].message
     assert load_definition(data).warnings  # a warning: the definition still loads
+    data = _base()
+    _step(data)["input"] = {"note": "context.sent_as_text", "n": "=context.count"}
+    assert not [f for f in lint(data) if f.code == "unknown-context-key"]
 
 
 def test_a_context_key_an_assign_writes_or_a_function_may_write_is_not_warned() -> None:
