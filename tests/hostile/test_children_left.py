@@ -83,11 +83,11 @@ def test_a_child_that_died_leaves_no_pipe_open_while_its_death_is_kept() -> None
     for _ in range(20):
         worker = isolation.Worker(dies)
         worker.give(0, [1])
-        with pytest.raises(isolation.Died) as died:
+        with pytest.raises(isolation.Died, match="exited with code 0") as died:
             worker.take()
         worker.close()
         kept.append(died.value)
-        with pytest.raises(isolation.Died) as ended:
+        with pytest.raises(isolation.Died, match="exited with code 0") as ended:
             isolation.call(lambda: os._exit(0))
         kept.append(ended.value)
     assert fds() - before < 10, f"{fds() - before} descriptors left open by 40 dead children"
