@@ -824,7 +824,8 @@ class _Builder:
             scanned.append((f"states.{name}", state.model_dump(
                 mode="python", exclude={"description"}, exclude_defaults=True)))
         if self.spec.events:  # `correlate:` values read the context
-            scanned.append(("events", _dumped(self.spec.events)))
+            scanned.append(("events", {name: event.model_dump(mode="python", exclude_defaults=True)
+                                       for name, event in self.spec.events.items()}))
         reads: list[tuple[str, str]] = []
         # (where, what, inside a step's or compensation's `input:`, whose texts are sent as
         # written unless they start with `=`)
@@ -1776,17 +1777,6 @@ def _is_context(node: ast.AST) -> bool:
 def _named(node: ast.AST) -> list[str]:
     """Gives the key a subscript or an `at` argument writes out, if it is a text."""
     return [node.value] if isinstance(node, ast.Constant) and isinstance(node.value, str) else []
-
-
-def _dumped(value: Any) -> Any:
-    """Gives a spec value (a model, or a mapping or list of them) as plain data."""
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="python", exclude_defaults=True)
-    if isinstance(value, Mapping):
-        return {key: _dumped(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_dumped(item) for item in value]
-    return value
 
 
 def _words_read(spec: WorkflowSpec) -> frozenset[str] | None:
