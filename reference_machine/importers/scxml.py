@@ -84,7 +84,7 @@ import os
 import re
 import stat
 import xml.parsers.expat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,6 +95,14 @@ from reference_machine._load import DEFINITION_BYTES_MAX, NESTING_MAX, _validate
 from reference_machine._spec import NAME_PATTERN
 from reference_machine.errors import DefinitionError, DefinitionSyntaxError
 from reference_machine.importers import Imported
+from reference_machine.importers._scxml_parallel import (
+    CONFIGURATIONS_MAX,
+    Move,
+    NotFlat,
+    Place,
+    Selection,
+    Subtree,
+)
 
 __all__ = ["CHILDREN", "EVENT_DATA", "EVENT_FIELDS", "FINALIZE", "INVOKE_TYPES", "OUTBOX",
            "SRC_BYTES_MAX", "SRC_FILES_MAX", "SYSTEM_KEYS", "convert", "parse_delay_ms"]
@@ -920,10 +928,73 @@ class _Transition:
     cond_error: bool = False
 
 
+class _Unflattened(Exception):
+    """A `<parallel>` that cannot be flattened (see `_scxml_parallel`): the chart is
+    converted again with it kept native."""
+
+    def __init__(self, parallel: str, reason: str) -> None:
+        super().__init__(reason)
+        self.parallel, self.reason = parallel, reason
+
+
+@dataclass
+class _Flat:
+    """A `<parallel>` given SCXML's meaning: its subtree, the native actions of each
+    state's entry and exit and of each transition inside, and its configurations' native
+    states (see `_Converter._flat_state`)."""
+
+    node: _Node
+    name: str
+    subtree: Subtree
+    entry: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    exit: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    guards: dict[int, str] = field(default_factory=dict)
+    bodies: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    nodes: dict[int, _Node] = field(default_factory=dict)
+    done_pairs: dict[str, str] = field(default_factory=dict)
+    products: dict[frozenset[str], str] = field(default_factory=dict)
+    #: configurations transitions from outside enter; the one the chart's initial names
+    entries: list[frozenset[str]] = field(default_factory=list)
+    initial: frozenset[str] | None = None
+    reached: list[frozenset[str]] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+    events_known: bool = False
+    start: frozenset[str] = frozenset()
+
+    @property
+    def conf(self) -> str:
+        """The context key naming the configuration the parallel state is in."""
+        return f"_scxml_conf_{self.name}"
+
+    @property
+    def pending(self) -> str:
+        """The context key a transition from outside sets to the configuration it enters."""
+        return f"_scxml_enter_{self.name}"
+
+
+def _matches(descriptors: tuple[str, ...], event: str) -> bool:
+    """SCXML's event descriptor match (`*` matches every event but the driver's own)."""
+    for descriptor in descriptors:
+        if descriptor == "*":
+            if not event.startswith(FINALIZE):
+                return True
+        elif event == descriptor or event.startswith(descriptor + "."):
+            return True
+    return False
+
+
 class _Converter:
     def __init__(self, root: _Node, name: str, *, invoked: bool = False,
-                 files: _Files | None = None, here: tuple[str, ...] = ()) -> None:
+                 files: _Files | None = None, here: tuple[str, ...] = (),
+                 native_parallels: frozenset[str] = frozenset()) -> None:
         self.root = root
+        #: parallel states kept native (their flattening was refused: `_Unflattened`)
+        self.native_parallels = native_parallels
+        #: the parallel states flattened, by id() of their node; each state inside one
+        #: (its root left out) to it; the event descriptors of the transitions inside
+        self.flats: dict[int, _Flat] = {}
+        self.flat_inside: dict[str, _Flat] = {}
+        self.flat_events: set[str] = set()
         #: an invoked chart (inline `<content>`, or a file `src=` names): it has a parent to
         #: send to, which may set its data
         self.invoked = invoked
@@ -1016,6 +1087,7 @@ class _Converter:
                       "data item is set when the run starts", "binding")
         self._refuse_everywhere(root)
         self._name_states(root)
+        self._plan_flats(root)
         for data in self._all(root, "data"):
             self._data(data)
         for script in root.kids("script"):  # run as the document loads, after the data
@@ -1032,6 +1104,7 @@ class _Converter:
         else:
             self._initial(root, None, tops)
         self._place_transitions()
+        self._flatten_all()
         for state in self.states.values():
             if state.get("always"):
                 state["always"] = self._errors_raised(state["always"])
@@ -1167,6 +1240,9 @@ class _Converter:
     def _state(self, node: _Node, parent: str | None) -> None:
         name = self.names.get(id(node))
         if name is None:
+            return
+        if id(node) in self.flats:
+            self._flat_state(node, parent)
             return
         native: dict[str, Any] = {}
         if parent is not None:
@@ -1311,9 +1387,11 @@ class _Converter:
         """Gives the native data of a chart written inside this one (an invoke's `<content>`,
         an assigned chart), its warnings taken as this chart's; None, its errors noted, when
         it does not import."""
-        child = _Converter(root, self.source, invoked=True, files=self.files, here=self.here)
         try:
-            data, notes = _native_checks(child.run(), child, self.source)
+            child, native = _converted(lambda kept: _Converter(
+                root, self.source, invoked=True, files=self.files, here=self.here,
+                native_parallels=kept))
+            data, notes = _native_checks(native, child, self.source)
         except DefinitionError as exc:
             self.errors += exc.findings
             return None
@@ -1375,9 +1453,11 @@ class _Converter:
         shown = "/".join(names)
         where = f"{node.path}/@{attribute}"
         try:
-            child = _Converter(_parse(text, shown), shown, invoked=True, files=self.files,
-                               here=names[:-1])
-            data, notes = _native_checks(child.run(), child, shown)
+            parsed = _parse(text, shown)
+            child, native = _converted(lambda kept: _Converter(
+                parsed, shown, invoked=True, files=self.files, here=names[:-1],
+                native_parallels=kept))
+            data, notes = _native_checks(native, child, shown)
         except DefinitionError as exc:
             self.errors += [_in_file(f, shown, where, node.line) for f in exc.findings]
             return _REFUSED
@@ -1697,6 +1777,11 @@ class _Converter:
             deeper_name = self.names.get(id(deeper))
             if deeper_name is None or deeper.tag == "history":
                 continue
+            into = self.flat_inside.get(deeper_name)
+            if into is not None:  # the configuration of a flattened parallel the chain names
+                targets = tuple(t for t in (target_text or "").split() if t in self.flat_inside)
+                into.initial = into.subtree.entered(targets or (deeper_name,))
+                break
             if deeper.parent is not None and deeper.parent.tag == "parallel":
                 continue  # a region: entered with its parallel state
             self._mark_initial(deeper_name, where)
@@ -1753,6 +1838,13 @@ class _Converter:
                 return
         target = None
         target_text = node.attrs.get("target")
+        into = self._flat_target(target_text.split(), node) if target_text else None
+        if target_text is not None and into is not None:
+            target, entering = self._entering(into, tuple(target_text.split()))
+            self.transitions.append(_Transition(
+                node, source, descriptors, guard, target,
+                [*self._block(node.children, source), *entering], cond_error))
+            return
         if target_text is not None:
             targets = target_text.split()
             if len(targets) != 1:
@@ -1809,6 +1901,10 @@ class _Converter:
         return True
 
     def _target_name(self, node: _Node, transition: _Node) -> str | None:
+        inside = self.flat_inside.get(self.names.get(id(node), ""))
+        if inside is not None:  # every path into a flattened parallel goes by `_entering`
+            raise _Unflattened(inside.name, f"the transition at line {transition.line} enters "
+                                            "it in a way the flattening does not follow")
         if node.tag == "history":
             owner = node.parent
             assert owner is not None
@@ -1931,6 +2027,8 @@ class _Converter:
             below = [n for n in (self.names.get(id(d)) for d in self._walk(node)[1:]
                                  if d.namespace == _NS and d.tag in _STATES)
                      if n is not None and n in self.states]
+            below += [product for flat in self.flats.values() if self._inside(flat.node, node)
+                      for product in flat.products.values()]
             leaves = [n for n in below if not self.node_of[n].kids(*_STATES)]
             if any(self.states[n].get("type") == "parallel" for n in below):
                 self.error("scxml-eventless-parallel", node, f"eventless transitions of "
@@ -1967,12 +2065,373 @@ class _Converter:
                           "region keeps in its own copy of the context: another region does "
                           "not see it change", state_id)
 
+    # -- parallel states, SCXML's way (see `_scxml_parallel`) -------------------------------
+
+    def _plan_flats(self, root: _Node) -> None:
+        """Plans the flattening of each outermost `<parallel>` not kept native: its states
+        and transitions as `_scxml_parallel` reads them (their actions come later, from
+        `_flat_state`)."""
+        for node in self._walk(root):
+            if node.namespace != _NS or node.tag != "parallel" or any(
+                    self._inside(node, flat.node) for flat in self.flats.values()):
+                continue
+            name = self.names.get(id(node))
+            if name is None or name in self.native_parallels:
+                continue
+            flat = _Flat(node, name, Subtree(name, {}, [], _matches))
+            self.flats[id(node)] = flat
+            order = 0
+            for inside in self._walk(node):
+                if inside.namespace != _NS:
+                    continue
+                if inside.tag == "history":
+                    raise _Unflattened(name, f"it holds history state "
+                                             f"{self.names.get(id(inside))!r}")
+                ident = self.names.get(id(inside))
+                if inside.tag not in _STATES or ident is None:
+                    continue
+                kids = tuple(n for n in (self.names.get(id(c)) for c in inside.kids(*_STATES))
+                             if n is not None)
+                parent = None if inside is node else self.names.get(id(inside.parent))
+                flat.subtree.places[ident] = Place(ident, inside.tag, parent, kids,
+                                                   self._flat_initial(inside, kids, name),
+                                                   order)
+                order += 1
+                if inside is not node:
+                    self.flat_inside[ident] = flat
+
+    def _flat_initial(self, node: _Node, kids: tuple[str, ...], owner: str) -> tuple[str, ...]:
+        """Gives the ids a compound state inside a flattened parallel enters by default."""
+        if node.tag != "state" or not kids:
+            return ()
+        text = node.attrs.get("initial")
+        for initial in node.kids("initial"):
+            for transition in initial.kids("transition"):
+                text = transition.attrs.get("target")
+        if not text:
+            return kids[:1]
+        targets = tuple(text.split())
+        for target in targets:
+            found = self.by_id.get(target)
+            if found is None or found.tag == "history" or not self._inside(found, node):
+                raise _Unflattened(owner, f"the initial state {target!r} of "
+                                          f"{self.names.get(id(node))!r} is not a state inside it")
+        return targets
+
+    def _flat_state(self, node: _Node, parent: str | None) -> None:
+        """Gives a flattened `<parallel>` its native compound state and converts the
+        actions of every state and transition inside it; its configurations become native
+        states in `_flatten`."""
+        flat = self.flats[id(node)]
+        name = flat.name
+        native: dict[str, Any] = {"parent": parent} if parent is not None else {}
+        self.states[name] = native
+        self.node_of[name] = node
+        for key in (flat.conf, flat.pending):
+            self.context[key] = None
+        for inside in self._walk(node):
+            ident = self.names.get(id(inside))
+            if inside.namespace != _NS or inside.tag not in _STATES or ident is None:
+                continue
+            entry = self._blocks(inside, "onentry", ident)
+            for initial in inside.kids("initial"):
+                for transition in initial.kids("transition"):
+                    entry += self._block(transition.children, ident)
+            exit_ = self._blocks(inside, "onexit", ident)
+            for child in inside.children:
+                if child.namespace != _NS:
+                    self.warn("scxml-foreign", child, f"element <{child.tag}> of namespace "
+                              f"{child.namespace or '(none)'} is left out", child.tag)
+                elif child.tag == "transition":
+                    self._flat_move(flat, child, ident)
+                elif child.tag == "invoke":
+                    started, cancelled = self._invoke(child, ident)
+                    entry += started
+                    exit_ += cancelled
+                    while self.transitions and self.transitions[-1].node is child:
+                        finalize = self.transitions.pop()
+                        index = len(flat.subtree.moves)
+                        flat.subtree.add(Move(index, ident, finalize.descriptors, False, (),
+                                              False))
+                        flat.bodies[index] = finalize.actions
+                        flat.nodes[index] = child
+                elif child.tag == "donedata":
+                    flat.done_pairs[ident] = "[" + ", ".join(
+                        self._pairs(child, None, ident) or []) + "]"
+                elif child.tag not in (*_STATES, "onentry", "onexit", "datamodel",
+                                       "initial"):
+                    self._unknown(child)
+            flat.entry[ident], flat.exit[ident] = entry, exit_
+            place = flat.subtree.places[ident]
+            if place.kind == "final" and place.parent is not None:
+                self.raised.add(f"done.state.{place.parent}")
+                above = flat.subtree.places[place.parent].parent
+                if above is not None and flat.subtree.places[above].kind == "parallel":
+                    self.raised.add(f"done.state.{above}")
+
+    def _flat_move(self, flat: _Flat, node: _Node, source: str) -> None:
+        """Adds a transition declared inside a flattened parallel (its root included)."""
+        descriptors: tuple[str, ...] | None = None
+        if "event" in node.attrs:
+            descriptors = tuple(d.removesuffix(".*").removesuffix(".") or "*"
+                                for d in node.attrs["event"].split())
+            if not descriptors:
+                self.error("scxml-event", node, "an empty event attribute", source)
+                return
+            self.flat_events.update(d for d in descriptors if d != "*")
+        guard = None
+        if "cond" in node.attrs:
+            guard = self._expression(node.attrs["cond"], node, "cond", runtime=True)
+            if self._syntax_error:
+                guard = "False"
+                self.warn("scxml-cond-error", node, f"cond={node.attrs['cond']!r} is not "
+                          f"{self.language}: the transition is never enabled (the "
+                          "error.execution SCXML raises as it is evaluated is not raised)",
+                          source)
+            elif guard is None:
+                return
+        targets = tuple(node.attrs.get("target", "").split())
+        for target in targets:
+            found = self.by_id.get(target)
+            if found is None:
+                self.error("scxml-unknown-target", node, f"target state {target!r} does not "
+                           "exist", target)
+                return
+            if found.tag == "history":
+                raise _Unflattened(flat.name, f"a transition inside it targets history state "
+                                              f"{target!r}")
+        outside = [t for t in targets if t not in flat.subtree.places]
+        if outside and len(targets) > 1:
+            self.error("scxml-multiple-targets", node, f"target {' '.join(targets)!r} names "
+                       f"{len(targets)} states, some outside parallel state {flat.name!r}; "
+                       "the native format moves to one", source)
+            return
+        if descriptors is None and not targets:
+            self.error("scxml-eventless-internal", node, "an eventless transition with no "
+                       "target: the native format runs eventless transitions only to move "
+                       "(one without a target would loop)", source)
+            return
+        index = len(flat.subtree.moves)
+        flat.subtree.add(Move(index, source, descriptors, guard is not None, targets,
+                              node.attrs.get("type") == "internal"))
+        flat.guards[index] = guard or "True"
+        flat.bodies[index] = self._block(node.children, source)
+        flat.nodes[index] = node
+
+    def _flat_target(self, targets: list[str], node: _Node) -> _Flat | None:
+        """Gives the flattened parallel every one of `targets` is inside, or None when none
+        is (a mix is refused, located)."""
+        owners = {id(self.flat_inside[t]) for t in targets if t in self.flat_inside}
+        if not owners:
+            return None
+        if len(owners) > 1 or any(t not in self.flat_inside for t in targets):
+            flat = next(self.flat_inside[t] for t in targets if t in self.flat_inside)
+            raise _Unflattened(flat.name, f"the transition at line {node.line} enters it and "
+                                          "other states at once")
+        return self.flat_inside[targets[0]]
+
+    def _entering(self, flat: _Flat, targets: tuple[str, ...]) -> tuple[str, list[dict[str, Any]]]:
+        """Gives the native state a transition from outside entering `targets` (inside
+        `flat`) goes to, and the action (last of its own) that tells the parallel state's
+        entry which configuration that is."""
+        config = flat.subtree.entered(targets)
+        flat.entries.append(config)
+        name = self._product(flat, config)
+        return name, [{"assign": {flat.pending: repr(name)}}]
+
+    def _product(self, flat: _Flat, config: frozenset[str]) -> str:
+        """Gives (making it the first time) the native state of one configuration: named by
+        the parallel state and its active leaves."""
+        name = flat.products.get(config)
+        if name is not None:
+            return name
+        leaves = ".".join(flat.subtree.atomic(config))
+        name = f"{flat.name}.{leaves}"
+        number = 1
+        while name in self.states or name in self.node_by_name:
+            number += 1
+            name = f"{flat.name}.{leaves}.{number}"
+        if len(flat.products) >= CONFIGURATIONS_MAX:
+            raise _Unflattened(flat.name, f"its regions can be in more than "
+                                          f"{CONFIGURATIONS_MAX} configurations")
+        flat.products[config] = name
+        self.states[name] = {"parent": flat.name}
+        self.node_of[name] = _Node("state", {}, flat.node.line, _NS, path=flat.node.path)
+        return name
+
+    def _flatten_all(self) -> None:
+        """Flattens every planned parallel: explores each one's configurations until none
+        is left (a transition leaving one may enter another), then gives each its entry and
+        exit."""
+        names = {e for e in self.raised | self.flat_events
+                 | {d for t in self.transitions for d in t.descriptors or ()}
+                 if _NAME.match(e) and not e.startswith(_RESERVED)}
+        flats = list(self.flats.values())
+        while any([self._explore(flat, names) for flat in flats]):
+            pass
+        for flat in flats:
+            self._mark_initial(self._product(flat, flat.start))
+            self._dispatch(flat)
+
+    def _explore(self, flat: _Flat, names: set[str]) -> bool:
+        """Makes each configuration `flat` reaches (not made yet) a native state, and each
+        way it takes an event a native transition; tells whether it made any."""
+        subtree = flat.subtree
+        if not flat.events_known:
+            flat.events = sorted(e for e in names if any(
+                m.events is not None and _matches(m.events, e) for m in subtree.moves))
+            flat.start = flat.initial or subtree.default()
+            flat.events_known = True
+        queue = [flat.start, *flat.entries]
+        made = False
+        while queue:
+            config = queue.pop(0)
+            if config in flat.reached:
+                continue
+            flat.reached.append(config)
+            made = True
+            state = self.states[self._product(flat, config)]
+            for event in (None, *flat.events):
+                specs = []
+                try:
+                    selections = subtree.selections(config, event)
+                except NotFlat as exc:
+                    raise _Unflattened(flat.name, str(exc)) from exc
+                for selection in selections:
+                    if selection.kind == "stay" and event is None:
+                        raise _Unflattened(flat.name, "an eventless transition inside it "
+                                                      "has no target")
+                    specs.append(self._selection_spec(flat, selection))
+                    if selection.kind in ("move", "reenter") and selection.target is not None:
+                        queue.append(selection.target)
+                if specs and event is None:
+                    state["always"] = specs
+                elif specs:
+                    state.setdefault("on", {})[event] = specs
+        return made
+
+    def _dispatch(self, flat: _Flat) -> None:
+        """Gives the parallel state's native entry the entry actions of the configuration
+        it enters (the one a transition from outside named, else its default) and its exit
+        the exit actions of the one it leaves, each state's under a test of the
+        configuration."""
+        subtree = flat.subtree
+        members = {ident: tuple(flat.products[c] for c in flat.reached if ident in c)
+                   for ident in subtree.places}
+        order = [s for s in subtree.ordered(subtree.places) if s != flat.name]
+        conf = f"context[{flat.conf!r}]"
+        entry = [*flat.entry[flat.name],
+                 {"assign": {flat.conf: f"context[{flat.pending!r}] if context["
+                                        f"{flat.pending!r}] is not None else "
+                                        f"{flat.products[flat.start]!r}"}},
+                 {"assign": {flat.pending: "None"}}]
+        raised_by: dict[tuple[str, str], list[str]] = {}
+        for config in flat.reached:
+            for entered in subtree.entry_order(config - {flat.name}, {flat.name}):
+                for done in entered.done:
+                    raised_by.setdefault((entered.ident, done), []).append(
+                        flat.products[config])
+        every = len(flat.reached)
+
+        def active(products: tuple[str, ...] | list[str]) -> str | None:
+            return None if len(products) == every else f"{conf} in {tuple(products)!r}"
+
+        for ident in order:
+            if not members[ident]:
+                continue
+            entry += self._when(self._entered_actions(flat, ident, ()), active(members[ident]))
+            entry += [self._done_raise(flat, ident, done, active(products))
+                      for (state_id, done), products in raised_by.items() if state_id == ident]
+        exit_: list[dict[str, Any]] = []
+        for ident in reversed(order):
+            if members[ident]:
+                exit_ += self._when(self._left_actions(flat, ident), active(members[ident]))
+        native = self.states[flat.name]
+        self.warn("scxml-parallel", flat.node, f"parallel state {flat.name!r} has SCXML's "
+                  f"meaning (one configuration, one datamodel, one microstep): each of the "
+                  f"{every} configurations its regions reach is a native state inside it, "
+                  f"named by its active leaves ({flat.products[flat.start]!r} first), and the "
+                  f"context key {flat.conf!r} names the one it is in", flat.name)
+        native["entry"] = [*native.get("entry", []), *entry]
+        native["exit"] = [*native.get("exit", []), *exit_, *flat.exit[flat.name]]
+
+    def _selection_spec(self, flat: _Flat, selection: Selection) -> dict[str, Any]:
+        """Gives the native transition of one way a configuration takes an event."""
+        subtree = flat.subtree
+        bodies = [a for index in selection.moves for a in flat.bodies[index]]
+        spec: dict[str, Any] = {}
+        if selection.kind == "leave":
+            assert selection.leaving is not None
+            leaving = subtree.moves[selection.leaving]
+            node = flat.nodes[selection.leaving]
+            into = self._flat_target(list(leaving.targets), node)
+            if into is not None:
+                target, extra = self._entering(into, leaving.targets)
+            else:
+                target, extra = self._target_name(self.by_id[leaving.targets[0]], node) or "", []
+            spec = {"target": target, "actions": [*bodies, *extra]}
+        elif selection.kind == "stay":
+            spec = {"actions": bodies}
+        else:
+            assert selection.target is not None
+            actions: list[dict[str, Any]] = []
+            for ident in selection.exits:
+                actions += self._left_actions(flat, ident)
+            actions += bodies
+            for entered in selection.entries:
+                actions += self._entered_actions(flat, entered.ident, entered.done)
+            target = self._product(flat, selection.target)
+            actions.append({"assign": {flat.conf: repr(target)}})
+            spec = {"target": target, "actions": actions}
+        if selection.conditions:
+            spec["guard"] = " and ".join(
+                f"({flat.guards[index]})" if held else f"not ({flat.guards[index]})"
+                for index, held in selection.conditions)
+        if not spec["actions"]:
+            del spec["actions"]
+        return spec
+
+    def _entered_actions(self, flat: _Flat, ident: str, done: tuple[str, ...]
+                         ) -> list[dict[str, Any]]:
+        actions = list(flat.entry[ident])
+        if ident in self.in_states:
+            actions.insert(0, {"assign": {f"_scxml_in_{ident}": "True"}})
+        return actions + [self._done_raise(flat, ident, parent, None) for parent in done]
+
+    def _left_actions(self, flat: _Flat, ident: str) -> list[dict[str, Any]]:
+        actions = list(flat.exit[ident])
+        if ident in self.in_states:
+            actions.append({"assign": {f"_scxml_in_{ident}": "False"}})
+        return actions
+
+    def _done_raise(self, flat: _Flat, final: str, parent: str, when: str | None
+                    ) -> dict[str, Any]:
+        """Gives the raise of `done.state.PARENT` as `final` is entered: with the final's
+        `<donedata>` when PARENT is its own parent."""
+        own = flat.subtree.places[final].parent == parent
+        pairs = flat.done_pairs.get(final, "[]") if own else "[]"
+        return self._queue_action("internal", repr(f"done.state.{parent}"), None, pairs, when)
+
+    def _when(self, actions: list[dict[str, Any]], when: str | None) -> list[dict[str, Any]]:
+        """Gives `actions` taking effect only when `when` holds (each assignment keeps the
+        key's value otherwise); all of them when it is None."""
+        if when is None:
+            return actions
+        out = []
+        for action in actions:
+            assigned = {}
+            for key, value in action["assign"].items():
+                self.context.setdefault(key, None)
+                assigned[key] = f"({value}) if ({when}) else context[{key!r}]"
+            out.append({"assign": assigned})
+        return out
+
     # -- events ------------------------------------------------------------------------------
 
     def _events(self) -> set[str]:
         """Gives every event name the chart can tell: those it raises and sends, and those its
         transitions name (so that a sender outside can send them)."""
-        names = set(self.raised)
+        names = self.raised | self.flat_events
         for t in self.transitions:
             for descriptor in t.descriptors or ():
                 if descriptor != "*":
@@ -2665,9 +3124,10 @@ def convert(data: str, lines: Mapping[str, int], name: str, *,
     refused."""
     del lines  # SCXML is located by its own parse
     root = _parse(data, name)
-    converter = _Converter(root, name, files=_Files(directory))
+    files = _Files(directory)
     try:
-        native = converter.run()
+        converter, native = _converted(
+            lambda kept: _Converter(root, name, files=files, native_parallels=kept))
         native, checked = _native_checks(native, converter, name)
     except RecursionError as exc:  # each file src= names nests within the last
         raise DefinitionError([Finding(
@@ -2677,6 +3137,29 @@ def convert(data: str, lines: Mapping[str, int], name: str, *,
             name) from exc
     return Imported(format="scxml", data=native, findings=(*converter.warnings, *checked),
                     source=name)
+
+
+def _converted(make: Callable[[frozenset[str]], _Converter]
+               ) -> tuple[_Converter, dict[str, Any]]:
+    """Runs the converter `make` gives, which flattens each `<parallel>` to give it SCXML's
+    meaning; one it cannot flatten (`_Unflattened`) is kept native, said so, and the chart
+    converted again."""
+    kept: dict[str, str] = {}
+    while True:
+        converter = make(frozenset(kept))
+        try:
+            native = converter.run()
+        except _Unflattened as exc:
+            if exc.parallel in kept:  # a second refusal of a parallel already kept native
+                raise AssertionError(f"parallel {exc.parallel!r} refused twice") from exc
+            kept[exc.parallel] = exc.reason
+            continue
+        for parallel, reason in kept.items():
+            converter.warn("scxml-parallel-native", converter.node_by_name.get(
+                parallel, converter.root), f"parallel state {parallel!r} keeps the native "
+                f"meaning, its regions run as separate executions joined by done: ({reason}); "
+                "SCXML's regions share one configuration and one datamodel", parallel)
+        return converter, native
 
 
 def _native_checks(native: dict[str, Any], converter: _Converter, name: str
