@@ -11,8 +11,8 @@ simulated world), `checks` (invariants, coverage, metrics), `adapters`, `report`
 """
 
 from harness.checks.adequacy import Adequacy, Gap
-from harness.checks.checkers import INVARIANTS, Invariant, StepView, Violation, check, invariant
 from harness.checks.coverage import Coverage, coverage_of
+from harness.checks.invariants import INVARIANTS, Invariant, StepView, Violation, check, invariant
 from harness.checks.targets import target
 from harness.engines.exhaustive import ExploreOptions, ExploreReport, explore
 from harness.engines.fuzz import FuzzFailure, FuzzOptions, FuzzReport, fuzz

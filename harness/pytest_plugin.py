@@ -42,8 +42,8 @@ import pytest
 from fault_injection import FaultKind, FaultPlan, default_plan, no_faults
 from harness.adapters.targets import Target, resolve_machine
 from harness.checks.adequacy import Gap, check_acknowledged
-from harness.checks.checkers import invariants as registered_invariants
 from harness.checks.coverage import Coverage
+from harness.checks.invariants import invariants as registered_invariants
 from harness.engines.campaign import (
     describe_failure,
     explore_target,

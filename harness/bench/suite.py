@@ -46,7 +46,7 @@ from typing import Any, Literal
 
 from fault_injection import no_faults
 from harness.adapters.targets import Target
-from harness.checks.checkers import check
+from harness.checks.invariants import check
 from harness.engines.fuzz import FuzzOptions, fuzz
 from harness.errors import HarnessError
 from harness.sim.history import HistoryRecord

@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fault_injection import FaultKind, FaultPlan
-from harness.checks.checkers import _chart, _legal_table, per_definition
 from harness.checks.coverage import UNSEEN_EVENT, Coverage
+from harness.checks.invariants import chart_of, legal_table, per_definition
 from harness.errors import HarnessError
 from harness.sim.history import (
     Applied,
@@ -229,7 +229,7 @@ def _why(name: str, adequacy: Adequacy) -> dict[str, str]:
 def _features(definition: WorkflowDefinition) -> dict[str, Any]:
     """Gives what the invariants' judges read of a definition, derived once."""
     states = definition.states.values()
-    chart = _chart(definition)
+    chart = chart_of(definition)
     budgets = definition.budgets
     return {
         "guards": any(t.guard is not None for state in states
@@ -564,10 +564,10 @@ def _moves_into(definition: WorkflowDefinition) -> tuple[frozenset[str], frozens
     """Gives the states a run begins in (the start, each region's and map item's first leaf),
     and every (source, target) one declared or forced move makes (a source's ancestors'
     moves included)."""
-    chart = _chart(definition)
+    chart = chart_of(definition)
     entries = frozenset({definition.initial, *chart.starts.values()})
     targets: dict[str, set[str]] = {}
-    for (source, _, _), landed in _legal_table(definition).items():
+    for (source, _, _), landed in legal_table(definition).items():
         if source:
             targets.setdefault(source, set()).update(landed)
     pairs = {(name, target) for name, state in definition.states.items()

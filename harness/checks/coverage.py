@@ -14,18 +14,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from fault_injection import FaultPlan
-from harness.checks.checkers import (
-    _ALWAYS,
-    _COMPENSATED,
-    _DONE,
-    _INTERNAL,
-    _Chart,
-    _chart,
-    _entered,
-    _legal_table,
-    _plain_table,
+from harness.checks.invariants import (
+    ALWAYS,
+    COMPENSATED,
+    DONE,
+    INTERNAL,
+    Chart,
+    chart_of,
     guard_outcomes,
+    legal_table,
     per_definition,
+    plain_table,
+    states_entered,
 )
 from harness.sim.history import Committed, Crashed, FaultInjected, HistoryRecord, Observed
 from reference_machine import WorkflowDefinition
@@ -107,23 +107,23 @@ def _universe(definition: WorkflowDefinition) -> dict[str, frozenset[Any]]:
     """Gives what a definition offers: its leaf states, declared transitions (a parallel or
     map state's own, its joins, eventless and internal ones included), guard outcomes, and a
     statechart's regions, eventless moves, history compounds and conditional approvals."""
-    chart = _chart(definition)
+    chart = chart_of(definition)
     parents = {state.parent for state in definition.states.values() if state.parent}
     states = frozenset(name for name in definition.states if name not in parents)
     sources = states | chart.scoped  # leaves hold the inherited; a parallel state its own
     transitions = {(source, event, target)
-                   for (source, event, forced), targets in _plain_table(definition).items()
+                   for (source, event, forced), targets in plain_table(definition).items()
                    if not forced and source in sources for target in targets}
     transitions |= {(source, event, source) for source, event in chart.internal
                     if source in sources}
     guards = frozenset(
         (name, event, index, held)
         for name in sources for event, candidates in (
-            *definition.states[name].on.items(), (_ALWAYS, definition.states[name].always),
-            (_DONE, definition.states[name].done))
+            *definition.states[name].on.items(), (ALWAYS, definition.states[name].always),
+            (DONE, definition.states[name].done))
         for index, transition in enumerate(candidates) if transition.guard is not None
         for held in (False, True))
-    eventless = frozenset(t for t in transitions if t[1] == _ALWAYS)
+    eventless = frozenset(t for t in transitions if t[1] == ALWAYS)
     resumable = frozenset(name for name, state in definition.states.items()
                           if state.history and definition.scoped)
     approvals = frozenset((name, side) for name in chart.conditional
@@ -203,7 +203,7 @@ def coverage_of(definition: WorkflowDefinition, history: Sequence[HistoryRecord]
     points: set[str] = set()
     committed = False
     last: dict[str, tuple[str, int]] = {}
-    chart = _chart(definition)
+    chart = chart_of(definition)
     charted = _Charted(definition, chart) if chart.used else None
     previous: dict[str, Committed] = {}
     for record in history:
@@ -250,11 +250,11 @@ class _Charted:
     eventless one on its path), the regions' moves and states, regions entered, history
     resumed and how conditional approvals went."""
 
-    def __init__(self, definition: WorkflowDefinition, chart: _Chart) -> None:
+    def __init__(self, definition: WorkflowDefinition, chart: Chart) -> None:
         self.definition = definition
         self.chart = chart
-        self.plain = _plain_table(definition)
-        self.legal = _legal_table(definition)
+        self.plain = plain_table(definition)
+        self.legal = legal_table(definition)
         self.regions: set[str] = set()
         self.resumes: set[str] = set()
         self.approvals: set[tuple[str, str]] = set()
@@ -300,15 +300,15 @@ class _Charted:
         nodes: tuple[str, ...] = (*record.via, record.state)
         source = record.from_state
         label = ""
-        if record.forced == _INTERNAL:
+        if record.forced == INTERNAL:
             transitions.add((source, record.moved, source))
             nodes = nodes[1:]
         elif source == record.state and source in chart.scoped and not record.via:
-            if _entered(chart, record, prev):  # its own transition, into itself again
+            if states_entered(chart, record, prev):  # its own transition, into itself again
                 self._hop(source, record.moved, source, seen, transitions)
             return  # else a region's move (or the join began undoing): no move of its own
-        elif record.forced == _COMPENSATED and source in chart.scoped:
-            label = _DONE  # the join's choice, taken once its regions were undone
+        elif record.forced == COMPENSATED and source in chart.scoped:
+            label = DONE  # the join's choice, taken once its regions were undone
         elif source:
             label = transition_label(record)
         for landed in nodes:
@@ -321,9 +321,9 @@ class _Charted:
         """Gives how a macrostep goes on from `source`: by an eventless move, a join, or (a
         budget struck on the way) forced."""
         if source in self.chart.scoped:
-            return _DONE
-        if self.plain.get((source, _ALWAYS, "")) or not forced or forced == _INTERNAL:
-            return _ALWAYS
+            return DONE
+        if self.plain.get((source, ALWAYS, "")) or not forced or forced == INTERNAL:
+            return ALWAYS
         return f"forced:{forced}"
 
     def _hop(self, source: str, label: str, landed: str, seen: set[str],
@@ -343,9 +343,9 @@ class _Charted:
         state = self.chart.states.get(source)
         if state is None:
             return ()
-        if label == _ALWAYS:
+        if label == ALWAYS:
             return state.always
-        if label == _DONE:
+        if label == DONE:
             return state.done
         return tuple(t for t in state.on.get(label, ()) if not t.internal)
 
@@ -362,7 +362,7 @@ class _Charted:
             return
         routes = [route for first in sorted(direct) for route in self._routes(first, target)]
         if len(routes) == 1:
-            hops = [(source, event), *((hop, _ALWAYS) for hop in routes[0][:-1])]
+            hops = [(source, event), *((hop, ALWAYS) for hop in routes[0][:-1])]
             for (start, label), landed in zip(hops, routes[0], strict=True):
                 transitions.add((start, label, landed))
                 self._approval(start, landed)
@@ -378,7 +378,7 @@ class _Charted:
         todo = [[start]]
         while todo and len(found) < 2:
             path = todo.pop()
-            for leaf in sorted(self.plain.get((path[-1], _ALWAYS, ""), ())):
+            for leaf in sorted(self.plain.get((path[-1], ALWAYS, ""), ())):
                 if leaf == target:
                     found.append([*path, leaf])
                 elif leaf not in path:

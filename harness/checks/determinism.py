@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Sequence
 
-from harness.checks.checkers import Violation
+from harness.checks.invariants import Violation
 from harness.sim.history import HistoryRecord, dump_line
 
 __all__ = ["CAUSES", "RULE", "difference"]

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.checks.checkers import _chart, _entered
+from harness.checks.invariants import chart_of, states_entered
 from harness.sim.history import Committed, Dispatched, Finished, HistoryRecord
 from reference_machine import WorkflowDefinition
 
@@ -85,7 +85,7 @@ def metrics_of(definition: WorkflowDefinition, history: Sequence[HistoryRecord])
     (map item) enters count as visits of their own."""
     states = definition.states
     metrics = Metrics()
-    chart = _chart(definition)
+    chart = chart_of(definition)
     previous: dict[str, Committed] = {}
     entered: dict[str, tuple[str, int]] = {}  # execution -> (state, since)
     moves: Counter[str] = Counter()
@@ -116,7 +116,7 @@ def metrics_of(definition: WorkflowDefinition, history: Sequence[HistoryRecord])
                 entered[execution] = (state, at)
                 metrics.state_visits[state] += 1
                 continue
-            if not record.moved or (chart.used and not _entered(chart, record, prev)):
+            if not record.moved or (chart.used and not states_entered(chart, record, prev)):
                 continue
             left = before[0]
             moves[execution] += 1

@@ -24,7 +24,7 @@ from rich.markup import escape
 from fault_injection import FaultPlan, FaultPlanError, load_plan
 from fault_injection import no_faults as no_faults_plan
 from harness.checks.adequacy import untested_findings
-from harness.checks.checkers import Violation, check
+from harness.checks.invariants import Violation, check
 from harness.cli.commands import (
     bench_command,
     command_targets,

@@ -133,7 +133,7 @@ def _register(modules: Sequence[str], names: Sequence[str]) -> None:
     raises `HarnessError` naming an invariant the worker still lacks."""
     import importlib
 
-    from harness.checks.checkers import INVARIANTS
+    from harness.checks.invariants import INVARIANTS
 
     for module in modules:
         with contextlib.suppress(ImportError):

@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from harness.checks.checkers import Violation
 from harness.checks.determinism import difference
+from harness.checks.invariants import Violation
 from harness.sim.history import dump_line
 from harness.sim.identity import definition_digest, machine_path
 from harness.sim.machine import MachineFactory

@@ -23,8 +23,8 @@ from types import MappingProxyType
 from typing import Any
 
 from fault_injection import FaultPlan
-from harness.checks.checkers import Invariant, Violation, invariants
 from harness.checks.coverage import Coverage, coverage_of, vacuity
+from harness.checks.invariants import Invariant, Violation, invariants
 from harness.engines import isolation
 from harness.engines.shrink import Counterexample
 from harness.errors import HarnessError

@@ -24,10 +24,10 @@ from typing import Any, TypeVar
 from fault_injection import TOOL_FAULTS, FaultKind, FaultPlan
 from harness.checks.adequacy import Adequacy, Exercised, adequacy, check_acknowledged, exercised
 from harness.checks.behaviour import behaviours_of
-from harness.checks.checkers import Invariant, Violation, invariants
 from harness.checks.coverage import Coverage, correlation_blind_spot, coverage_of, vacuity
 from harness.checks.determinism import CAUSES, difference
 from harness.checks.determinism import RULE as DETERMINISTIC
+from harness.checks.invariants import Invariant, Violation, invariants
 from harness.checks.lines import LineCoverage, check_sources
 from harness.checks.metrics import Metrics, metrics_of
 from harness.checks.targets import score, targets

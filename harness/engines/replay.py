@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fault_injection import FaultKind, FaultPlanError
-from harness.checks.checkers import INVARIANTS, Violation, invariants
+from harness.checks.invariants import INVARIANTS, Violation, invariants
 from harness.engines import isolation
 from harness.engines.shrink import Counterexample
 from harness.errors import HarnessError, short_repr, words_of

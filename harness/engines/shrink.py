@@ -29,7 +29,7 @@ from types import MappingProxyType
 from typing import Any
 
 from fault_injection import FaultKind, FaultPlan, FaultRate
-from harness.checks.checkers import Invariant, Violation, invariants
+from harness.checks.invariants import Invariant, Violation, invariants
 from harness.errors import HarnessError
 from harness.report.trace import describe_steps
 from harness.sim.choices import (

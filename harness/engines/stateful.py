@@ -45,7 +45,7 @@ from hypothesis.control import current_build_context
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from fault_injection import TOOL_FAULTS, FaultKind, FaultPlan
-from harness.checks.checkers import Invariant, Violation, invariants
+from harness.checks.invariants import Invariant, Violation, invariants
 from harness.engines import isolation
 from harness.engines.exhaustive import _bands
 from harness.engines.replay import write_replay

@@ -29,13 +29,13 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.checks.checkers import Violation
 from harness.checks.coverage import (
     UNSEEN_EVENT,
     Coverage,
     _universe,
     transition_label,
 )
+from harness.checks.invariants import Violation
 from harness.errors import HarnessError
 from harness.report.plot import growth_caption, growth_svg
 from harness.report.redact import REDACTED, redact, secret_values

@@ -124,7 +124,7 @@ def test_a_replay_that_loops_is_hung_not_a_mismatch() -> None:
     from running import ROOT
 
     from harness import ReferenceMachine
-    from harness.checks.checkers import check
+    from harness.checks.invariants import check
     from harness.sim.simulator import Simulator
     from reference_machine import load_definition
 

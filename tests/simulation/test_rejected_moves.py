@@ -10,7 +10,7 @@ from running import cli
 
 from fault_injection import load_plan
 from harness import FuzzOptions, SimOptions, Simulator, fuzz
-from harness.checks.checkers import check
+from harness.checks.invariants import check
 from harness.report.trace import describe_steps
 from harness.sim.history import REFUSED_TIMER, Committed, Finished, as_dict
 from reference_machine import Commit, Event, MemoryStore, Runtime, load_definition

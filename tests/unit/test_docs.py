@@ -178,7 +178,8 @@ def test_the_reference_pages_are_the_codes() -> None:
                     assert flag in commands, f"{name} {flag}"
     assert "Sentinel" not in commands  # no value that is none shown as an object
     assert "| `no_duplicate_effect` |" in pages["reference/invariants.md"]
-    assert "`harness.checks.checkers.no_duplicate_effect`" in pages["reference/invariants.md"]
+    assert "`harness.checks.invariants.effects.no_duplicate_effect`" in (
+        pages["reference/invariants.md"])
     schema = pages["reference/definition-schema.md"]
     for field in ("name", "states", "tools", "budgets", "secrets"):
         assert f"| `{field}` |" in schema

@@ -121,8 +121,8 @@ def test_an_upward_import_is_caught(tmp_path: Path) -> None:
 
 
 def test_every_room_imports_by_its_dotted_name() -> None:
-    """No public name shadows a room: `import harness.checks.checkers as c` works (a room
-    named `check` or `explore` would be hidden behind the functions `harness.check` and
+    """No public name shadows a room: `import harness.checks.invariants.registry as c` works
+    (a room named `check` or `explore` would be hidden behind the functions `harness.check` and
     `harness.explore`)."""
     import importlib
 

@@ -13,7 +13,7 @@ from corpus import CORPUS as SHARED
 
 from fault_injection import load_plan
 from harness import FuzzOptions, SimOptions, Simulator, fuzz
-from harness.checks.checkers import check
+from harness.checks.invariants import check
 from harness.sim.history import Committed
 from reference_machine import WorkflowDefinition
 from reference_machine.errors import DefinitionError
