@@ -64,13 +64,8 @@ from harness.engines.fuzz import (
 )
 from harness.engines.guided import STRATEGIES
 from harness.errors import HarnessError
-from harness.report.documents import (
-    ReportError,
-    document,
-    ensure_writable,
-    runs_told,
-    write_reports,
-)
+from harness.report.document import ReportError, document, runs_told
+from harness.report.writing import ensure_writable, write_reports
 from harness.sim.choices import Choices
 from harness.sim.machine import MachineFactory, ReferenceMachine
 from harness.sim.simulator import FROZEN_EPOCH, SimOptions, Simulator

@@ -61,17 +61,11 @@ from harness.engines.fuzz import DEFAULT_STRATEGY, EXECUTORS, RUNS_DEFAULT, Fuzz
 from harness.engines.guided import STRATEGIES
 from harness.errors import HarnessError
 from harness.files import write_output
-from harness.report.documents import (
-    ReportError,
-    diagram_of,
-    document,
-    ensure_writable,
-    load_report,
-    mermaid,
-    runs_told,
-    svg,
-    write_reports,
-)
+from harness.report.diagram import diagram_of
+from harness.report.document import ReportError, document, load_report, runs_told
+from harness.report.drawing import svg
+from harness.report.mermaid import mermaid
+from harness.report.writing import ensure_writable, write_reports
 from harness.sim.simulator import EXECUTIONS_MAX, SimOptions
 
 __all__ = ["bench_command", "diagram_command", "explore_command", "fuzz_command",

@@ -54,7 +54,7 @@ from harness.engines.isolation import Died
 from harness.engines.replay import ReplayError, replay
 from harness.errors import HarnessError
 from harness.files import check_output
-from harness.report.documents import report_schema
+from harness.report.document import report_schema
 from harness.report.redact import redact, redact_history, secret_values
 from harness.sim.history import write_jsonl
 from harness.sim.simulator import (

@@ -18,7 +18,7 @@ from harness.engines.fuzz import FuzzOptions, FuzzReport, fuzz
 from harness.engines.replay import write_replay
 from harness.engines.shrink import Counterexample
 from harness.errors import HarnessError
-from harness.report.documents import target_section, trace_heading
+from harness.report.document import target_section, trace_heading
 from harness.sim.simulator import plan_for
 
 __all__ = ["FAULT_NAMES", "explore_target", "fuzz_target", "parse_faults", "plan_of",

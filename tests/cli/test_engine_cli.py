@@ -18,7 +18,7 @@ import pytest
 from running import ROOT, cli, one_error_line
 from user_project import NAIVE_MACHINE, WORKFLOW
 
-from harness.report.documents import report_schema
+from harness.report.document import report_schema
 
 SCENARIOS = ROOT / "scenarios"
 

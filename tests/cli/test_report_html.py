@@ -22,14 +22,10 @@ from running import ROOT
 from harness import FuzzOptions, SimOptions, fuzz, replay
 from harness.adapters.targets import Target
 from harness.engines.campaign import fuzz_target
-from harness.report.documents import (
-    ReportError,
-    document,
-    render_html,
-    target_section,
-    write_reports,
-)
+from harness.report.document import ReportError, document, target_section
+from harness.report.html_page import render_html
 from harness.report.redact import redact
+from harness.report.writing import write_reports
 from reference_machine import DefinitionError, WorkflowDefinition, load_definition
 from reference_machine.importers import import_definition
 

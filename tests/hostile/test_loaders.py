@@ -25,7 +25,7 @@ from fault_injection import FaultPlanError, load_plan
 from harness.bench.suite import load_baseline
 from harness.engines.replay import ReplayError, replay
 from harness.errors import HarnessError
-from harness.report.documents import ReportError, load_report
+from harness.report.document import ReportError, load_report
 from reference_machine import DefinitionError, load_definition
 from reference_machine._load import (
     DEFINITION_BYTES_MAX,

@@ -347,7 +347,9 @@ class TestReportPaths:
         from harness import FuzzOptions
         from harness.adapters.targets import Target
         from harness.engines.campaign import fuzz_target
-        from harness.report.documents import document, render_html, render_markdown
+        from harness.report.document import document
+        from harness.report.html_page import render_html
+        from harness.report.markdown_page import render_markdown
 
         machine, _ = PLANTED["key_per_attempt"]
         folder = tmp_path / self.HOSTILE
@@ -379,7 +381,8 @@ class TestReportsAndReplays:
         from harness import FuzzOptions
         from harness.adapters.targets import Target
         from harness.engines.campaign import fuzz_target
-        from harness.report.documents import document, write_reports
+        from harness.report.document import document
+        from harness.report.writing import write_reports
 
         machine, _ = PLANTED["key_per_attempt"]
         definition = load_definition(TWO_STEPS)

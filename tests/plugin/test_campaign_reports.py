@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 from user_project import NAIVE_MACHINE, WORKFLOW
 
-from harness.report.documents import report_schema
+from harness.report.document import report_schema
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestAssertRewriteWarning")
 

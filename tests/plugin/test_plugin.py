@@ -14,7 +14,7 @@ import pytest
 from user_project import NAIVE_MACHINE, WORKFLOW
 
 from harness import INVARIANTS
-from harness.report.documents import report_schema
+from harness.report.document import report_schema
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestAssertRewriteWarning")
 

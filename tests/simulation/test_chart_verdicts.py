@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 
 from harness import FuzzOptions, ReferenceMachine, SimOptions, fuzz
-from harness.report.documents import document, report_schema, target_section
+from harness.report.document import document, report_schema, target_section
 from harness.sim.simulator import plan_for
 from reference_machine import (
     Accepted,

@@ -21,18 +21,12 @@ from running import ROOT, cli, one_error_line
 
 from harness import describe_steps
 from harness.checks.coverage import Coverage
-from harness.report.documents import (
-    _dot_graph,
-    counterexample_path,
-    diagram_of,
-    document,
-    load_report,
-    mermaid,
-    render_html,
-    svg,
-    target_section,
-    write_reports,
-)
+from harness.report.diagram import diagram_of
+from harness.report.document import counterexample_path, document, load_report, target_section
+from harness.report.drawing import _dot_graph, svg
+from harness.report.html_page import render_html
+from harness.report.mermaid import mermaid
+from harness.report.writing import write_reports
 from harness.sim.history import Committed
 from reference_machine import WorkflowDefinition, WorkflowSpec, load_definition
 from reference_machine._load import read_document
@@ -834,7 +828,7 @@ class TestReports:
     ], ids=["region", "history", "kind"])
     def test_a_report_whose_statechart_names_no_state_is_refused(
             self, tmp_path: Path, change: Any, problem: str) -> None:
-        from harness.report.documents import ReportError
+        from harness.report.document import ReportError
 
         section = target_section("e", "fuzz", load_definition(EVERYTHING), "m", {}, None)
         doc = json.loads(json.dumps(document("fuzz", [section])))

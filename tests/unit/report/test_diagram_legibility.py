@@ -13,15 +13,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.report.documents import (
-    _LEGIBLE_PX,
-    _dot_graph,
-    _drawn,
-    _width_pt,
-    _wrapped,
-    diagram_of,
-    svg,
-)
+from harness.report.diagram import diagram_of
+from harness.report.drawing import _LEGIBLE_PX, _dot_graph, _drawn, _width_pt, _wrapped, svg
 from reference_machine import load_definition
 
 SVG = "{http://www.w3.org/2000/svg}"

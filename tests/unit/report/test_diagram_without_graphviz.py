@@ -13,15 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli.main import cli
-from harness.report.documents import (
-    NO_GRAPHVIZ,
-    diagram_of,
-    document,
-    render_html,
-    svg,
-    table_svg,
-    target_section,
-)
+from harness.report.diagram import diagram_of
+from harness.report.document import document, target_section
+from harness.report.drawing import NO_GRAPHVIZ, svg, table_svg
+from harness.report.html_page import render_html
 from reference_machine import load_definition
 
 ROOT = Path(__file__).resolve().parents[3]

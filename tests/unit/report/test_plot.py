@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 from running import ROOT
 
-from harness.report.documents import document, render_html, render_markdown, target_section
+from harness.report.document import document, target_section
+from harness.report.html_page import render_html
+from harness.report.markdown_page import render_markdown
 from harness.report.plot import POINTS_MAX, downsample, growth_caption, growth_svg
 from reference_machine import load_definition
 
