@@ -93,10 +93,15 @@ from reference_machine._expr import ExpressionSyntaxError, compile_expression
 from reference_machine._findings import Finding, Severity
 from reference_machine._load import DEFINITION_BYTES_MAX, NESTING_MAX, _validate
 from reference_machine._spec import NAME_PATTERN
-from reference_machine.errors import DefinitionError, DefinitionSyntaxError
+from reference_machine.errors import (
+    DefinitionError,
+    DefinitionSyntaxError,
+    ReferenceMachineError,
+)
 from reference_machine.importers import Imported
-from reference_machine.importers._scxml_parallel import (
+from reference_machine.importers.scxml_parallel import (
     CONFIGURATIONS_MAX,
+    Kind,
     Move,
     NotFlat,
     Place,
@@ -929,7 +934,7 @@ class _Transition:
 
 
 class _Unflattened(Exception):
-    """A `<parallel>` that cannot be flattened (see `_scxml_parallel`): the chart is
+    """A `<parallel>` that cannot be flattened (see `scxml_parallel`): the chart is
     converted again with it kept native."""
 
     def __init__(self, parallel: str, reason: str) -> None:
@@ -951,7 +956,7 @@ class _Flat:
     guards: dict[int, str] = field(default_factory=dict)
     bodies: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     nodes: dict[int, _Node] = field(default_factory=dict)
-    done_pairs: dict[str, str] = field(default_factory=dict)
+    done_pairs: dict[str, str | None] = field(default_factory=dict)
     products: dict[frozenset[str], str] = field(default_factory=dict)
     #: configurations transitions from outside enter; the one the chart's initial names
     entries: list[frozenset[str]] = field(default_factory=list)
@@ -986,8 +991,12 @@ def _matches(descriptors: tuple[str, ...], event: str) -> bool:
 class _Converter:
     def __init__(self, root: _Node, name: str, *, invoked: bool = False,
                  files: _Files | None = None, here: tuple[str, ...] = (),
-                 native_parallels: frozenset[str] = frozenset()) -> None:
+                 native_parallels: frozenset[str] = frozenset(),
+                 memo: dict[tuple[Any, ...], Any] | None = None) -> None:
         self.root = root
+        #: the charts this one holds or names, converted once for every time `_converted`
+        #: converts this one again (each with the findings it made)
+        self.memo: dict[tuple[Any, ...], Any] = {} if memo is None else memo
         #: parallel states kept native (their flattening was refused: `_Unflattened`)
         self.native_parallels = native_parallels
         #: the parallel states flattened, by id() of their node; each state inside one
@@ -995,6 +1004,8 @@ class _Converter:
         self.flats: dict[int, _Flat] = {}
         self.flat_inside: dict[str, _Flat] = {}
         self.flat_events: set[str] = set()
+        #: native transitions and actions the flattening made (bounded: `_FLAT_MADE_MAX`)
+        self.flat_made = 0
         #: an invoked chart (inline `<content>`, or a file `src=` names): it has a parent to
         #: send to, which may set its data
         self.invoked = invoked
@@ -1383,14 +1394,31 @@ class _Converter:
         data = self._chart_within(charts[0])
         return None if data is None else ({ident: data}, None)
 
+    def _remembered(self, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
+        """Gives what `compute` gives and adds the findings it makes, computed once however
+        often `_converted` converts this chart again."""
+        if key in self.memo:
+            result, errors, warnings = self.memo[key]
+            self.errors += errors
+            self.warnings += warnings
+            return copy.deepcopy(result) if isinstance(result, dict) else result
+        errors_before, warnings_before = len(self.errors), len(self.warnings)
+        result = compute()
+        self.memo[key] = (copy.deepcopy(result) if isinstance(result, dict) else result,
+                          self.errors[errors_before:], self.warnings[warnings_before:])
+        return result
+
     def _chart_within(self, root: _Node) -> dict[str, Any] | None:
         """Gives the native data of a chart written inside this one (an invoke's `<content>`,
         an assigned chart), its warnings taken as this chart's; None, its errors noted, when
         it does not import."""
+        return self._remembered(("inline", id(root)), lambda: self._convert_within(root))
+
+    def _convert_within(self, root: _Node) -> dict[str, Any] | None:
         try:
             child, native = _converted(lambda kept: _Converter(
                 root, self.source, invoked=True, files=self.files, here=self.here,
-                native_parallels=kept))
+                native_parallels=kept, memo=self.memo))
             data, notes = _native_checks(native, child, self.source)
         except DefinitionError as exc:
             self.errors += exc.findings
@@ -1439,6 +1467,10 @@ class _Converter:
         """Gives the native data of the chart in the file `src` names (an invoke's), imported
         as an inline chart is; None for a file that is not there when `missing_ok` (a
         warning), else `_REFUSED` after an error located at `node`."""
+        return self._remembered(("src", id(node), attribute, src, missing_ok),
+                                lambda: self._src_read(node, attribute, src, missing_ok))
+
+    def _src_read(self, node: _Node, attribute: str, src: str, missing_ok: bool) -> Any:
         try:
             text, names = self.files.read(src, self.here)
         except _SrcRefused as exc:
@@ -1456,7 +1488,7 @@ class _Converter:
             parsed = _parse(text, shown)
             child, native = _converted(lambda kept: _Converter(
                 parsed, shown, invoked=True, files=self.files, here=names[:-1],
-                native_parallels=kept))
+                native_parallels=kept, memo=self.memo))
             data, notes = _native_checks(native, child, shown)
         except DefinitionError as exc:
             self.errors += [_in_file(f, shown, where, node.line) for f in exc.findings]
@@ -1780,7 +1812,14 @@ class _Converter:
             into = self.flat_inside.get(deeper_name)
             if into is not None:  # the configuration of a flattened parallel the chain names
                 targets = tuple(t for t in (target_text or "").split() if t in self.flat_inside)
-                into.initial = into.subtree.entered(targets or (deeper_name,))
+                try:
+                    into.initial = into.subtree.entered(targets or (deeper_name,))
+                except NotFlat as exc:
+                    raise _Unflattened(into.name, str(exc)) from exc
+                self.warn("scxml-deep-initial", where, f"the chart's initial states "
+                          f"{target_text!r} are inside parallel state {into.name!r}: that "
+                          f"configuration is where {into.name!r} starts every time it is "
+                          "entered by default", into.name)
                 break
             if deeper.parent is not None and deeper.parent.tag == "parallel":
                 continue  # a region: entered with its parallel state
@@ -2065,30 +2104,28 @@ class _Converter:
                           "region keeps in its own copy of the context: another region does "
                           "not see it change", state_id)
 
-    # -- parallel states, SCXML's way (see `_scxml_parallel`) -------------------------------
+    # -- parallel states, SCXML's way (see `scxml_parallel`) -------------------------------
 
     def _plan_flats(self, root: _Node) -> None:
         """Plans the flattening of each outermost `<parallel>` not kept native: its states
-        and transitions as `_scxml_parallel` reads them (their actions come later, from
+        and transitions as `scxml_parallel` reads them (their actions come later, from
         `_flat_state`)."""
-        for node in self._walk(root):
-            if node.namespace != _NS or node.tag != "parallel" or any(
+        for node in self._state_tree(root):
+            if node.tag != "parallel" or any(
                     self._inside(node, flat.node) for flat in self.flats.values()):
                 continue
             name = self.names.get(id(node))
-            if name is None or name in self.native_parallels:
+            if name is None or name in self.native_parallels or not node.kids(*_STATES):
                 continue
             flat = _Flat(node, name, Subtree(name, {}, [], _matches))
             self.flats[id(node)] = flat
             order = 0
-            for inside in self._walk(node):
-                if inside.namespace != _NS:
-                    continue
-                if inside.tag == "history":
+            for inside in self._state_tree(node):
+                for history in inside.kids("history"):
                     raise _Unflattened(name, f"it holds history state "
-                                             f"{self.names.get(id(inside))!r}")
+                                             f"{self.names.get(id(history))!r}")
                 ident = self.names.get(id(inside))
-                if inside.tag not in _STATES or ident is None:
+                if ident is None:
                     continue
                 kids = tuple(n for n in (self.names.get(id(c)) for c in inside.kids(*_STATES))
                              if n is not None)
@@ -2099,6 +2136,14 @@ class _Converter:
                 order += 1
                 if inside is not node:
                     self.flat_inside[ident] = flat
+
+    def _state_tree(self, node: _Node) -> list[_Node]:
+        """Gives `node` and the states below it, in document order: states only, and only
+        where SCXML places them (not inside executable content or foreign elements)."""
+        out = [node]
+        for child in node.kids(*_STATES):
+            out += self._state_tree(child)
+        return out
 
     def _flat_initial(self, node: _Node, kids: tuple[str, ...], owner: str) -> tuple[str, ...]:
         """Gives the ids a compound state inside a flattened parallel enters by default."""
@@ -2129,14 +2174,19 @@ class _Converter:
         self.node_of[name] = node
         for key in (flat.conf, flat.pending):
             self.context[key] = None
-        for inside in self._walk(node):
+        for inside in self._state_tree(node):
             ident = self.names.get(id(inside))
-            if inside.namespace != _NS or inside.tag not in _STATES or ident is None:
+            if ident is None:
                 continue
             entry = self._blocks(inside, "onentry", ident)
             for initial in inside.kids("initial"):
                 for transition in initial.kids("transition"):
-                    entry += self._block(transition.children, ident)
+                    actions = self._block(transition.children, ident)
+                    if actions:
+                        self.warn("scxml-initial-actions", transition, "the actions of an "
+                                  "<initial> transition run as the compound's last entry "
+                                  "actions, on every entry", ident)
+                    entry += actions
             exit_ = self._blocks(inside, "onexit", ident)
             for child in inside.children:
                 if child.namespace != _NS:
@@ -2156,8 +2206,12 @@ class _Converter:
                         flat.bodies[index] = finalize.actions
                         flat.nodes[index] = child
                 elif child.tag == "donedata":
-                    flat.done_pairs[ident] = "[" + ", ".join(
-                        self._pairs(child, None, ident) or []) + "]"
+                    pairs = self._pairs(child, None, ident)
+                    self._stopped = False
+                    # None: evaluating it fails whenever it runs (SCXML raises error.execution
+                    # and sends the done event with no data)
+                    flat.done_pairs[ident] = None if pairs is None else "[" + ", ".join(
+                        pairs) + "]"
                 elif child.tag not in (*_STATES, "onentry", "onexit", "datamodel",
                                        "initial"):
                     self._unknown(child)
@@ -2234,7 +2288,10 @@ class _Converter:
         """Gives the native state a transition from outside entering `targets` (inside
         `flat`) goes to, and the action (last of its own) that tells the parallel state's
         entry which configuration that is."""
-        config = flat.subtree.entered(targets)
+        try:
+            config = flat.subtree.entered(targets)
+        except NotFlat as exc:
+            raise _Unflattened(flat.name, str(exc)) from exc
         flat.entries.append(config)
         name = self._product(flat, config)
         return name, [{"assign": {flat.pending: repr(name)}}]
@@ -2246,6 +2303,8 @@ class _Converter:
         if name is not None:
             return name
         leaves = ".".join(flat.subtree.atomic(config))
+        if len(leaves) > _PRODUCT_NAME_MAX:  # many regions: numbered instead
+            leaves = f"configuration{len(flat.products) + 1}"
         name = f"{flat.name}.{leaves}"
         number = 1
         while name in self.states or name in self.node_by_name:
@@ -2298,11 +2357,16 @@ class _Converter:
                 except NotFlat as exc:
                     raise _Unflattened(flat.name, str(exc)) from exc
                 for selection in selections:
-                    if selection.kind == "stay" and event is None:
+                    if selection.kind is Kind.STAY and event is None:
                         raise _Unflattened(flat.name, "an eventless transition inside it "
                                                       "has no target")
-                    specs.append(self._selection_spec(flat, selection))
-                    if selection.kind in ("move", "reenter") and selection.target is not None:
+                    spec = self._selection_spec(flat, selection)
+                    self.flat_made += 1 + len(spec.get("actions", ()))
+                    if self.flat_made > _FLAT_MADE_MAX:
+                        raise _Unflattened(flat.name, f"its native transitions and their "
+                                                      f"actions would pass {_FLAT_MADE_MAX}")
+                    specs.append(spec)
+                    if selection.kind in (Kind.MOVE, Kind.REENTER):
                         queue.append(selection.target)
                 if specs and event is None:
                     state["always"] = specs
@@ -2334,14 +2398,18 @@ class _Converter:
         every = len(flat.reached)
 
         def active(products: tuple[str, ...] | list[str]) -> str | None:
-            return None if len(products) == every else f"{conf} in {tuple(products)!r}"
+            if len(products) == every:
+                return None
+            return self._short(flat, f"{conf} in {tuple(products)!r}",
+                               "the test of the configurations a state is active in")
 
         for ident in order:
             if not members[ident]:
                 continue
             entry += self._when(self._entered_actions(flat, ident, ()), active(members[ident]))
-            entry += [self._done_raise(flat, ident, done, active(products))
-                      for (state_id, done), products in raised_by.items() if state_id == ident]
+            for (state_id, done), products in raised_by.items():
+                if state_id == ident:
+                    entry += self._done_raise(flat, ident, done, active(products))
         exit_: list[dict[str, Any]] = []
         for ident in reversed(order):
             if members[ident]:
@@ -2360,8 +2428,7 @@ class _Converter:
         subtree = flat.subtree
         bodies = [a for index in selection.moves for a in flat.bodies[index]]
         spec: dict[str, Any] = {}
-        if selection.kind == "leave":
-            assert selection.leaving is not None
+        if selection.kind is Kind.LEAVE:
             leaving = subtree.moves[selection.leaving]
             node = flat.nodes[selection.leaving]
             into = self._flat_target(list(leaving.targets), node)
@@ -2370,10 +2437,9 @@ class _Converter:
             else:
                 target, extra = self._target_name(self.by_id[leaving.targets[0]], node) or "", []
             spec = {"target": target, "actions": [*bodies, *extra]}
-        elif selection.kind == "stay":
+        elif selection.kind is Kind.STAY:
             spec = {"actions": bodies}
         else:
-            assert selection.target is not None
             actions: list[dict[str, Any]] = []
             for ident in selection.exits:
                 actions += self._left_actions(flat, ident)
@@ -2384,9 +2450,9 @@ class _Converter:
             actions.append({"assign": {flat.conf: repr(target)}})
             spec = {"target": target, "actions": actions}
         if selection.conditions:
-            spec["guard"] = " and ".join(
+            spec["guard"] = self._short(flat, " and ".join(
                 f"({flat.guards[index]})" if held else f"not ({flat.guards[index]})"
-                for index, held in selection.conditions)
+                for index, held in selection.conditions), "the conditions of one selection")
         if not spec["actions"]:
             del spec["actions"]
         return spec
@@ -2396,7 +2462,9 @@ class _Converter:
         actions = list(flat.entry[ident])
         if ident in self.in_states:
             actions.insert(0, {"assign": {f"_scxml_in_{ident}": "True"}})
-        return actions + [self._done_raise(flat, ident, parent, None) for parent in done]
+        for parent in done:
+            actions += self._done_raise(flat, ident, parent, None)
+        return actions
 
     def _left_actions(self, flat: _Flat, ident: str) -> list[dict[str, Any]]:
         actions = list(flat.exit[ident])
@@ -2405,12 +2473,28 @@ class _Converter:
         return actions
 
     def _done_raise(self, flat: _Flat, final: str, parent: str, when: str | None
-                    ) -> dict[str, Any]:
+                    ) -> list[dict[str, Any]]:
         """Gives the raise of `done.state.PARENT` as `final` is entered: with the final's
-        `<donedata>` when PARENT is its own parent."""
+        `<donedata>` when PARENT is its own parent (after the error.execution its evaluation
+        raises, when it cannot be evaluated)."""
         own = flat.subtree.places[final].parent == parent
         pairs = flat.done_pairs.get(final, "[]") if own else "[]"
-        return self._queue_action("internal", repr(f"done.state.{parent}"), None, pairs, when)
+        actions = []
+        if pairs is None:
+            node = self.node_by_name[final].kids("donedata")[0]
+            actions.append(self._static_error(node, "error.execution", when))
+            self._stopped = False
+        actions.append(self._queue_action("internal", repr(f"done.state.{parent}"), None,
+                                          pairs or "[]", when))
+        return actions
+
+    def _short(self, flat: _Flat, expression: str, what: str) -> str:
+        """Gives `expression`, which flattening `flat` made, if a native expression may be
+        that long; otherwise `flat` stays native."""
+        if len(expression) > _FLAT_EXPRESSION_MAX:
+            raise _Unflattened(flat.name, f"{what} would be an expression longer than "
+                                          f"{_FLAT_EXPRESSION_MAX} characters")
+        return expression
 
     def _when(self, actions: list[dict[str, Any]], when: str | None) -> list[dict[str, Any]]:
         """Gives `actions` taking effect only when `when` holds (each assignment keeps the
@@ -3105,6 +3189,14 @@ def _in_file(finding: Finding, shown: str, where: str, line: int) -> Finding:
 
 #: What `_Converter._src_chart` gives for a file it refused (an error was recorded).
 _REFUSED: Any = object()
+#: The most native transitions and actions flattening the parallel states of one chart may
+#: make (each selection's transition and its actions); past it a parallel stays native.
+_FLAT_MADE_MAX = 20_000
+#: The longest expression flattening may write (a native expression is at most 1,000
+#: characters, and the user's own expressions sit inside it).
+_FLAT_EXPRESSION_MAX = 900
+#: The longest name of a configuration's native state before it is numbered instead.
+_PRODUCT_NAME_MAX = 60
 #: The most native transitions the matching of event descriptors to events may make in all
 #: (each transition once for each event it matches): beyond it the import is refused, as a
 #: chart whose `on:` grows that large is not one a run can be checked against
@@ -3125,9 +3217,10 @@ def convert(data: str, lines: Mapping[str, int], name: str, *,
     del lines  # SCXML is located by its own parse
     root = _parse(data, name)
     files = _Files(directory)
+    memo: dict[tuple[Any, ...], Any] = {}
     try:
         converter, native = _converted(
-            lambda kept: _Converter(root, name, files=files, native_parallels=kept))
+            lambda kept: _Converter(root, name, files=files, native_parallels=kept, memo=memo))
         native, checked = _native_checks(native, converter, name)
     except RecursionError as exc:  # each file src= names nests within the last
         raise DefinitionError([Finding(
@@ -3150,8 +3243,8 @@ def _converted(make: Callable[[frozenset[str]], _Converter]
         try:
             native = converter.run()
         except _Unflattened as exc:
-            if exc.parallel in kept:  # a second refusal of a parallel already kept native
-                raise AssertionError(f"parallel {exc.parallel!r} refused twice") from exc
+            if exc.parallel in kept:  # a parallel kept native is never flattened again
+                raise ReferenceMachineError(f"parallel {exc.parallel!r} refused twice") from exc
             kept[exc.parallel] = exc.reason
             continue
         for parallel, reason in kept.items():

@@ -1,19 +1,22 @@
 """Tests of SCXML's parallel states given SCXML's meaning: the algorithm worked out at import
-(`_scxml_parallel`: selection for each combination of conditions, conflicts, exits and entries
+(`scxml_parallel`: selection for each combination of conditions, conflicts, exits and entries
 in order, done events) and the charts it makes, run by the W3C driver and by the simulator;
 and the parallel states it cannot flatten, kept native and said so."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 from corpus import CORPUS as SHARED
 
 from fault_injection import no_faults
 from harness.sim.simulator import simulate
-from reference_machine import load_definition
+from reference_machine import DefinitionError, load_definition
 from reference_machine.importers import scxml, w3c
-from reference_machine.importers._scxml_parallel import (
+from reference_machine.importers.scxml_parallel import (
     SELECTIONS_MAX,
+    Kind,
     Move,
     NotFlat,
     Place,
@@ -80,7 +83,7 @@ class TestAlgorithm:
         bodies in document order, then both entries."""
         subtree = two_regions(move(0, "a", "a2"), move(1, "b", "b2"))
         (selection,) = subtree.selections(subtree.default(), "e")
-        assert selection.kind == "move"
+        assert selection.kind is Kind.MOVE
         assert selection.exits == ("b", "a")
         assert selection.moves == (0, 1)
         assert [e.ident for e in selection.entries] == ["a2", "b2"]
@@ -90,21 +93,21 @@ class TestAlgorithm:
         conflicts with it and is dropped: one selection, leaving by a's."""
         subtree = two_regions(move(0, "a", "outside"), move(1, "b", "b2"))
         (selection,) = subtree.selections(subtree.default(), "e")
-        assert (selection.kind, selection.moves, selection.leaving) == ("leave", (0,), 0)
+        assert (selection.kind, selection.moves, selection.leaving) == (Kind.LEAVE, (0,), 0)
 
     def test_a_region_preempts_the_parallel_states_own_transition(self) -> None:
         """a takes its own transition; b, with none, finds p's (which leaves p): the two
         conflict and the one from the deeper source (a's) wins."""
         subtree = two_regions(move(0, "a", "a2"), move(1, "p", "outside"))
         (selection,) = subtree.selections(subtree.default(), "e")
-        assert (selection.kind, selection.moves) == ("move", (0,))
+        assert (selection.kind, selection.moves) == (Kind.MOVE, (0,))
 
     def test_a_transition_between_regions_exits_and_enters_the_parallel_state(self) -> None:
         """From a to b2 (another region): the domain is above p, which is left and entered
         again, each region at its default but r2 at b2."""
         subtree = two_regions(move(0, "a", "b2"))
         (selection,) = subtree.selections(subtree.default(), "e")
-        assert selection.kind == "reenter"
+        assert selection.kind is Kind.REENTER
         assert selection.exits == ("b", "r2", "a", "r1", "p")
         assert [e.ident for e in selection.entries] == ["p", "r1", "a", "r2", "b2"]
 
@@ -115,6 +118,13 @@ class TestAlgorithm:
         (selection,) = subtree.selections(subtree.default(), "e")
         assert [(e.ident, e.done) for e in selection.entries] == [
             ("a_end", ("r1",)), ("b_end", ("r2", "p"))]
+
+    def test_targets_two_states_of_one_region_make_no_configuration(self) -> None:
+        """`a a2` (both in r1) is no configuration SCXML allows: refused, not flattened
+        into one with two active children."""
+        subtree = two_regions(Move(0, "b", ("e",), False, ("a", "a2"), False))
+        with pytest.raises(NotFlat, match="'r1' active with 2 active children"):
+            subtree.selections(subtree.default(), "e")
 
     def test_too_many_combinations_are_refused(self) -> None:
         """Past SELECTIONS_MAX combinations for one event the subtree is not flattened."""
@@ -237,3 +247,82 @@ def test_the_w3c_tests_of_parallel_states_pass(test: str,
                                                results: dict[str, w3c.W3CResult]) -> None:
     """Each W3C test with a parallel state passes, but test580 (a history inside one)."""
     assert results[test].passed, results[test].reason
+
+
+class TestOddCharts:
+    def test_a_parallel_outside_the_state_tree_is_not_flattened(self) -> None:
+        """A `<parallel>` inside a foreign element or executable content is no state of the
+        chart: never a crash (it was a KeyError), an import or a located refusal."""
+        inner = ('<parallel id="q"><state id="r1"><state id="a"/></state>'
+                 '<state id="r2"><state id="b"/></state></parallel>')
+        foreign = (f'{HEAD} initial="s"><state id="s"><x:wrap xmlns:x="urn:x">{inner}</x:wrap>'
+                   '<transition event="e" target="pass"/></state><final id="pass"/></scxml>')
+        assert "q" not in scxml.convert(foreign, {}, "chart.scxml").data["states"]
+        inside = foreign.replace('<x:wrap xmlns:x="urn:x">', "<onentry>").replace(
+            "</x:wrap>", "</onentry>")
+        with pytest.raises(DefinitionError, match="not executable content"):
+            scxml.convert(inside, {}, "chart.scxml")
+
+    def test_a_region_finals_donedata_that_fails_raises_error_execution(self) -> None:
+        """A `<donedata>` that cannot be evaluated raises error.execution before the done
+        event (with no data), as it does outside a parallel state."""
+        text = chart('<parallel id="p"><onentry><raise event="go"/></onentry>'
+                     '<state id="r1"><state id="a"><transition event="go" target="a_end"/>'
+                     '</state><final id="a_end"><donedata><param name="v" location="nosuch"/>'
+                     '</donedata></final></state><state id="r2"><state id="b"/></state>'
+                     '<transition event="error.execution" target="pass"/>'
+                     '<transition event="done.state.r1" target="fail"/></parallel>')
+        assert ends(text) == "pass"
+
+    def test_initial_states_in_a_nested_parallel_enter_all_their_regions(self) -> None:
+        """`initial="x y"` naming states in two regions of a nested parallel enters both
+        and nothing else (the spec adds descendants before ancestors)."""
+        text = chart('<parallel id="p"><state id="r1" initial="x y">'
+                     '<parallel id="q"><state id="q1"><state id="x0"/><state id="x"/></state>'
+                     '<state id="q2"><state id="y0"/><state id="y"/></state></parallel>'
+                     '</state><state id="r2"><state id="b">'
+                     '<transition cond="In(\'x\') and In(\'y\') and not In(\'y0\')" '
+                     'target="pass"/><transition target="fail"/></state></state></parallel>')
+        assert ends(text) == "pass"
+
+    def test_a_bounded_flattening_keeps_the_parallel_native(self, monkeypatch: Any) -> None:
+        """Past the bound on what flattening may write (transitions and actions), the
+        parallel state stays native, said so, instead of a definition without bound."""
+        monkeypatch.setattr(scxml, "_FLAT_MADE_MAX", 3)
+        text = chart('<parallel id="p"><state id="r1"><state id="a">'
+                     '<transition event="go" target="a_end"/></state><final id="a_end"/></state>'
+                     '<state id="r2"><state id="b"><transition event="go" target="b_end"/>'
+                     '</state><final id="b_end"/></state>'
+                     '<transition event="done.state.p" target="pass"/></parallel>')
+        result = scxml.convert(text, {}, "chart.scxml")
+        assert result.data["states"]["p"]["type"] == "parallel"
+        assert any(f.code == "scxml-parallel-native" and "would pass 3" in f.message
+                   for f in result.findings)
+
+    def test_charts_within_charts_are_converted_once_each(self, monkeypatch: Any) -> None:
+        """A parallel kept native converts its chart again, but not the charts it invokes
+        again with it: six levels of invokes, each with a parallel past the bound, take a
+        bounded number of conversions (they were 2 to the 6th)."""
+        regions = "".join(f'<state id="r{i}"><state id="a{i}"><transition event="go{i}" '
+                          f'target="e{i}"/></state><final id="e{i}"/></state>'
+                          for i in range(8))
+
+        def level(depth: int) -> str:
+            inner = f'<invoke id="k{depth}"><content>{level(depth - 1)}</content></invoke>' \
+                if depth else ""
+            return ('<scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0" '
+                    f'datamodel="python" initial="s"><state id="s">{inner}'
+                    '<transition event="go" target="p"/></state>'
+                    f'<parallel id="p">{regions}<transition event="done.state.p" target="f"/>'
+                    '</parallel><final id="f"/></scxml>')
+
+        runs = []
+        real = scxml._Converter.run
+
+        def counted(self: Any) -> dict[str, Any]:
+            runs.append(self)
+            return real(self)
+
+        monkeypatch.setattr(scxml._Converter, "run", counted)
+        scxml.convert('<?xml version="1.0"?>' + level(6), {}, "chart.scxml")
+        assert len(runs) <= 2 * 7

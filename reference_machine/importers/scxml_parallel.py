@@ -19,6 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from enum import Enum
+
+from reference_machine.errors import ReferenceMachineError
 
 #: The most configurations one flattened subtree may have; past it the chart keeps the native
 #: parallel state (whose regions run apart).
@@ -26,13 +29,25 @@ CONFIGURATIONS_MAX = 128
 #: The most selections one configuration may make for one event (each a combination of
 #: condition outcomes).
 SELECTIONS_MAX = 64
+#: The most atomic states one configuration may hold (regions active at once).
+ATOMIC_MAX = 64
 
 #: A transition's domain above the flattened subtree: it leaves the subtree's root.
 OUTSIDE = "\x00outside"
 
 
-class NotFlat(Exception):
+class NotFlat(ReferenceMachineError):
     """The subtree cannot be flattened here; the message says why."""
+
+
+class Kind(Enum):
+    """How a selection moves: `STAY` leaves and enters nothing, `MOVE` stays inside the
+    subtree, `REENTER` leaves its root and enters it again, `LEAVE` goes outside."""
+
+    STAY = "stay"
+    MOVE = "move"
+    REENTER = "reenter"
+    LEAVE = "leave"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,18 +91,17 @@ class Selection:
     """One way a configuration takes an event.
 
     `conditions` are what must hold (move index, outcome); `moves` the transitions taken, in
-    the order their bodies run. `kind` is `stay` (no state left or entered), `move` (the
-    subtree stays active: `target` is the configuration after), `reenter` (the root is left
-    and entered again: `exits` and `entries` include it) or `leave` (`leaving` is the move
-    whose targets are outside; the native move does the exits)."""
+    the order their bodies run; `target` the configuration after (for `LEAVE`, the one
+    before: the native move does the exits); `exits` and `entries` include the root when the
+    kind is `REENTER`; `leaving` is the move whose targets are outside (`LEAVE`), else -1."""
 
     conditions: tuple[tuple[int, bool], ...]
     moves: tuple[int, ...]
-    kind: str
+    kind: Kind
     exits: tuple[str, ...]
     entries: tuple[Entered, ...]
-    target: frozenset[str] | None
-    leaving: int | None
+    target: frozenset[str]
+    leaving: int = -1
 
 
 class Subtree:
@@ -142,6 +156,7 @@ class Subtree:
         return False
 
     def ordered(self, idents: Iterable[str]) -> list[str]:
+        """Gives `idents` in document order."""
         return sorted(idents, key=lambda ident: self.places[ident].order)
 
     # -- entering ----------------------------------------------------------------------------
@@ -161,14 +176,17 @@ class Subtree:
         if not targets:
             self._descendants(self.root, into)
         into.add(self.root)
-        return frozenset(into)
+        entered = frozenset(into)
+        self.check_legal(entered)
+        return entered
 
     def _descendants(self, ident: str, into: set[str]) -> None:
         into.add(ident)
         place = self.places[ident]
         if self._is_compound(ident):
-            for target in place.initial:
+            for target in place.initial:  # all descendants first, then ancestors (the spec)
                 self._descendants(target, into)
+            for target in place.initial:
                 self._ancestors_into(target, ident, into)
         elif place.kind == "parallel":
             for child in place.children:
@@ -207,6 +225,7 @@ class Subtree:
     # -- selecting ---------------------------------------------------------------------------
 
     def atomic(self, config: frozenset[str]) -> list[str]:
+        """Gives the atomic states of `config` in document order."""
         return self.ordered(s for s in config if not self.places[s].children)
 
     def _candidates(self, atomic: str, event: str | None) -> list[Move]:
@@ -224,7 +243,10 @@ class Subtree:
         """Gives each way `config` takes `event` (None: its eventless transitions), for each
         combination of condition outcomes that selects something; when none holds the
         chart's states above the subtree are asked, as SCXML does."""
-        chains = [self._candidates(a, event) for a in self.atomic(config)]
+        atomic = self.atomic(config)
+        if len(atomic) > ATOMIC_MAX:
+            raise NotFlat(f"more than {ATOMIC_MAX} regions are active at once")
+        chains = [self._candidates(a, event) for a in atomic]
         combos: list[tuple[dict[int, bool], list[int]]] = []
         self._combine(chains, 0, {}, [], combos)
         out = []
@@ -316,7 +338,7 @@ class Subtree:
             if any(t in self.places for t in leaving[0].targets):
                 raise NotFlat(f"a transition of {leaving[0].source!r} targets states both "
                               "inside and outside the parallel state")
-            return Selection(ordered, tuple(kept), "leave", (), (), None, leaving[0].index)
+            return Selection(ordered, tuple(kept), Kind.LEAVE, (), (), config, leaving[0].index)
         exits: set[str] = set()
         for move in moves:
             exits |= self.exit_set(move, config)
@@ -333,9 +355,22 @@ class Subtree:
             into.add(self.root)
             exits.add(self.root)
         if not exits and not into:
-            return Selection(ordered, tuple(kept), "stay", (), (), config, None)
-        after = (config - exits) | into
-        kind = "reenter" if self.root in exits else "move"
+            return Selection(ordered, tuple(kept), Kind.STAY, (), (), config)
+        after = frozenset((config - exits) | into)
+        self.check_legal(after)
+        kind = Kind.REENTER if self.root in exits else Kind.MOVE
         exit_order = tuple(reversed(self.ordered(exits)))
         entries = self.entry_order(into, config - exits)
-        return Selection(ordered, tuple(kept), kind, exit_order, entries, frozenset(after), None)
+        return Selection(ordered, tuple(kept), kind, exit_order, entries, after)
+
+    def check_legal(self, config: frozenset[str]) -> None:
+        """Raises `NotFlat` unless `config` is one SCXML allows: each active compound state
+        with one active child, each active parallel state with all of them (targets naming
+        two states of one region make one it does not)."""
+        for ident in config:
+            place = self.places[ident]
+            active = [child for child in place.children if child in config]
+            if (place.kind == "parallel" and len(active) != len(place.children)) or (
+                    self._is_compound(ident) and len(active) != 1):
+                raise NotFlat(f"its transitions or initial states make {ident!r} active with "
+                              f"{len(active)} active children, which SCXML does not allow")
