@@ -1850,15 +1850,21 @@ class _Converter:
 
     # -- transitions -------------------------------------------------------------------------
 
+    def _descriptors(self, node: _Node, source: str) -> tuple[str, ...] | None:
+        """Gives a transition's event descriptors (`a.*` and `a.` read as `a`), None when it
+        is eventless, none after the error of an empty `event`."""
+        if "event" not in node.attrs:
+            return None
+        descriptors = tuple(d.removesuffix(".*").removesuffix(".") or "*"
+                            for d in node.attrs["event"].split())
+        if not descriptors:
+            self.error("scxml-event", node, "an empty event attribute", source)
+        return descriptors
+
     def _transition(self, node: _Node, source: str) -> None:
-        event_text = node.attrs.get("event")
-        descriptors: tuple[str, ...] | None = None
-        if event_text is not None:
-            descriptors = tuple(d.removesuffix(".*").removesuffix(".") or "*" for d in
-                                event_text.split())
-            if not descriptors:
-                self.error("scxml-event", node, "an empty event attribute", source)
-                return
+        descriptors = self._descriptors(node, source)
+        if descriptors == ():
+            return
         guard = None
         cond_error = False
         if "cond" in node.attrs:
@@ -2225,14 +2231,10 @@ class _Converter:
 
     def _flat_move(self, flat: _Flat, node: _Node, source: str) -> None:
         """Adds a transition declared inside a flattened parallel (its root included)."""
-        descriptors: tuple[str, ...] | None = None
-        if "event" in node.attrs:
-            descriptors = tuple(d.removesuffix(".*").removesuffix(".") or "*"
-                                for d in node.attrs["event"].split())
-            if not descriptors:
-                self.error("scxml-event", node, "an empty event attribute", source)
-                return
-            self.flat_events.update(d for d in descriptors if d != "*")
+        descriptors = self._descriptors(node, source)
+        if descriptors == ():
+            return
+        self.flat_events.update(d for d in descriptors or () if d != "*")
         guard = None
         if "cond" in node.attrs:
             guard = self._expression(node.attrs["cond"], node, "cond", runtime=True)
