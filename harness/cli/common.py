@@ -1,5 +1,5 @@
 """What the CLI's commands share: exit codes, the one-line user error, reading targets, the
-start context given at the command line."""
+start context given at the command line, writing an output whole, the progress bar."""
 
 from __future__ import annotations
 
@@ -14,10 +14,12 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harness.adapters.targets import TargetError
+from harness.adapters.targets import Target, TargetError, resolve_targets
 from harness.adapters.targets import definition_files as _definition_files
-from harness.errors import short_repr
+from harness.errors import HarnessError, short_repr
+from harness.files import write_output
 from reference_machine import WorkflowDefinition
 from reference_machine._load import (
     NESTING_MAX,
@@ -225,3 +227,42 @@ def _merged(default: Any, value: Any, path: str, workflow: str) -> Any:
     base = default if isinstance(default, Mapping) else {}
     return {**base, **{key: _merged(base.get(key), inner, f"{path}.{key}", workflow)
                        for key, inner in value.items()}}
+
+
+def one_line(error: DefinitionError) -> str:
+    """Gives a definition's errors in one line: the first, and how many more `lint` shows."""
+    if not error.findings:
+        return str(error).splitlines()[0]
+    more = len(error.findings) - 1
+    return (f"{error.source}: {error.findings[0].render()}"
+            + (f" (and {more} more error{'s' if more > 1 else ''}: fsmharness lint "
+               f"{error.source})" if more else ""))
+
+
+def command_targets(names: Sequence[str], machine: str | None, modules: Sequence[str],
+                    input_format: str | None = None) -> list[Target]:
+    """Imports the user's modules, then resolves the targets; a bad one exits 2."""
+    import_modules(modules)
+    try:
+        return resolve_targets(names, machine, input_format)
+    except HarnessError as exc:
+        raise UsageProblem(str(exc)) from exc
+
+
+def write_atomically(output: str, text: str, what: str = "--output") -> None:
+    """Writes `--output` whole or not at all (through a device or FIFO as a stream), or
+    exits 2 saying why it cannot."""
+    try:
+        write_output(output, text, what)
+    except HarnessError as exc:
+        raise UsageProblem(str(exc)) from exc
+
+
+def progress_bar(quiet: bool) -> Progress:
+    """A progress bar on stderr, off when it is not a terminal or with --quiet."""
+    console = make_console(stderr=True, highlight=True)
+    shown = not quiet and sys.stderr.isatty()  # a real terminal, whatever FORCE_COLOR says
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[detail]}"), TimeElapsedColumn(),
+                    console=console, transient=True,
+                    disable=not shown)

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from harness.bench import langgraph_group, suite
-from harness.cli.commands import bench_markdown
+from harness.cli.bench import bench_markdown
 from harness.errors import HarnessError
 
 pytest.importorskip("langgraph.graph", reason="the langgraph extra is not installed")

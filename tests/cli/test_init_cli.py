@@ -15,7 +15,7 @@ import yaml
 from packaging.requirements import Requirement
 from running import cli, one_error_line
 
-from harness.cli.commands import ci_install
+from harness.cli.project import ci_install
 
 FILES = ("workflow_example.yaml", "test_workflow_example.py", ".github/workflows/fsmharness.yml")
 
