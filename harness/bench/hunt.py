@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from fault_injection import FaultPlan
+from harness.bench.engines import native_fuzz
+from harness.bench.timing import Contender, Group
 from harness.engines.fuzz import FuzzOptions, fuzz
 from harness.errors import HarnessError
 from harness.sim.machine import MachineFactory, ReferenceMachine
@@ -160,15 +162,13 @@ def summary(hunted: Sequence[Hunted]) -> dict[str, Any]:
     return data
 
 
-def hunt_group(definition: WorkflowDefinition, machine: MachineFactory, quick: bool) -> Any:
+def hunt_group(definition: WorkflowDefinition, machine: MachineFactory, quick: bool) -> Group:
     """Gives the bench group of the hunt: each strategy's time per run of a campaign on the
     target (its ratio to swarm is what a run of guidance costs; the guided strategy measuring
     the machine's package's lines besides, what line coverage costs), and, measured once, each
     strategy's median runs to the first failure of each bundled bug from ten base seeds;
     when `quick`, of the hand-rolled bugs from one base seed (a naive scenario's campaign
     takes seconds), and campaigns of 30 runs a call."""
-    from harness.bench.suite import Contender, Group, native_fuzz
-
     runs = 30 if quick else 400
     strategies = ("swarm", "guided", "mixed")
     found: list[Hunted] = []

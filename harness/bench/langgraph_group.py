@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any, Literal, TypedDict
 
 from fault_injection import no_faults
-from harness.bench.suite import Contender, Group, Maker
+from harness.bench.timing import Contender, Group, Maker
 from harness.errors import HarnessError
 from harness.sim.history import Decided, Delivered, Started
 from harness.sim.simulator import SimOptions, SimulationResult, Simulator

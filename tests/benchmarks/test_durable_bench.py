@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from harness.bench.suite import (
+from harness.bench.durable import (
     BATCH,
     DAY_MS,
     BareLoop,
@@ -240,7 +240,7 @@ def test_the_postgres_groups_measure_the_store_beside_the_bare_loop(postgres_dsn
 
     import psycopg
 
-    from harness.bench.suite import postgres_groups
+    from harness.bench.durable import postgres_groups
 
     groups = postgres_groups(postgres_dsn)
     assert [len(group.contenders) for group in groups] == [2, 2]
@@ -261,7 +261,7 @@ def test_the_postgres_groups_measure_the_store_beside_the_bare_loop(postgres_dsn
 
 
 def test_without_a_server_the_postgres_groups_say_what_they_need() -> None:
-    from harness.bench.suite import postgres_groups
+    from harness.bench.durable import postgres_groups
 
     groups = postgres_groups(None)
     assert [group.contenders for group in groups] == [(), ()]

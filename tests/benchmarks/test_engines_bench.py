@@ -26,7 +26,8 @@ from planted import WORKFLOW
 
 from harness import ExploreOptions, HistoryRecord
 from harness import explore as explore_workflow
-from harness.bench.suite import checked, history_of, hypothesis_fuzz, native_fuzz, read_types
+from harness.bench.checkers import checked, history_of, read_types
+from harness.bench.engines import hypothesis_fuzz, native_fuzz
 from reference_machine import load_definition
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from harness.bench.suite import campaign_peak
+from harness.bench.memory import campaign_peak
 from harness.engines.fuzz import RUNS_DEFAULT
 from reference_machine import load_definition
 

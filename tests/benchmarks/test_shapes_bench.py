@@ -1,6 +1,6 @@
 """Transitions per second on each machine shape, every contender in the same session.
 
-Each group is one shape of `harness.bench.suite` (the 8-state cycle, the 200-state ring, the refund
+Each group is one shape of `harness.bench.shapes` (the 8-state cycle, the 200-state ring, the refund
 scenario; for scaling, rings of 8 and 2,000 states) walked by every contender: the hand-written
 dict FSM (the floor), the reference `decide`, the runtime over a `MemoryStore` and over a
 `SQLiteStore` (NORMAL and FULL, one commit per event), `transitions` and python-statemachine.
@@ -19,28 +19,28 @@ from typing import Any
 
 import pytest
 
-from harness.bench import suite
+from harness.bench import shapes, timing
 from harness.errors import HarnessError
 
 SHAPES = {
-    "8-state cycle": suite.cycle8(),
-    "200-state ring": suite.ring(200),
-    "refund scenario": suite.scenario(),
+    "8-state cycle": shapes.cycle8(),
+    "200-state ring": shapes.ring(200),
+    "refund scenario": shapes.scenario(),
 }
-SCALING = {"ring of 8": suite.ring(8), "ring of 2000": suite.ring(2000)}
+SCALING = {"ring of 8": shapes.ring(8), "ring of 2000": shapes.ring(2000)}
 
 
-def rounds_for(contender: suite.Contender, shape: suite.Shape) -> int:
+def rounds_for(contender: timing.Contender, shape: shapes.Shape) -> int:
     """Fewer rounds for the slow contenders, so a plain `pytest` stays quick."""
     slow = "SQLite" in contender.name or contender.name == "python-statemachine"
     return max(2, (40 if slow else 400) // max(1, shape.transitions // 8))
 
 
-def cases(shapes: dict[str, suite.Shape], durable: bool) -> list[Any]:
+def cases(titled: dict[str, shapes.Shape], durable: bool) -> list[Any]:
     return [pytest.param(shape, contender, id=f"{title}: {contender.name}",
                          marks=pytest.mark.benchmark(group=f"shape: {title}"))
-            for title, shape in shapes.items()
-            for contender in suite.contenders_of(shape, durable=durable)]
+            for title, shape in titled.items()
+            for contender in shapes.contenders_of(shape, durable=durable)]
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def stack() -> Iterator[contextlib.ExitStack]:
 
 
 @pytest.mark.parametrize(("shape", "contender"), cases(SHAPES, durable=True))
-def test_shape(benchmark: Any, shape: suite.Shape, contender: suite.Contender,
+def test_shape(benchmark: Any, shape: shapes.Shape, contender: timing.Contender,
                stack: contextlib.ExitStack) -> None:
     """One round of the shape by one contender; it must end where the walk says."""
     call = contender.make(stack)
@@ -60,8 +60,8 @@ def test_shape(benchmark: Any, shape: suite.Shape, contender: suite.Contender,
 
 
 @pytest.mark.parametrize(("shape", "contender"), cases(SCALING, durable=False))
-def test_scaling_with_states(benchmark: Any, shape: suite.Shape,
-                             contender: suite.Contender, stack: contextlib.ExitStack) -> None:
+def test_scaling_with_states(benchmark: Any, shape: shapes.Shape,
+                             contender: timing.Contender, stack: contextlib.ExitStack) -> None:
     """The same on rings of 8 and 2,000 states: the time per transition of a contender whose
     cost does not grow with the machine stays put."""
     call = contender.make(stack)
@@ -72,9 +72,9 @@ def test_scaling_with_states(benchmark: Any, shape: suite.Shape,
 
 @pytest.mark.parametrize("shape", [*SHAPES.values(), *SCALING.values()],
                          ids=[*SHAPES, *SCALING])
-def test_every_contender_walks_the_same_path(shape: suite.Shape) -> None:
+def test_every_contender_walks_the_same_path(shape: shapes.Shape) -> None:
     """A contender that ended elsewhere would have measured other work."""
-    ended = suite.agree(shape)
+    ended = shapes.agree(shape)
     assert set(ended) >= {"dict FSM (floor)", "reference decide", "transitions",
                           "python-statemachine"}
     assert set(ended.values()) == {shape.walk[-1][1]}
@@ -83,12 +83,12 @@ def test_every_contender_walks_the_same_path(shape: suite.Shape) -> None:
 def test_a_shape_whose_contenders_disagree_is_refused() -> None:
     """The check behind every group: a floor and peers whose table leaves the definition's
     path (the edge out of `h` goes to `b`, not `a`) end elsewhere than `decide`."""
-    shape = suite.cycle8()
+    shape = shapes.cycle8()
     table = {**shape.table, ("h", "next"): (("b", None, None),)}
-    wrong = suite.Shape(shape.name, shape.definition, table, shape.walk, shape.events,
+    wrong = shapes.Shape(shape.name, shape.definition, table, shape.walk, shape.events,
                          shape.start, shape.context)
     with pytest.raises(HarnessError, match="the contenders end in different states"):
-        suite.shape_group(wrong, "shape: broken")
+        shapes.shape_group(wrong, "shape: broken")
 
 
 def test_a_contender_that_never_moves_is_refused_though_a_round_ends_where_it_began(
@@ -96,13 +96,13 @@ def test_a_contender_that_never_moves_is_refused_though_a_round_ends_where_it_be
     """The floor's table keeps it in `a` (the peers would refuse such a graph, so only the
     floor and `decide` walk): a whole round of the cycle ends in `a` for both; half a round
     does not."""
-    shape = suite.cycle8()
+    shape = shapes.cycle8()
     table = {key: (("a", None, None),) for key in shape.table}
-    lazy = suite.Shape(shape.name, shape.definition, table, shape.walk, shape.events,
-                        shape.start, shape.context)
-    ours = suite.contenders_of
-    monkeypatch.setattr(suite, "contenders_of",
+    lazy = shapes.Shape(shape.name, shape.definition, table, shape.walk, shape.events,
+                         shape.start, shape.context)
+    ours = shapes.contenders_of
+    monkeypatch.setattr(shapes, "contenders_of",
                         lambda shape, **options: ours(shape, durable=False, peers=False))
-    assert set(suite.agree(lazy).values()) == {"a"}  # the whole round cannot tell
+    assert set(shapes.agree(lazy).values()) == {"a"}  # the whole round cannot tell
     with pytest.raises(HarnessError, match="the walk ends in 'f'"):
-        suite.shape_group(lazy, "shape: lazy")
+        shapes.shape_group(lazy, "shape: lazy")

@@ -24,7 +24,7 @@ import pytest
 from recording import recording_factory
 
 from harness import SimOptions, Simulator
-from harness.bench import suite
+from harness.bench import simulator as simulated
 from reference_machine import (
     Accepted,
     Event,
@@ -42,7 +42,7 @@ SEEDS = range(20)
 
 def simulate_seeds(simulator: Simulator) -> int:
     """Runs every seed; gives the steps taken in all."""
-    return suite.simulate_seeds(simulator, SEEDS)()
+    return simulated.simulate_seeds(simulator, SEEDS)()
 
 
 def logged_decisions(definition: WorkflowDefinition) -> list[tuple[Execution, Event, int]]:
@@ -96,31 +96,31 @@ def test_decide_alone_same_count(benchmark: Any) -> None:
 
 
 @pytest.fixture(scope="module")
-def logs() -> list[tuple[suite.EventLog, ...]]:
-    return suite.event_logs(REFUND, SEEDS)
+def logs() -> list[tuple[simulated.EventLog, ...]]:
+    return simulated.event_logs(REFUND, SEEDS)
 
 
 @pytest.mark.benchmark(group="simulator: per logged event")
 def test_runtime_redelivers_the_logged_events(benchmark: Any,
-                                              logs: list[tuple[suite.EventLog, ...]]) -> None:
+                                              logs: list[tuple[simulated.EventLog, ...]]) -> None:
     """The floor of issue 21's first aim: the runtime over a memory store delivering the
     events the simulated runs' stores logged, with nothing around it."""
-    events = benchmark(suite.redeliver(REFUND, logs))
+    events = benchmark(simulated.redeliver(REFUND, logs))
     benchmark.extra_info["events"] = events
-    assert events == suite.logged_events(logs)
+    assert events == simulated.logged_events(logs)
 
 
 @pytest.mark.benchmark(group="simulator: per logged event")
 def test_simulated_runs_per_logged_event(benchmark: Any,
-                                         logs: list[tuple[suite.EventLog, ...]]) -> None:
+                                         logs: list[tuple[simulated.EventLog, ...]]) -> None:
     """The same runs simulated, every fault on; divide by `extra_info["events"]`."""
     simulator = Simulator(REFUND, SimOptions())
     benchmark(simulate_seeds, simulator)
-    benchmark.extra_info["events"] = suite.logged_events(logs)
+    benchmark.extra_info["events"] = simulated.logged_events(logs)
 
 
 def test_the_floor_rebuilds_what_the_simulated_runs_stored(
-        logs: list[tuple[suite.EventLog, ...]]) -> None:
+        logs: list[tuple[simulated.EventLog, ...]]) -> None:
     """Delivering each execution's logged events again, in order and at their times, ends
     where the simulated run's store ended: the floor does the runs' machine work, not less."""
     from reference_machine import MemoryStore, Runtime
@@ -138,4 +138,4 @@ def test_the_floor_rebuilds_what_the_simulated_runs_stored(
                 runtime._deliver(execution_id, event, now)
             assert runtime.store.load(execution_id) == stored.load(execution_id)
             checked += len(log)
-    assert checked == suite.logged_events(logs) > 15 * len(SEEDS)
+    assert checked == simulated.logged_events(logs) > 15 * len(SEEDS)

@@ -1562,7 +1562,7 @@ def test_the_plain_move_fast_path_gives_what_move_gives(
         answered: str, context_n: int) -> None:
     """Whatever the rest of an execution holds, the fast path and `_move` agree field for
     field on a plain target (the 8-state cycle: one guard, one action)."""
-    from harness.bench.suite import cycle8
+    from harness.bench.shapes import cycle8
     from reference_machine import Event
     from reference_machine._decide import _move, _plain_move
 
@@ -1584,7 +1584,7 @@ def test_the_plain_move_fast_path_gives_what_move_gives(
 
 def test_the_fast_path_is_taken_on_a_plain_cycle() -> None:
     """The case the benchmarks walk: a ring of plain states."""
-    from harness.bench.suite import cycle8
+    from harness.bench.shapes import cycle8
     from reference_machine._decide import _move, _plain_move
 
     shape = cycle8()
@@ -1630,7 +1630,7 @@ def test_visit_counts_behave_as_the_dict_they_stand_for(visits: list[int]) -> No
 def test_a_long_walk_keeps_every_visit_count_and_round_trips_the_store() -> None:
     """Past 128 states the counts are shared, not copied; what the keys and the store see is
     the same as a dict's."""
-    from harness.bench.suite import ring
+    from harness.bench.shapes import ring
     from reference_machine import VisitCounts
     from reference_machine._codec import decode_execution, encode_execution
 
@@ -1701,7 +1701,7 @@ def test_the_open_event_table_decides_as_the_declarations_do(
     declaration (and a plain move at once): the histories of seeded runs are the same, byte
     for byte, with that table as without it."""
     from harness import SimOptions, Simulator
-    from harness.bench import suite
+    from harness.bench import shapes
     from harness.sim.history import dump_line
     from reference_machine import _definition, load_definition
 
@@ -1711,9 +1711,9 @@ def test_the_open_event_table_decides_as_the_declarations_do(
         if name == "open_events":
             return _open_events_definition()
         if name == "cycle8":
-            return suite.cycle8().definition
+            return shapes.cycle8().definition
         if name == "ring8":
-            return suite.ring(8).definition
+            return shapes.ring(8).definition
         return load_definition(root / "scenarios" / f"{name}.yaml")
 
     def histories(made: Any) -> list[str]:

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.bench import suite
+from harness.bench import scaling, shapes, suite, timing
 from harness.errors import HarnessError
 
 
-def figure(group: str, contender: str, per_op_us: float, **extra: float) -> suite.Measured:
-    return suite.Measured(group, contender, "transition", per_op_us / 1e6, 5, dict(extra))
+def figure(group: str, contender: str, per_op_us: float, **extra: float) -> timing.Measured:
+    return timing.Measured(group, contender, "transition", per_op_us / 1e6, 5, dict(extra))
 
 
 SHAPE = "shape: 8-state cycle (cycle8, 8 transitions a round)"
@@ -116,12 +116,12 @@ def test_a_baseline_that_is_not_one_is_refused(tmp_path: Path, content: str,
 
 def test_without_the_peer_libraries_the_shapes_run_on_ours_alone(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(suite, "_importable", lambda module: False)
-    names = [c.name for c in suite.contenders_of(suite.cycle8())]
+    monkeypatch.setattr(shapes, "importable", lambda module: False)
+    names = [c.name for c in shapes.contenders_of(shapes.cycle8())]
     assert names == ["dict FSM (floor)", "reference decide", "runtime, memory store",
                      "runtime, SQLite NORMAL", "runtime, SQLite FULL"]
-    group = suite.shape_group(suite.cycle8(), "shape: 8-state cycle")
-    doc = suite.document(suite.measure(group, 0.001, rounds=1), seconds=0.001, quick=True)
+    group = shapes.shape_group(shapes.cycle8(), "shape: 8-state cycle")
+    doc = suite.document(timing.measure(group, 0.001, rounds=1), seconds=0.001, quick=True)
     assert all("speedup_vs" not in row for row in doc["results"])
     assert doc["aims"] == []  # no peer, so no aim against one
 
@@ -129,9 +129,9 @@ def test_without_the_peer_libraries_the_shapes_run_on_ours_alone(
 def test_the_runtime_contenders_close_what_they_open(tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
-    shape = suite.cycle8()
+    shape = shapes.cycle8()
     with contextlib.ExitStack() as stack:
-        walk = suite.reference_runtime(shape, "FULL")(stack)
+        walk = shapes.reference_runtime(shape, "FULL")(stack)
         assert walk() == walk() == "a"  # rounds follow one another on one execution
         (folder,) = tmp_path.iterdir()
         assert (folder / "store.db").is_file()
@@ -141,8 +141,8 @@ def test_the_runtime_contenders_close_what_they_open(tmp_path: Path,
 def test_the_machines_own_ceiling_splits_the_same_work_over_the_processes() -> None:
     """The ceiling group's contenders run the same rounds in all, on one child or split over
     two, and each call gives that count (so the two are timed per the same unit)."""
-    group = suite.ceiling_group()
+    group = scaling.ceiling_group()
     assert [c.name for c in group.contenders] == ["1 process (floor)", "2 processes"]
-    one, two = suite.split_work(1, 1000), suite.split_work(2, 1000)
+    one, two = scaling.split_work(1, 1000), scaling.split_work(2, 1000)
     assert one() == two() == 1000
-    assert suite._busy(7) == 7
+    assert scaling._busy(7) == 7
