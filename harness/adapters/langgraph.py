@@ -295,7 +295,7 @@ _DEPTH = [0]
 
 
 @contextlib.contextmanager
-def _harnessed(tools: Mapping[str, Tool], box: GraphBox) -> Iterator[None]:
+def harnessed(tools: Mapping[str, Tool], box: GraphBox) -> Iterator[None]:
     """Runs LangGraph with its background executor inline, its retry sleeps free and the
     LangChain tools named like declared tools routed through the tool world."""
     executor: Any = importlib.import_module("langgraph.pregel._executor")
@@ -458,7 +458,7 @@ class LangGraphMachine:
 
     def _stream(self, execution_id: str, given: Any) -> None:
         watch = self.watching = _Moves(self.target, self._moves.setdefault(execution_id, []))
-        with _harnessed(self._tools, self._box):
+        with harnessed(self._tools, self._box):
             try:
                 try:
                     for _ in self.graph.stream(given, self._config(execution_id),

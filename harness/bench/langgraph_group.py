@@ -286,9 +286,9 @@ def bare_runs(scripts: Sequence[Sequence[Call]], folder: Path, ran: NodeRuns,
     def inline_runs() -> int:
         # the adapter's own patch (its executor inline, its retries without sleeps), so this
         # contender differs from the adapter's machine by the adapter's bookkeeping only
-        from harness.adapters.langgraph import GraphBox, _harnessed
+        from harness.adapters.langgraph import GraphBox, harnessed
 
-        with _harnessed({}, GraphBox({}, None)):
+        with harnessed({}, GraphBox({}, None)):
             return runs()
 
     return inline_runs

@@ -73,7 +73,7 @@ class Coverage:
         """Gives, per dimension, how much of what exists was reached and what was not (as
         plain JSON data, lists sorted). A statechart's dimensions (`regions`, `eventless`,
         `history`, `approvals`) are there only for a definition that offers some."""
-        universe = _universe(definition)
+        universe = coverage_universe(definition)
         parts: dict[str, tuple[Iterable[Any], Iterable[Any]]] = {
             "states": (self.states, universe["states"]),
             "transitions": (self.transitions, universe["transitions"]),
@@ -103,7 +103,7 @@ class Coverage:
 
 
 @per_definition
-def _universe(definition: WorkflowDefinition) -> dict[str, frozenset[Any]]:
+def coverage_universe(definition: WorkflowDefinition) -> dict[str, frozenset[Any]]:
     """Gives what a definition offers: its leaf states, declared transitions (a parallel or
     map state's own, its joins, eventless and internal ones included), guard outcomes, and a
     statechart's regions, eventless moves, history compounds and conditional approvals."""
@@ -149,7 +149,7 @@ def vacuity(definition: WorkflowDefinition, coverage: Coverage,
             coverage_min: float | None = None) -> str:
     """Gives why a campaign that reached `coverage` tested nothing worth a verdict: no
     declared transition taken, or fewer than `coverage_min` percent of them ("" when it did)."""
-    declared = _universe(definition)["transitions"]
+    declared = coverage_universe(definition)["transitions"]
     if not declared:
         return "the definition declares no transition to take: nothing can be exercised"
     taken = len(covered_transitions(coverage.transitions, declared))
@@ -172,7 +172,7 @@ def correlation_blind_spot(definition: WorkflowDefinition, coverage: Coverage) -
     Gives "" when no such transition was missed, or the machine reported its commits."""
     if not any(event == UNSEEN_EVENT for _, event, _ in coverage.transitions):
         return ""
-    declared = _universe(definition)["transitions"]
+    declared = coverage_universe(definition)["transitions"]
     missed = declared - covered_transitions(coverage.transitions, declared)
     events = sorted({event for _, event, _ in missed
                      if event in definition.events and definition.events[event].correlate})

@@ -30,7 +30,7 @@ from harness.engines.shrink import Counterexample
 from harness.errors import HarnessError
 from harness.sim.choices import BRANCH, VALUE, RecordingChoices, Table, labels_of
 from harness.sim.machine import MachineFactory, ReferenceMachine
-from harness.sim.simulator import SimOptions, Simulator, _Run, plan_for
+from harness.sim.simulator import Run, SimOptions, Simulator, plan_for
 from reference_machine import StoreError, WorkflowDefinition, load_definition
 
 __all__ = ["ExploreOptions", "ExploreReport", "explore"]
@@ -180,7 +180,7 @@ class _Exploring(RecordingChoices):
         return fire
 
     def pick(self, site: str, table: Table) -> Any:
-        bands = _bands(table)  # a kind whose rates leave it no room is never met
+        bands = fault_bands(table)  # a kind whose rates leave it no room is never met
         if not bands or self.faults_left <= 0:
             self._record(f"f:{site}", 1.0)
             return None
@@ -194,7 +194,7 @@ class _Exploring(RecordingChoices):
         return kind
 
 
-def _bands(table: Table) -> list[tuple[float, float, Any]]:
+def fault_bands(table: Table) -> list[tuple[float, float, Any]]:
     """Gives (low, high, kind) for each tool fault a draw can meet: a kind the cumulative rates
     before it leave no room for (its threshold capped at 1) is left out."""
     bands, low = [], 0.0
@@ -269,7 +269,7 @@ class _Search:
         return len(self.seen) >= self.options.states_max or (
             budget is not None and time.monotonic() - self.started > budget)
 
-    def play(self, path: Sequence[int], steps: int) -> tuple[_Run, _Exploring]:
+    def play(self, path: Sequence[int], steps: int) -> tuple[Run, _Exploring]:
         """Runs a path's choices for `steps` steps (past the path: option 0 everywhere)."""
         self.runs += 1
         choices = _Exploring(path, self.options.faults_max)
@@ -280,7 +280,7 @@ class _Search:
                     break
         return run, choices
 
-    def judge(self, run: _Run) -> Violation | None:
+    def judge(self, run: Run) -> Violation | None:
         """Gives the first violation of the run so far; a run that cannot go on is at its
         end, so the checks of an ending (a stuck execution) apply too."""
         complete = run.failure is not None or not run.actions()
@@ -324,7 +324,7 @@ class _Search:
         return self.report(self.options.depth, True)
 
     def successors(self, path: list[int], depth: int
-                   ) -> Iterator[tuple[list[int], _Run, _Exploring]]:
+                   ) -> Iterator[tuple[list[int], Run, _Exploring]]:
         """Gives every way the step after `path` can go: (its full choices, the run, its
         choices), enumerating each choice point's options depth-first."""
         pending: list[list[int]] = [path]
@@ -340,7 +340,7 @@ class _Search:
                 for option in range(found[position] - 1, 0, -1):
                     pending.append(prefix + [0] * position + [option])
 
-    def counterexample(self, run: _Run, choices: _Exploring,
+    def counterexample(self, run: Run, choices: _Exploring,
                        violation: Violation) -> Counterexample:
         options = replace(self.simulator.options, steps_max=max(run.clock.step, 1))
         kept = tuple(c for c in choices.recorded if c.step <= violation.step)
@@ -358,7 +358,7 @@ class _Search:
                              vacuous)
 
 
-def _fingerprint(run: _Run) -> str:
+def _fingerprint(run: Run) -> str:
     """Gives the state a run reached, with the serial event ids renamed in order of
     appearance (states equal up to the names of fresh ids behave alike)."""
     now = run.clock.now

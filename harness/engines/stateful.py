@@ -47,7 +47,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 from fault_injection import TOOL_FAULTS, FaultKind, FaultPlan
 from harness.checks.invariants import Invariant, Violation, invariants
 from harness.engines import isolation
-from harness.engines.exhaustive import _bands
+from harness.engines.exhaustive import fault_bands
 from harness.engines.replay import write_replay
 from harness.engines.shrink import Counterexample
 from harness.errors import HarnessError
@@ -55,13 +55,13 @@ from harness.report.trace import describe_steps
 from harness.sim.choices import BRANCH, Choice, RecordingChoices, Table, labels_of
 from harness.sim.machine import MachineFactory, ReferenceMachine
 from harness.sim.simulator import (
-    _ADVANCE,
-    _APPROVE,
-    _COMPLETE,
-    _EXTERNAL,
-    _QUEUED,
-    _START,
+    ADVANCE,
+    APPROVE,
+    COMPLETE,
+    EXTERNAL,
     PATIENCE,
+    QUEUED,
+    START,
     SimOptions,
     SimulationResult,
     Simulator,
@@ -174,7 +174,7 @@ class _DrivenChoices(RecordingChoices):
         return self._record(f"f:{kind}", 0.0 if fire else 1.0) < rate
 
     def pick(self, site: str, table: Table) -> Any:
-        for low, high, kind in _bands(table):  # only kinds a draw can meet
+        for low, high, kind in fault_bands(table):  # only kinds a draw can meet
             if self._take(kind):
                 self._record(f"f:{site}", (low + high) / 2)
                 return kind
@@ -188,8 +188,8 @@ _KINDS = frozenset(str(kind) for kind in FaultKind)
 DENSITY = (0.1, 0.3, 0.9)
 #: (roll, pick): a fault when the roll is high enough for the density, and which.
 FAULT = st.tuples(st.integers(min_value=0, max_value=99), st.integers(min_value=0, max_value=255))
-_DELIVER = frozenset({_EXTERNAL, _APPROVE, _QUEUED})
-_ANY = frozenset({_START, _COMPLETE, _APPROVE, _EXTERNAL, _QUEUED, _ADVANCE})
+_DELIVER = frozenset({EXTERNAL, APPROVE, QUEUED})
+_ANY = frozenset({START, COMPLETE, APPROVE, EXTERNAL, QUEUED, ADVANCE})
 
 
 def workflow_machine(definition: WorkflowDefinition, *,
@@ -258,10 +258,10 @@ def workflow_machine(definition: WorkflowDefinition, *,
         def _can(self, kinds_of: frozenset[int]) -> bool:
             return self.live and not self.kinds.isdisjoint(kinds_of)
 
-        @precondition(lambda self: self._can(frozenset({_START})))
+        @precondition(lambda self: self._can(frozenset({START})))
         @rule(pick=st.integers(min_value=0, max_value=255))
         def start_execution(self, pick: int) -> None:
-            self._ask(f"start_execution(pick={pick})", "act", frozenset({_START}), pick)
+            self._ask(f"start_execution(pick={pick})", "act", frozenset({START}), pick)
 
         @precondition(lambda self: self._can(_DELIVER))
         @rule(pick=st.integers(min_value=0, max_value=255), fault=FAULT)
@@ -271,14 +271,14 @@ def workflow_machine(definition: WorkflowDefinition, *,
             self._ask(f"deliver_event(pick={pick}, fault={fault})", "act", _DELIVER, pick,
                       ("delivery", fault))
 
-        @precondition(lambda self: self._can(frozenset({_COMPLETE})))
+        @precondition(lambda self: self._can(frozenset({COMPLETE})))
         @rule(pick=st.integers(min_value=0, max_value=255), fault=FAULT)
         def complete_call(self, pick: int, fault: tuple[int, int]) -> None:
             """Lets a tool call in flight reach its tool; `fault` is what the tool does."""
             self._ask(f"complete_call(pick={pick}, fault={fault})", "act",
-                      frozenset({_COMPLETE}), pick, ("tool", fault))
+                      frozenset({COMPLETE}), pick, ("tool", fault))
 
-        @precondition(lambda self: self._can(frozenset({_ADVANCE})))
+        @precondition(lambda self: self._can(frozenset({ADVANCE})))
         @rule(fault=FAULT, now=st.integers(min_value=0, max_value=99))
         def advance_clock(self, fault: tuple[int, int], now: int) -> None:
             """Moves the clock to what is due next; a run that holds the clock back
@@ -393,9 +393,9 @@ class _Example:
 
     def advance(self, fault: tuple[int, int], now: int) -> None:
         if now < 100 - 100 * self.patience and not self.state()[0].isdisjoint(
-                _ANY - {_ADVANCE}):
+                _ANY - {ADVANCE}):
             return
-        self.act(frozenset({_ADVANCE}), 0, ("clock", fault))
+        self.act(frozenset({ADVANCE}), 0, ("clock", fault))
 
     def arm(self, kind: str) -> None:
         self._arm(kind)

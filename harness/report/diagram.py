@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from harness.checks.coverage import UNSEEN_EVENT, Coverage, _universe
+from harness.checks.coverage import UNSEEN_EVENT, Coverage, coverage_universe
 from reference_machine import TIMER_FIRED, WorkflowDefinition
 
 __all__ = ["SCOPED_KINDS", "DiagramShape", "EdgeKey", "compound_title", "diagram_of",
@@ -25,7 +25,7 @@ def diagram_of(definition: WorkflowDefinition, coverage: Coverage | None = None,
     declares (forced moves), each marked covered or not and on the counterexample's path or
     not. Keys added for statecharts are left out where they hold nothing, so a definition with
     no statechart construct gives the graph it always gave."""
-    universe = _universe(definition)
+    universe = coverage_universe(definition)
     declared = _declared_edges(definition, universe["transitions"])
     chart = _ChartIndex(definition, declared)
     taken = set(coverage.transitions) if coverage is not None else set()

@@ -111,14 +111,14 @@ _STATUSES = frozenset({"created", "running", "waiting", "compensating", "final"}
 _DECISIONS = frozenset({"accepted", "ignored", "rejected"})
 _KEEP_VIA = frozenset({"forged", "late", "duplicate", "agent"})
 _CHARTED = frozenset({"parallel", "map"})
-_START, _EXTERNAL, _COMPLETE, _APPROVE, _QUEUED, _ADVANCE = range(6)
+START, EXTERNAL, COMPLETE, APPROVE, QUEUED, ADVANCE = range(6)
 _CLOSE_BOUND = 5  # a machine's close() may take this many step timeouts (a slow teardown)
 _VERSION_LIMIT = 2**63  # a store's version is a signed 64-bit number, as databases keep it
 _REFUSALS_MAX = 3  # times a due timer is fired, its execution unmoved, before it is refused
 _MOVES_MAX = 64  # clock moves one step of a schedule (`advance | N moves`) makes at most
 #: How readily a run moves the clock while anything else can happen, one drawn per run (swarm
 #: over the scheduler, as over the faults): every action alike, or the clock held back so
-#: that one execution goes deep before its timers fire (`_Run._choose`). The first, uniform,
+#: that one execution goes deep before its timers fire (`Run._choose`). The first, uniform,
 #: is what a schedule written without the draw replays with.
 PATIENCE = (1.0, 0.3, 0.05)
 #: A seed is a whole number from 0 below this (the generator takes 64 bits).
@@ -353,9 +353,9 @@ class Simulator:
         replaces the seeded source of the run's decisions (to record or replay a schedule)."""
         return self.begin(seed, choices=choices).execute()
 
-    def begin(self, seed: int | None = None, *, choices: Choices | None = None) -> _Run:
+    def begin(self, seed: int | None = None, *, choices: Choices | None = None) -> Run:
         """Gives a run not started yet, for engines that drive it one step at a time."""
-        return _Run(self, self.options.seed if seed is None else seed, choices)
+        return Run(self, self.options.seed if seed is None else seed, choices)
 
     def offered(self, obs: Observation) -> tuple[str, ...]:
         """Gives the user events some transition of an execution so observed takes, sorted:
@@ -442,7 +442,7 @@ def _check_said(said: object, call: str) -> None:
                         "rejected[:reason] or None")
 
 
-class _Run:
+class Run:
     """The state of one run; built fresh by each `Simulator.run` (or `Simulator.begin`, for an
     engine that drives it a step at a time: `start`, then `step`, `heal` and `finish`)."""
 
@@ -769,7 +769,7 @@ class _Run:
         attempt) is rare. The liveness phase picks uniformly."""
         rng = self.rng
         if (self.patience < 1.0 and not self.healed and len(actions) > 1
-                and actions[-1][0] == _ADVANCE and not rng.flip(self.patience)):
+                and actions[-1][0] == ADVANCE and not rng.flip(self.patience)):
             return rng.action(actions[:-1], _label)
         return rng.action(actions, _label)
 
@@ -892,8 +892,8 @@ class _Run:
         the clock to what is due next; while a chart's raised event waits, only its delivery
         (SCXML's internal queue comes first)."""
         if self.raised:
-            return [(_QUEUED, self.raised[0])]
-        actions: list[tuple[Any, ...]] = [(_START, eid) for eid in self.unstarted]
+            return [(QUEUED, self.raised[0])]
+        actions: list[tuple[Any, ...]] = [(START, eid) for eid in self.unstarted]
         now, offset = self.clock.now, self.offset
         soonest: int | None = None
         what = ""  # what the clock would move to: a timer, a queued delivery, a landing
@@ -910,32 +910,32 @@ class _Run:
                         soonest, what = fire_at - offset, timer
                 continue
             for call in obs.calls:
-                actions.append((_COMPLETE, eid, call))
+                actions.append((COMPLETE, eid, call))
             approval = obs.approval
             if obs.approvals:  # several regions wait on one: each may be decided first
                 for each in obs.approvals:
-                    actions.append((_APPROVE, eid, each) if each == approval
-                                   else (_APPROVE, eid, each, each.request_id))
+                    actions.append((APPROVE, eid, each) if each == approval
+                                   else (APPROVE, eid, each, each.request_id))
             elif approval is not None:
-                actions.append((_APPROVE, eid, approval))
+                actions.append((APPROVE, eid, approval))
             state = obs.state
             if (self._sendable(eid, obs) if bounded or state in charted
                     else external.get(state)):
-                actions.append((_EXTERNAL, eid, obs))
+                actions.append((EXTERNAL, eid, obs))
             for timer, fire_at in obs.timers:  # the machine's time; the clock's is behind
                 if (soonest is None or fire_at - offset < soonest) and not self._refused(
                         eid, obs, timer):
                     soonest, what = fire_at - offset, timer
         for queued in self.queue:
             if queued.due <= now:
-                actions.append((_QUEUED, queued))
+                actions.append((QUEUED, queued))
             elif soonest is None or queued.due < soonest:
                 soonest, what = queued.due, f"{queued.execution} {queued.event.type}"
         landing = self.world.next_landing
         if landing is not None and (soonest is None or landing < soonest):
             soonest, what = landing, "landing"
         if soonest is not None:
-            actions.append((_ADVANCE, max(now, soonest), what))
+            actions.append((ADVANCE, max(now, soonest), what))
         return actions
 
     def _context(self) -> tuple[str, str]:
@@ -950,25 +950,25 @@ class _Run:
     def _perform(self, action: tuple[Any, ...]) -> None:
         kind = action[0]
         self.topic = ""
-        self.acting = action[1].execution if kind == _QUEUED else (
-            action[1] if kind != _ADVANCE else "")
-        if kind == _COMPLETE:
+        self.acting = action[1].execution if kind == QUEUED else (
+            action[1] if kind != ADVANCE else "")
+        if kind == COMPLETE:
             self._complete(action[1], action[2])
-        elif kind == _EXTERNAL:
+        elif kind == EXTERNAL:
             self._external(action[1], action[2])
-        elif kind == _APPROVE:
+        elif kind == APPROVE:
             self._approve(action[1], action[2])
-        elif kind == _QUEUED:
+        elif kind == QUEUED:
             queued = action[1]
             (self.raised if self.raised and self.raised[0] == queued else self.queue).remove(
                 queued)
             self._deliver(queued.execution, queued.event, queued.via)
-        elif kind == _ADVANCE:
+        elif kind == ADVANCE:
             self._advance(action[1])
             for _ in range(min(self.rng.moves(), _MOVES_MAX) - 1):
                 self._observe()  # a schedule's clock moves in a row, made one step
                 last = self.actions()[-1:]
-                if not last or last[0][0] != _ADVANCE:
+                if not last or last[0][0] != ADVANCE:
                     break
                 self._advance(last[0][1])
         else:
@@ -1580,17 +1580,17 @@ def _label(action: tuple[Any, ...]) -> str:
     """Names an action by what it does, not by where it sits among the enabled ones; the part
     after ` | ` is the detail a replay may do without (which attempt, which timer)."""
     kind = action[0]
-    if kind == _START:
+    if kind == START:
         return f"start {action[1]}"
-    if kind == _COMPLETE:
+    if kind == COMPLETE:
         call = action[2]
         return f"complete {action[1]} {call.tool} | {call.id}"
-    if kind == _APPROVE:  # a region's request past the first one is told apart by its id
+    if kind == APPROVE:  # a region's request past the first one is told apart by its id
         return f"approve {action[1]}" if len(action) == 3 else (
             f"approve {action[1]} | {action[3]}")
-    if kind == _EXTERNAL:
+    if kind == EXTERNAL:
         return f"event {action[1]}"
-    if kind == _QUEUED:
+    if kind == QUEUED:
         queued = action[1]
         return f"deliver {queued.execution} {queued.event.type} {queued.via}"
     return f"advance | {action[2]}"

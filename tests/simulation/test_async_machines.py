@@ -36,7 +36,7 @@ from harness import (
     check,
     fuzz,
 )
-from harness.sim.simulator import FROZEN_EPOCH, _Run
+from harness.sim.simulator import FROZEN_EPOCH, Run
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = Path(async_machines.__file__).read_text(encoding="utf-8").splitlines()
@@ -48,14 +48,14 @@ def line_of(text: str) -> int:
     return number
 
 
-def executed(machine: Any, seed: int, **options: Any) -> _Run:
+def executed(machine: Any, seed: int, **options: Any) -> Run:
     """Gives a run of `machine` executed to its end (its loops are then to be seen)."""
     run = Simulator(DEFINITION, SimOptions(seed=seed, **options), machine=machine).begin()
     run.execute()
     return run
 
 
-def first_run(machine: Any, found: Any, seeds: range = range(300)) -> _Run:
+def first_run(machine: Any, found: Any, seeds: range = range(300)) -> Run:
     """Gives the first run among `seeds` whose history `found` accepts."""
     for seed in seeds:
         run = executed(machine, seed)

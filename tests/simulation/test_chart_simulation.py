@@ -34,7 +34,7 @@ from harness import (
     Simulator,
 )
 from harness.sim.history import dump_line
-from harness.sim.simulator import _APPROVE, plan_for
+from harness.sim.simulator import APPROVE, plan_for
 from reference_machine import WorkflowDefinition, load_definition
 
 HERE = Path(__file__).resolve().parent
@@ -210,7 +210,7 @@ class TestOffered:
             "x1/release/1/ship/ship_ask/1/approval", "x1/release/1/tell/tell_ask/1/approval"]
         assert seen.approval == seen.approvals[0]
         kinds = [action[0] for action in run.actions()]
-        assert kinds.count(_APPROVE) == 2  # either approval may be decided first
+        assert kinds.count(APPROVE) == 2  # either approval may be decided first
 
     def test_a_bounded_event_is_sent_no_more_than_its_bound(self) -> None:
         """`sends_max` holds inside a parallel state too."""

@@ -561,9 +561,9 @@ class TestToldMovesCover:
 
     def test_moves_told_cover_each_hop(self) -> None:
         from harness import coverage_of
-        from harness.checks.coverage import _universe, covered_transitions, vacuity
+        from harness.checks.coverage import coverage_universe, covered_transitions, vacuity
 
-        declared = _universe(PLANTED)["transitions"]  # (source, event, target)
+        declared = coverage_universe(PLANTED)["transitions"]  # (source, event, target)
         seen = [Observed(1, 0, "x1", "review", "waiting", 1),
                 Observed(3, 0, "x1", "shipping", "running", 4)]
         blind = coverage_of(PLANTED, seen)

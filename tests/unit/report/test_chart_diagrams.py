@@ -447,11 +447,11 @@ def _covered_document_processing() -> dict[str, Any]:
     """The diagram of document_processing with a hand-made coverage and path: every other
     declared transition taken, a forced move, a move seen from outside only (as the expected
     data was made)."""
-    from harness.checks.coverage import _universe
+    from harness.checks.coverage import coverage_universe
 
     definition = load_definition(SCENARIOS / "document_processing.yaml")
-    universe = sorted(_universe(definition)["transitions"])
-    states = sorted(_universe(definition)["states"])
+    universe = sorted(coverage_universe(definition)["transitions"])
+    states = sorted(coverage_universe(definition)["states"])
     taken = set(universe[::2]) | {(universe[1][0], "forced:deadline", states[-1]),
                                   (universe[3][0], "?", universe[3][2])}
     coverage = Coverage(states=frozenset(states[::2]), transitions=frozenset(taken))
