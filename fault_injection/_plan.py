@@ -46,10 +46,10 @@ from fault_injection._catalogue import (
 )
 from fault_injection.errors import FaultPlanError
 from reference_machine import CRASH_POINTS, WorkflowDefinition
-from reference_machine._findings import did_you_mean
-from reference_machine._load import DEFINITION_BYTES_MAX, read_document
 from reference_machine._spec import DurationMs
+from reference_machine.documents import DEFINITION_BYTES_MAX, read_document
 from reference_machine.errors import DefinitionSyntaxError
+from reference_machine.findings import did_you_mean
 
 __all__ = [
     "DEFAULT_RATES",
@@ -521,7 +521,7 @@ def load_plan(
     else:
         msg = f"a fault plan is a path or a mapping, not {type(source).__name__}"
         raise TypeError(msg)
-    return _compile(_validate(data, lines, name), tuple(crash_points), lines, name)
+    return _compile(validate(data, lines, name), tuple(crash_points), lines, name)
 
 
 def default_plan(*, swarm: bool = False) -> FaultPlan:
@@ -558,7 +558,7 @@ def _read(path: Path) -> tuple[Any, dict[str, int], str]:
     return data, lines, name
 
 
-def _validate(data: Any, lines: Mapping[str, int], name: str) -> PlanSpec:
+def validate(data: Any, lines: Mapping[str, int], name: str) -> PlanSpec:
     if not isinstance(data, Mapping):
         raise FaultPlanError(
             "", f"expected a mapping with `faults:` and `swarm:`, got {type(data).__name__}", name

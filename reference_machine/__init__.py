@@ -24,7 +24,6 @@ from reference_machine._definition import (
     check_spec,
     compile_definition,
 )
-from reference_machine._findings import Acknowledged, Finding, LintReport, Severity
 from reference_machine._functions import register_function, registered_functions
 from reference_machine._load import lint, lint_report, load_definition, load_spec
 from reference_machine._postgres import PostgresStore
@@ -96,6 +95,7 @@ from reference_machine.errors import (
     GuardError,
     ReferenceMachineError,
 )
+from reference_machine.findings import Acknowledged, Finding, LintReport, Severity
 
 __all__ = [
     "APPROVAL_DENIED",

@@ -21,15 +21,6 @@ import referencing
 from pydantic import BaseModel, ValidationError
 
 from reference_machine._expr import ExpressionSyntaxError, compile_expression
-from reference_machine._findings import (
-    CODES,
-    IGNORE_CODES,
-    Acknowledged,
-    Finding,
-    LintReport,
-    Severity,
-    did_you_mean,
-)
 from reference_machine._functions import registered_functions
 from reference_machine._records import (
     APPROVAL_GRANTED,
@@ -49,6 +40,15 @@ from reference_machine._spec import (
     WorkflowSpec,
 )
 from reference_machine.errors import DefinitionError
+from reference_machine.findings import (
+    CODES,
+    IGNORE_CODES,
+    Acknowledged,
+    Finding,
+    LintReport,
+    Severity,
+    did_you_mean,
+)
 
 Guard = Callable[[Mapping[str, Any], Any], Any]
 Action = Callable[[Mapping[str, Any], Any], Mapping[str, Any] | None]

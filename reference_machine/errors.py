@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from reference_machine._findings import Finding
+    from reference_machine.findings import Finding
 
 __all__ = [
     "DefinitionError",

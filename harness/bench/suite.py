@@ -39,7 +39,7 @@ from harness.bench.timing import (
 from harness.errors import HarnessError
 from harness.sim.machine import ReferenceMachine
 from reference_machine import DefinitionSyntaxError, WorkflowDefinition, load_definition
-from reference_machine._load import document_problem, read_document
+from reference_machine.documents import document_problem, read_document
 
 __all__ = [
     "AIMS",

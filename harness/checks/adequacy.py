@@ -67,7 +67,7 @@ from reference_machine import (
     UNTESTED_KINDS,
     WorkflowDefinition,
 )
-from reference_machine._findings import Finding, Severity, did_you_mean
+from reference_machine.findings import Finding, Severity, did_you_mean
 
 __all__ = ["GAP_KINDS", "Adequacy", "Exercised", "Gap", "adequacy", "check_acknowledged",
            "exercised", "untested_findings"]

@@ -21,7 +21,7 @@ from harness.adapters.targets import definition_files as _definition_files
 from harness.errors import HarnessError, short_repr
 from harness.files import write_output
 from reference_machine import WorkflowDefinition
-from reference_machine._load import (
+from reference_machine.documents import (
     NESTING_MAX,
     TooManyDigits,
     bounded_integer,

@@ -44,7 +44,7 @@ from harness.sim.identity import definition_digest, machine_path
 from harness.sim.machine import MachineFactory, ReferenceMachine
 from harness.sim.simulator import SimOptions, SimulationResult, Simulator, plan_for
 from reference_machine import WorkflowDefinition, load_definition
-from reference_machine._findings import ABOUT_THE_SOURCE
+from reference_machine.findings import ABOUT_THE_SOURCE
 
 __all__ = ["DEFAULT_STRATEGY", "FuzzFailure", "FuzzOptions", "FuzzReport", "fuzz"]
 

@@ -54,7 +54,7 @@ from reference_machine import (
     load_definition,
     registered_functions,
 )
-from reference_machine._load import document_problem, read_document
+from reference_machine.documents import document_problem, read_document
 
 __all__ = ["REPLAY_FORMAT", "ReplayError", "ReplayOutcome", "checksum_of", "replay",
            "replay_file_name", "write_replay"]

@@ -30,7 +30,7 @@ from harness.sim.history import Committed
 from harness.sim.identity import definition_digest
 from harness.sim.simulator import SimulationResult
 from reference_machine import DefinitionSyntaxError, WorkflowDefinition
-from reference_machine._load import document_problem, read_document
+from reference_machine.documents import document_problem, read_document
 
 __all__ = ["REPORT_BYTES_MAX", "REPORT_FORMAT", "REPORT_KIND", "Counterexample", "ReportError",
            "broke_as_expected", "checked_line", "counterexample_path", "coverage_line",

@@ -99,7 +99,7 @@ from reference_machine import (
     StoreError,
     WorkflowDefinition,
 )
-from reference_machine._findings import did_you_mean
+from reference_machine.findings import did_you_mean
 from reference_machine.importers import scxml, w3c
 
 __all__ = ["FROZEN_EPOCH", "Chances", "SimOptions", "SimulationResult", "Simulator", "plan_for",

@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from reference_machine._definition import WorkflowDefinition, check_spec, compile_definition
-from reference_machine._findings import Finding, Severity
-from reference_machine._load import DEFINITION_BYTES_MAX, _validate, read_document
+from reference_machine.documents import DEFINITION_BYTES_MAX, read_document, validate
 from reference_machine.errors import DefinitionError, DefinitionSyntaxError
+from reference_machine.findings import Finding, Severity
+from reference_machine.importers._common import Imported
 
 __all__ = ["FORMATS", "Imported", "format_of", "import_definition", "import_document",
            "lint_imported", "to_yaml"]
@@ -37,19 +37,6 @@ FORMATS: Mapping[str, tuple[str, ...]] = {
     "xstate": (".xstate.json",),
     "scxml": (".scxml",),
 }
-
-
-@dataclass(frozen=True)
-class Imported:
-    """A document read from another format: the native definition data, and what the
-    importer approximated or left out (warnings, located in the source document)."""
-
-    format: str
-    data: dict[str, Any]
-    findings: tuple[Finding, ...] = ()
-    source: str = "<import>"
-    #: registered Python callables the definition names (`function:` guards and actions)
-    functions: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
 
 
 def format_of(path: str | Path) -> str | None:
@@ -108,7 +95,7 @@ def import_definition(path: str | Path, *, format: str | None = None,
     """Gives the checked definition of a file of another format; its `warnings` hold what the
     importer approximated, then the native checks' own."""
     imported = import_document(path, format=format)
-    spec = _validate(imported.data, {}, imported.source)
+    spec = validate(imported.data, {}, imported.source)
     merged = {**imported.functions, **(functions or {})}
     definition = compile_definition(spec, functions=merged, source=imported.source)
     return _with_warnings(definition, imported.findings)
@@ -125,7 +112,7 @@ def lint_imported(path: str | Path, *, format: str | None = None,
     except DefinitionError as exc:
         return list(exc.findings)
     try:
-        spec = _validate(imported.data, {}, imported.source)
+        spec = validate(imported.data, {}, imported.source)
     except DefinitionError as exc:
         return [*imported.findings, *exc.findings]
     merged = {**imported.functions, **(functions or {})}

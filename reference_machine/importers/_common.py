@@ -1,9 +1,27 @@
-"""What the importers share: writing JSON values as native expressions and step inputs."""
+"""What the importers share: what an importer gives (`Imported`), and writing JSON values as
+native expressions and step inputs."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
+
+from reference_machine.findings import Finding
+
+
+@dataclass(frozen=True)
+class Imported:
+    """A document read from another format: the native definition data, and what the
+    importer approximated or left out (warnings, located in the source document)."""
+
+    format: str
+    data: dict[str, Any]
+    findings: tuple[Finding, ...] = ()
+    source: str = "<import>"
+    #: registered Python callables the definition names (`function:` guards and actions)
+    functions: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
 
 
 def literal(value: Any) -> str | None:
@@ -33,13 +51,3 @@ def input_literal(value: Any) -> Any:
     if isinstance(value, str) and value.startswith("="):
         return "=" + repr(value)
     return value
-
-
-def line_of(lines: dict[str, int] | Any, location: str) -> int | None:
-    """Gives the line of a dotted location (`States.Pay.Retry[0]`), or of the nearest of its
-    parents the document told a line for; None when none."""
-    while location:
-        if location in lines:
-            return int(lines[location])
-        location = location.rpartition(".")[0]
-    return None

@@ -76,11 +76,10 @@ from typing import Any
 import yaml
 
 from reference_machine._expr import ExpressionSyntaxError, compile_expression
-from reference_machine._findings import Finding, Severity
 from reference_machine.errors import DefinitionError
-from reference_machine.importers import Imported
+from reference_machine.findings import Finding, Severity, line_of
+from reference_machine.importers._common import Imported
 from reference_machine.importers._common import input_literal as _input_literal
-from reference_machine.importers._common import line_of
 from reference_machine.importers._common import literal as _literal
 
 __all__ = ["convert", "tool_name"]

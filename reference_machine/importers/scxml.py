@@ -90,15 +90,15 @@ from typing import Any
 
 from reference_machine._definition import check_spec
 from reference_machine._expr import ExpressionSyntaxError, compile_expression
-from reference_machine._findings import Finding, Severity
-from reference_machine._load import DEFINITION_BYTES_MAX, NESTING_MAX, _validate
 from reference_machine._spec import NAME_PATTERN
+from reference_machine.documents import DEFINITION_BYTES_MAX, NESTING_MAX, validate
 from reference_machine.errors import (
     DefinitionError,
     DefinitionSyntaxError,
     ReferenceMachineError,
 )
-from reference_machine.importers import Imported
+from reference_machine.findings import Finding, Severity
+from reference_machine.importers._common import Imported
 from reference_machine.importers.scxml_parallel import (
     CONFIGURATIONS_MAX,
     Kind,
@@ -3265,7 +3265,7 @@ def _native_checks(native: dict[str, Any], converter: _Converter, name: str
     notes: list[Finding] = []
     for _ in range(len(native["states"]) + 2):
         try:
-            spec = _validate(native, {}, name)
+            spec = validate(native, {}, name)
         except DefinitionError as exc:
             raise DefinitionError([_relocated(f, converter) for f in exc.findings],
                                   name) from exc

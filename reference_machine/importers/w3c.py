@@ -24,8 +24,8 @@ from typing import Any
 
 from reference_machine._decide import decide, new_execution, start_event
 from reference_machine._definition import WorkflowDefinition, compile_definition
-from reference_machine._load import _validate
 from reference_machine._records import Accepted, Event, Execution, Rejected, Status
+from reference_machine.documents import validate
 from reference_machine.errors import DefinitionError
 from reference_machine.importers import scxml
 
@@ -87,7 +87,7 @@ def _one(path: Path) -> W3CResult:
         why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
         return W3CResult(test, False, False, f"refused: cannot read it: {why}")
     try:
-        spec = _validate(imported.data, {}, imported.source)
+        spec = validate(imported.data, {}, imported.source)
         definition = compile_definition(spec, source=imported.source)
     except DefinitionError as exc:
         return W3CResult(test, False, False, f"refused: {_reason(exc)}")
@@ -235,7 +235,7 @@ class _Driver:
         data = parent.definition.initial_context.get(scxml.CHILDREN, {}).get(chart)
         if definition is None and isinstance(data, dict):
             try:
-                spec = _validate(data, {}, f"{parent.definition.name}#{chart}")
+                spec = validate(data, {}, f"{parent.definition.name}#{chart}")
                 definition = self.compiled[key] = compile_definition(spec)
             except DefinitionError:
                 definition = None

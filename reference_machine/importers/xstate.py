@@ -73,10 +73,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reference_machine._findings import Finding, Severity, did_you_mean
 from reference_machine.errors import DefinitionError
-from reference_machine.importers import Imported
-from reference_machine.importers._common import line_of
+from reference_machine.findings import Finding, Severity, did_you_mean, line_of
+from reference_machine.importers._common import Imported
 from reference_machine.importers._common import literal as _literal
 from reference_machine.importers.xstate_source import (
     INLINE_PREFIX,

@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reference_machine._findings import Finding, Severity
-from reference_machine._load import NESTING_MAX
+from reference_machine.documents import NESTING_MAX
 from reference_machine.errors import DefinitionError
+from reference_machine.findings import Finding, Severity
 
 __all__ = ["INLINE_PREFIX", "SOURCE_SUFFIXES", "Machine", "inline_reference", "machines",
            "native_expression", "native_object"]

@@ -27,7 +27,7 @@ from harness.engines.replay import ReplayError, replay
 from harness.errors import HarnessError
 from harness.report.document import ReportError, load_report
 from reference_machine import DefinitionError, load_definition
-from reference_machine._load import (
+from reference_machine.documents import (
     DEFINITION_BYTES_MAX,
     DIGITS_MAX,
     NESTING_MAX,

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple, TypeVar
 from harness.errors import HarnessError
 from harness.sim.history import Applied, HistoryRecord, Observed
 from reference_machine import WorkflowDefinition
-from reference_machine._findings import did_you_mean
+from reference_machine.findings import did_you_mean
 
 __all__ = [
     "INVARIANTS",

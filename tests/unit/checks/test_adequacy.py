@@ -11,8 +11,7 @@ from fault_injection import FaultKind, FaultPlan, FaultRate, load_plan
 from harness.checks.adequacy import Exercised, adequacy, check_acknowledged
 from harness.checks.coverage import UNSEEN_EVENT, Coverage
 from harness.errors import HarnessError
-from reference_machine import DefinitionError, load_definition
-from reference_machine._load import load_spec
+from reference_machine import DefinitionError, load_definition, load_spec
 
 SPEC: dict[str, Any] = {
     "name": "bot", "version": 1,

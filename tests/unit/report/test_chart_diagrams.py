@@ -29,7 +29,7 @@ from harness.report.mermaid import mermaid
 from harness.report.writing import write_reports
 from harness.sim.history import Committed
 from reference_machine import WorkflowDefinition, WorkflowSpec, load_definition
-from reference_machine._load import read_document
+from reference_machine.documents import read_document
 
 EXPECTED = ROOT / "tests" / "data" / "diagrams"
 SCENARIOS = ROOT / "scenarios"

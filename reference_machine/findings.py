@@ -1,5 +1,9 @@
 """Findings of the load-time checks: errors block loading, warnings do not.
 
+Every importer and the definition compiler report a problem the same way, through a
+`FindingSink`: `error(code, where, message, *ids)` and `warning(...)` with the same signature, where
+`where` is a dotted location or a node that knows its path and line.
+
 A definition may acknowledge a warning under `lint: ignore:` (code: reason); `CODES` lists every
 code, with its severity, that such an entry may name.
 """
@@ -11,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
+from typing import Protocol
 
 
 class Severity(StrEnum):
@@ -102,3 +107,89 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     """Gives ` (did you mean 'x'?)` when a candidate is close to `word`, else an empty string."""
     close = difflib.get_close_matches(word, sorted(set(candidates)), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def line_of(lines: Mapping[str, int], location: str) -> int | None:
+    """Gives the line of a dotted location (`States.Pay.Retry[0]`), or of the nearest of its
+    parents the document told a line for (`States.Pay.Retry`, then `States.Pay`); None when none."""
+    parts = location.split(".")
+    while parts:
+        line = lines.get(".".join(parts))
+        if line is not None:
+            return int(line)
+        last = parts[-1]
+        if "[" in last:
+            parts[-1] = last[: last.index("[")]
+        else:
+            parts.pop()
+    return None
+
+
+class Located(Protocol):
+    """A node of a parsed document that knows where it is: its path and, when told, its line."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def line(self) -> int | None: ...
+
+
+class Fatal(Exception):
+    """Stops a conversion where going on would only report the same fault again; the finding is
+    already in the sink (`raise sink.fatal(...)`)."""
+
+
+class FindingSink:
+    """Collects the findings of one importer run or one definition build, in the order found.
+
+    `where` is a dotted location, whose line comes from the document's line table, or a `Located`
+    node, which brings its own path and line.
+    """
+
+    __slots__ = ("findings", "lines")
+
+    def __init__(self, lines: Mapping[str, int] | None = None) -> None:
+        self.lines: Mapping[str, int] = lines if lines is not None else {}
+        self.findings: list[Finding] = []
+
+    def error(self, code: str, where: str | Located, message: str, *ids: str) -> None:
+        """Reports a problem that blocks loading."""
+        self.add(Severity.ERROR, code, where, message, ids)
+
+    def warning(self, code: str, where: str | Located, message: str, *ids: str) -> None:
+        """Reports a problem that does not block loading."""
+        self.add(Severity.WARNING, code, where, message, ids)
+
+    def fatal(self, code: str, where: str | Located, message: str, *ids: str) -> Fatal:
+        """Reports an error and gives the exception that stops the conversion here."""
+        self.error(code, where, message, *ids)
+        return Fatal(message)
+
+    def add(self, severity: Severity, code: str, where: str | Located, message: str,
+            ids: tuple[str, ...] = ()) -> None:
+        """Reports a finding of the given severity."""
+        if isinstance(where, str):
+            location, line = where, line_of(self.lines, where)
+        else:
+            location, line = where.path, where.line
+        self.findings.append(Finding(severity, code, location, message, ids, line))
+
+    def extend(self, findings: Iterable[Finding]) -> None:
+        """Takes findings made elsewhere (a nested document's), as they are."""
+        self.findings.extend(findings)
+
+    def located(self, finding: Finding) -> Finding:
+        """Gives the finding with the line of its location, where the document told one."""
+        return Finding(finding.severity, finding.code, finding.location, finding.message,
+                       finding.ids, line_of(self.lines, finding.location))
+
+    @property
+    def errors(self) -> list[Finding]:
+        """Gives the errors, in the order found."""
+        return [f for f in self.findings if f.severity is Severity.ERROR]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        """Gives the warnings, in the order found."""
+        return [f for f in self.findings if f.severity is Severity.WARNING]
