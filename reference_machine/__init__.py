@@ -13,8 +13,10 @@ from reference_machine._decide import (
     pending_approval,
     pending_effect,
     start_event,
+    step_action_hash,
 )
 from reference_machine._definition import (
+    RESERVED_PREFIXES,
     UNTESTED_KINDS,
     Budgets,
     CompiledState,
@@ -23,6 +25,7 @@ from reference_machine._definition import (
     WorkflowDefinition,
     check_spec,
     compile_definition,
+    reachable_from,
 )
 from reference_machine._functions import register_function, registered_functions
 from reference_machine._load import lint, lint_report, load_definition, load_spec
@@ -72,8 +75,14 @@ from reference_machine._runtime import (
     ToolOutcome,
     UnknownDefinitionError,
 )
-from reference_machine._spec import Category, Source, WorkflowSpec, parse_duration_ms
-from reference_machine._sqlite import SQLiteStore
+from reference_machine._spec import (
+    Category,
+    DurationMs,
+    Source,
+    WorkflowSpec,
+    parse_duration_ms,
+)
+from reference_machine._sqlite import SQLiteStore, Synchronous
 from reference_machine._store import (
     Commit,
     ConflictError,
@@ -105,6 +114,7 @@ __all__ = [
     "COMPENSATION_SUCCEEDED",
     "CRASH_POINTS",
     "EVENTLESS_MAX",
+    "RESERVED_PREFIXES",
     "STARTED",
     "STEP_FAILED",
     "STEP_SUCCEEDED",
@@ -126,6 +136,7 @@ __all__ = [
     "DefinitionError",
     "DefinitionSyntaxError",
     "DuplicateEventError",
+    "DurationMs",
     "EngineError",
     "Event",
     "EventStore",
@@ -161,6 +172,7 @@ __all__ = [
     "StoreError",
     "StoredExecution",
     "Success",
+    "Synchronous",
     "Timer",
     "TimerPurpose",
     "Tool",
@@ -184,7 +196,9 @@ __all__ = [
     "parse_duration_ms",
     "pending_approval",
     "pending_effect",
+    "reachable_from",
     "register_function",
     "registered_functions",
     "start_event",
+    "step_action_hash",
 ]

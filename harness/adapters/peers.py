@@ -48,6 +48,7 @@ from typing import Any
 from harness.errors import HarnessError
 from harness.sim.machine import Observation, Probe
 from reference_machine import (
+    RESERVED_PREFIXES,
     Event,
     Failure,
     Tool,
@@ -55,8 +56,7 @@ from reference_machine import (
     WorkflowDefinition,
     load_definition,
 )
-from reference_machine._definition import _RESERVED_PREFIXES as RESERVED_PREFIXES
-from reference_machine._definition import _reach as reach
+from reference_machine import reachable_from as reach
 
 __all__ = [
     "CRASH_POINTS",

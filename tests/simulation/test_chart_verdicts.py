@@ -32,7 +32,7 @@ from reference_machine import (
     decide,
     load_definition,
 )
-from reference_machine._decide import _join
+from reference_machine._decide import join
 
 FINAL = {"type": "final", "outcome": "success"}
 FAILED = {"type": "final", "outcome": "failure"}
@@ -274,8 +274,8 @@ class _EarlyJoinRuntime(Runtime):
                 and decision.transition is not None  # type: ignore[union-attr]
                 and any(region.status == "final" for region in after.regions)):
             # the bug: the first region to finish ends the parallel state
-            return _join(definition, after, list(decision.commands),  # type: ignore[union-attr]
-                         event, now, False, None, decision.transition.inner)  # type: ignore[union-attr]
+            return join(definition, after, list(decision.commands),  # type: ignore[union-attr]
+                        event, now, False, None, decision.transition.inner)  # type: ignore[union-attr]
         return decision
 
 

@@ -35,8 +35,8 @@ from reference_machine import (
     decide,
     load_definition,
 )
-from reference_machine._decide import _compensate
-from reference_machine._secrets import reveal
+from reference_machine._decide import compensate
+from reference_machine.secrecy import reveal
 
 WORKFLOW = load_definition(Path(__file__).resolve().parents[1] / "simulation" / "workflows"
                            / "planted.yaml")
@@ -158,7 +158,7 @@ class _ForwardUndoRuntime(Runtime):
                 and execution.status != Status.COMPENSATING):
             # the bug: completed steps are undone oldest first
             queue = tuple(execution.completed)
-            effect, command = _compensate(queue[0], 1)
+            effect, command = compensate(queue[0], 1)
             commands = tuple(c for c in decision.commands if not isinstance(c, RunCompensation))
             return decision._replace(execution=after._replace(compensating=queue, effect=effect),
                                      commands=(*commands, command))

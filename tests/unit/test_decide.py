@@ -1560,11 +1560,11 @@ def test_the_plain_move_fast_path_gives_what_move_gives(
         state: str, sequence: int, transitions: int, visits: dict[str, int],
         approved: tuple[str, ...], cost: float, failures: dict[str, int], exceeded: str,
         answered: str, context_n: int) -> None:
-    """Whatever the rest of an execution holds, the fast path and `_move` agree field for
+    """Whatever the rest of an execution holds, the fast path and `move` agree field for
     field on a plain target (the 8-state cycle: one guard, one action)."""
     from harness.bench.shapes import cycle8
     from reference_machine import Event
-    from reference_machine._decide import _move, _plain_move
+    from reference_machine._decide import move, plain_move
 
     definition = cycle8().definition
     started = decide(definition, new_execution(definition, "x"), start_event("x"), 0)
@@ -1576,16 +1576,16 @@ def test_the_plain_move_fast_path_gives_what_move_gives(
     decision = decide(definition, execution, event, 5)
     target = decision.execution.state
     assert definition.states[target].plain
-    # decide took the fast path (so the next line compares the fast path with _move)
-    assert decision == _plain_move(execution, event, target, decision.execution.context)
-    assert decision == _move(definition, execution, event, 5, target,
-                             decision.execution.context)
+    # decide took the fast path (so the next line compares the fast path with move)
+    assert decision == plain_move(execution, event, target, decision.execution.context)
+    assert decision == move(definition, execution, event, 5, target,
+                            decision.execution.context)
 
 
 def test_the_fast_path_is_taken_on_a_plain_cycle() -> None:
     """The case the benchmarks walk: a ring of plain states."""
     from harness.bench.shapes import cycle8
-    from reference_machine._decide import _move, _plain_move
+    from reference_machine._decide import move, plain_move
 
     shape = cycle8()
     definition = shape.definition
@@ -1593,10 +1593,10 @@ def test_the_fast_path_is_taken_on_a_plain_cycle() -> None:
     execution = started.execution
     for event in shape.events:
         decision = decide(definition, execution, event, 0)
-        slow = _move(definition, execution, event, 0, decision.execution.state,
-                     decision.execution.context)
-        assert decision == slow == _plain_move(execution, event, decision.execution.state,
-                                               decision.execution.context)
+        slow = move(definition, execution, event, 0, decision.execution.state,
+                    decision.execution.context)
+        assert decision == slow == plain_move(execution, event, decision.execution.state,
+                                              decision.execution.context)
         execution = decision.execution
 
 
@@ -1703,7 +1703,8 @@ def test_the_open_event_table_decides_as_the_declarations_do(
     from harness import SimOptions, Simulator
     from harness.bench import shapes
     from harness.sim.history import dump_line
-    from reference_machine import _definition, load_definition
+    from reference_machine import load_definition
+    from reference_machine._definition import compiled
 
     root = Path(__file__).resolve().parents[2]
 
@@ -1725,7 +1726,7 @@ def test_the_open_event_table_decides_as_the_declarations_do(
     if name in ("open_events", "cycle8", "ring8"):  # the bundled scenarios limit every
         assert table.plain_moves, "the table is empty"  # event's sources: nothing is open
     fast = histories(table)
-    monkeypatch.setattr(_definition, "_plain_moves", lambda made: {})
+    monkeypatch.setattr(compiled, "plain_moves_of", lambda made: {})
     declared = definition()
     assert not declared.plain_moves
     assert histories(declared) == fast

@@ -235,7 +235,7 @@ class TestBehaviourUnchanged:
 
 def _emitted(path: Path) -> dict[str, set[Severity]]:
     """Gives each finding code a module reports, with the severities it reports it with:
-    `self.error("code", ...)`, `self.warning("code", ...)`, `Finding(Severity.X, "code", ...)`.
+    `sink.error("code", ...)`, `sink.warning("code", ...)`, `Finding(Severity.X, "code", ...)`.
     """
     found: dict[str, set[Severity]] = {}
     for node in ast.walk(ast.parse(path.read_text())):
@@ -256,8 +256,11 @@ class TestCodes:
     def test_the_codes_are_those_the_checks_report(self) -> None:
         """CODES lists exactly the codes the native checks report, each with its severity."""
         emitted: dict[str, set[Severity]] = {}
-        for module in ("_definition.py", "_load.py", "documents.py"):
-            for code, severities in _emitted(ROOT / "reference_machine" / module).items():
+        package = ROOT / "reference_machine"
+        modules = [*sorted((package / "_definition").glob("*.py")),
+                   package / "_load.py", package / "documents.py"]
+        for module in modules:
+            for code, severities in _emitted(module).items():
                 emitted.setdefault(code, set()).update(severities)
         assert len(emitted) > 60  # the parse found the checks
         assert {code: {severity} for code, severity in CODES.items()} == emitted

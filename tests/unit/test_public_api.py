@@ -70,7 +70,8 @@ class TestExports:
             "Acknowledged", "LintReport", "lint_report",
             "load_definition", "load_spec", "new_execution", "parse_duration_ms",
             "register_function", "registered_functions", "start_event", "EVENTLESS_MAX",
-            "pending_approval", "pending_effect", "UNTESTED_KINDS",
+            "pending_approval", "pending_effect", "UNTESTED_KINDS", "step_action_hash",
+            "RESERVED_PREFIXES", "reachable_from", "DurationMs", "Synchronous",
         }
 
     @pytest.mark.parametrize("package", [harness, fault_injection])

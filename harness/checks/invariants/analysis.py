@@ -13,8 +13,13 @@ from typing import Any, NamedTuple
 
 from harness.checks.invariants.registry import History, per_definition, per_history
 from harness.sim.history import Applied, Committed, Dispatched
-from reference_machine import STARTED, TIMER_FIRED, CompiledTransition, WorkflowDefinition
-from reference_machine._decide import _action_hash
+from reference_machine import (
+    STARTED,
+    TIMER_FIRED,
+    CompiledTransition,
+    WorkflowDefinition,
+    step_action_hash,
+)
 
 __all__ = [
     "ALWAYS",
@@ -599,5 +604,5 @@ def action_hashes(definition: WorkflowDefinition, states: Sequence[str], text: s
     for name in states:
         step = definition.states[name].step
         if step is not None and isinstance(value, Mapping):
-            hashes.add(_action_hash(step, value))
+            hashes.add(step_action_hash(step, value))
     return frozenset(hashes)
