@@ -82,7 +82,7 @@ def import_document(path: str | Path, *, format: str | None = None) -> Imported:
         raise DefinitionSyntaxError([Finding(Severity.ERROR, "unreadable", "",
                                              f"cannot read: {exc}")], name) from exc
     module = importlib.import_module(f"reference_machine.importers.{fmt}")
-    if fmt == "scxml":  # a `src=` may name a file beside the chart (scxml._Files says which)
+    if fmt == "scxml":  # a `src=` may name a file beside the chart (scxml.files.SrcFiles)
         scxml_chart: Imported = module.convert(data, lines, name, directory=Path(path).parent)
         return scxml_chart
     imported: Imported = module.convert(data, lines, name)
@@ -97,8 +97,8 @@ def import_definition(path: str | Path, *, format: str | None = None,
     imported = import_document(path, format=format)
     spec = validate(imported.data, {}, imported.source)
     merged = {**imported.functions, **(functions or {})}
-    definition = compile_definition(spec, functions=merged, source=imported.source)
-    return _with_warnings(definition, imported.findings)
+    return compile_definition(spec, functions=merged, source=imported.source,
+                              imported=imported.findings)
 
 
 def lint_imported(path: str | Path, *, format: str | None = None,
@@ -126,14 +126,6 @@ def to_yaml(imported: Imported) -> str:
     head += [f"# {finding.render()}" for finding in imported.findings]
     body = yaml.safe_dump(imported.data, sort_keys=False, allow_unicode=True, width=100)
     return "\n".join(head) + "\n" + body
-
-
-def _with_warnings(definition: WorkflowDefinition, findings: tuple[Finding, ...]
-                   ) -> WorkflowDefinition:
-    if not findings:
-        return definition
-    import dataclasses
-    return dataclasses.replace(definition, warnings=(*findings, *definition.warnings))
 
 
 def _read_text(path: Path) -> str:

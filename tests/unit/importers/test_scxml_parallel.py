@@ -1,5 +1,5 @@
 """Tests of SCXML's parallel states given SCXML's meaning: the algorithm worked out at import
-(`scxml_parallel`: selection for each combination of conditions, conflicts, exits and entries
+(`scxml.parallel`: selection for each combination of conditions, conflicts, exits and entries
 in order, done events) and the charts it makes, run by the W3C driver and by the simulator;
 and the parallel states it cannot flatten, kept native and said so."""
 
@@ -14,7 +14,9 @@ from fault_injection import no_faults
 from harness.sim.simulator import simulate
 from reference_machine import DefinitionError, load_definition
 from reference_machine.importers import scxml, w3c
-from reference_machine.importers.scxml_parallel import (
+from reference_machine.importers.scxml import flattening
+from reference_machine.importers.scxml.chart import ChartConverter
+from reference_machine.importers.scxml.parallel import (
     SELECTIONS_MAX,
     Kind,
     Move,
@@ -288,7 +290,7 @@ class TestOddCharts:
     def test_a_bounded_flattening_keeps_the_parallel_native(self, monkeypatch: Any) -> None:
         """Past the bound on what flattening may write (transitions and actions), the
         parallel state stays native, said so, instead of a definition without bound."""
-        monkeypatch.setattr(scxml, "_FLAT_MADE_MAX", 3)
+        monkeypatch.setattr(flattening, "FLAT_MADE_MAX", 3)
         text = chart('<parallel id="p"><state id="r1"><state id="a">'
                      '<transition event="go" target="a_end"/></state><final id="a_end"/></state>'
                      '<state id="r2"><state id="b"><transition event="go" target="b_end"/>'
@@ -317,12 +319,12 @@ class TestOddCharts:
                     '</parallel><final id="f"/></scxml>')
 
         runs = []
-        real = scxml._Converter.run
+        real = ChartConverter.run
 
         def counted(self: Any) -> dict[str, Any]:
             runs.append(self)
             return real(self)
 
-        monkeypatch.setattr(scxml._Converter, "run", counted)
+        monkeypatch.setattr(ChartConverter, "run", counted)
         scxml.convert('<?xml version="1.0"?>' + level(6), {}, "chart.scxml")
         assert len(runs) <= 2 * 7

@@ -14,6 +14,7 @@ import pytest
 
 from reference_machine import DefinitionError, load_definition
 from reference_machine.importers import scxml, w3c
+from reference_machine.importers.scxml.files import SrcFiles
 
 HEAD = ('<?xml version="1.0"?>\n<scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0" '
         'datamodel="python" initial="s0">')
@@ -225,7 +226,7 @@ class TestInvokeSrcRefusals:
         (root / "sub" / "value.txt").write_text("1", encoding="utf-8")
         (tmp_path / "out").mkdir()
         (tmp_path / "out" / "value.txt").write_text("'SECRET outside'", encoding="utf-8")
-        walk = scxml._Files._walk
+        walk = SrcFiles.walk
 
         def racing(start: str, names: tuple[str, ...]) -> tuple[str, ...]:
             found = walk(start, names)
@@ -233,7 +234,7 @@ class TestInvokeSrcRefusals:
             (root / "sub").symlink_to(tmp_path / "out")
             return found
 
-        monkeypatch.setattr(scxml._Files, "_walk", staticmethod(racing))
+        monkeypatch.setattr(SrcFiles, "walk", staticmethod(racing))
         text = chart('<datamodel><data id="v" src="sub/value.txt"/></datamodel>'
                      '<state id="s0"><transition target="pass"/></state>')
         with pytest.raises(DefinitionError, match=r"cannot be read") as caught:

@@ -22,7 +22,7 @@ from reference_machine import load_definition
 from reference_machine.errors import DefinitionError
 from reference_machine.importers import import_document
 from reference_machine.importers.xstate import convert_machine
-from reference_machine.importers.xstate_source import Machine, machines
+from reference_machine.importers.xstate.source import Machine, machines
 
 EXAMPLES = Path(__file__).parents[2] / "data" / "xstate-examples"
 #: The files of XState's examples that create machines, and how many machines they create.

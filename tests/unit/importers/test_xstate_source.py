@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from reference_machine.errors import DefinitionError
-from reference_machine.importers.xstate_source import (
+from reference_machine.importers.xstate.source import (
     inline_reference,
     machines,
     native_expression,

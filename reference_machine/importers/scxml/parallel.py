@@ -9,7 +9,7 @@ selection picks, given which conditions hold) becomes one native transition whos
 the exits, the transition bodies and the entries in SCXML's order.
 
 This module is that algorithm and nothing else: states and transitions by id, no XML and no
-native format (the converter in `scxml.py` turns its answers into native states). It follows
+native format (the importer's `flattening` turns its answers into native states). It follows
 the W3C recommendation's Appendix D (`selectTransitions`, `removeConflictingTransitions`,
 `computeExitSet`, `computeEntrySet`, `enterStates`), with conditions left open: a selection is
 made for each combination of condition outcomes that changes it.
@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from enum import Enum
 
 from reference_machine.errors import ReferenceMachineError
+
+__all__ = ["ATOMIC_MAX", "CONFIGURATIONS_MAX", "OUTSIDE", "SELECTIONS_MAX", "Entered", "Kind",
+           "Move", "NotFlat", "Place", "Selection", "Subtree"]
 
 #: The most configurations one flattened subtree may have; past it the chart keeps the native
 #: parallel state (whose regions run apart).
