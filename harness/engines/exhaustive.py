@@ -388,19 +388,19 @@ def _fingerprint(run: Run) -> str:
     queue = tuple((q.due - now, q.execution, q.event.type, q.event.source, q.event.answers,
                    _canonical(q.event.payload), q.via, q.event.id,
                    bool(consumed(q.execution, q.event.id)) if consumed else None)
-                  for q in run.queue)
+                  for q in run.delivery.queue)
     world = run.world
     state = (
-        tuple(run.unstarted), tuple(executions), queue, run.offset,
-        run.machine_time - now, tuple(sorted(run.last_request.items())),
+        tuple(run.unstarted), tuple(executions), queue, run.timekeeper.offset,
+        run.timekeeper.machine_time - now, tuple(sorted(run.approver.last_request.items())),
         tuple((e.execution, e.tool, e.input) for e in world.ledger.entries),
         tuple(sorted((tool, key, _canonical(out)) for (tool, key), out in
                      world._outputs.items())),
         tuple(sorted((landing.due - now, landing.execution, landing.tool, landing.key)
                      for landing in world._landings)),
-        run.rng.faults_left if isinstance(run.rng, _Exploring) else None,
-        run.worker is not None, tuple(world.agent_noise),
-        tuple(sorted(run.sent.items())),  # what the sender has left to send
+        run.ctx.rng.faults_left if isinstance(run.ctx.rng, _Exploring) else None,
+        run.machinery.worker is not None, tuple(world.agent_noise),
+        tuple(sorted(run.sender.sent.items())),  # what the sender has left to send
     )
     text = repr(state)
     names: dict[str, str] = {}

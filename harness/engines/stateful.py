@@ -376,7 +376,7 @@ class _Example:
         run = self.run
         if run.failure is not None:
             return frozenset(), False, run.clock.step
-        return frozenset(action[0] for action in run.actions()), True, run.clock.step
+        return frozenset(action.kind for action in run.actions()), True, run.clock.step
 
     def act(self, kinds_of: frozenset[int], pick: int,
             fault: tuple[str, tuple[int, int]] | None = None, armed: str | None = None
@@ -386,7 +386,8 @@ class _Example:
         if fault is not None:
             self._arm(self._fault(getattr(self.shared.menu, fault[0]), fault[1]))
         self._arm(armed)
-        eligible = [i for i, action in enumerate(self.run.actions()) if action[0] in kinds_of]
+        eligible = [i for i, action in enumerate(self.run.actions())
+                    if action.kind in kinds_of]
         self.choices.forced = eligible[pick % len(eligible)]
         self.run.step()
         self._check()

@@ -36,7 +36,7 @@ from reference_machine import (
     Tool,
     WorkflowDefinition,
 )
-from reference_machine._secrets import MemoryVault, Vault
+from reference_machine.secrecy import MemoryVault, Vault
 
 __all__ = [
     "ApprovalWait",

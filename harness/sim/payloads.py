@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
-from reference_machine._schema import GENERATED_LENGTH_MAX, GENERATED_SIZE_MAX
+from reference_machine.fast_schema import GENERATED_LENGTH_MAX, GENERATED_SIZE_MAX
 
 __all__ = ["Correlation", "PayloadGenerator", "correlated", "schema_of"]
 
