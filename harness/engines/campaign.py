@@ -10,8 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from fault_injection import FaultKind, FaultPlan, no_faults
-from fault_injection._catalogue import TOOL_FAULTS
+from fault_injection import TOOL_FAULTS, FaultKind, FaultPlan, no_faults
 from harness.adapters.targets import Target
 from harness.engines.exhaustive import ExploreOptions, ExploreReport, explore
 from harness.engines.fuzz import FuzzOptions, FuzzReport, fuzz

@@ -11,7 +11,8 @@ process ends the child, not the worker; the batch is then run again here, in for
 one seed at a time as a local campaign does, so that the seed is named. A worker that dies
 (killed from outside) is Dask's to handle: its tasks run again elsewhere, and a batch Dask gives
 up on (`KilledWorker`) is run again here the same way. The workers lost during the campaign are
-counted for its report.
+counted for its report. `DaskExecutor` is the campaign's executor
+(`harness.engines.executor`); `DaskClient`, the client it holds.
 
 Dask was chosen over Ray by measurement on the 2-core development machine (README, "Beyond one
 machine"): a local cluster starts in about 0.8 s against Ray's 4.4 s, which dominates a CI
@@ -22,13 +23,18 @@ hidden by batches of tens of runs.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
+from harness.engines.fuzz_options import FuzzOptions
+from harness.engines.judge import RunJudge, RunOutcome
 from harness.errors import HarnessError
+from harness.sim.identity import definition_digest, machine_path
 
-__all__ = ["DaskExecutor", "batch_size"]
+__all__ = ["DaskClient", "DaskExecutor", "batch_size"]
 
 #: Seeds a task takes at most: a run is about a millisecond and a task costs about two, so
 #: tens of runs a task keep the overhead small while the last tasks still spread.
@@ -109,8 +115,6 @@ def _run_batch(key: str, packed: bytes, items: Sequence[Any], trials: bool = Fal
 def _built(key: str, packed: bytes) -> tuple[Any, bool]:
     """Gives the campaign a recipe builds, and whether it stops at its first failure: built
     once per worker and kept (the latest `CAMPAIGNS_KEPT`, and the children that run them)."""
-    from harness.engines.fuzz import _Campaign
-
     built = _CAMPAIGNS.get(key)
     if built is None:
         import cloudpickle
@@ -123,7 +127,7 @@ def _built(key: str, packed: bytes) -> tuple[Any, bool]:
             child = _CHILDREN.__dict__.get("by_key", {}).pop(dropped, None)
             if child is not None:
                 child.close()
-        built = _CAMPAIGNS[key] = (_Campaign(definition, machine, options),
+        built = _CAMPAIGNS[key] = (RunJudge(definition, machine, options),
                                    options.stop_at_first)
     return built
 
@@ -146,7 +150,7 @@ def _register(modules: Sequence[str], names: Sequence[str]) -> None:
         raise HarnessError(msg)
 
 
-class DaskExecutor:
+class DaskClient:
     """A Dask client for one campaign: to the scheduler at `address`, or to a local cluster
     of `workers` processes made for it (and closed with it)."""
 
@@ -263,3 +267,44 @@ class DaskExecutor:
                 self.cluster.close()
             self.cluster = None
         self.settings.close()
+
+
+class DaskExecutor:
+    """A campaign's Dask executor: its recipe, the key its workers keep the built campaign
+    under, and where a batch Dask gave up on runs again (`alone`); on `close`, the cluster's
+    workers and those lost are noted on the judge (for the report)."""
+
+    def __init__(self, judge: RunJudge, options: FuzzOptions,
+                 alone: Callable[[Sequence[Any]], list[RunOutcome]], *, trials: bool = False
+                 ) -> None:
+        self.judge, self.scheduler = judge, options.scheduler
+        self.client = DaskClient(options.scheduler, options.processes)
+        self.workers = self.client.workers
+        # the invariants by name, and the modules that register the user's: a worker imports
+        # those and checks each one, or refuses (it would otherwise check what it happens to
+        # have registered, and the report would claim the rest)
+        modules = sorted({rule.module for rule in judge.invariants
+                          if not rule.builtin and rule.module and rule.module != "__main__"})
+        self.recipe = (judge.definition, judge.machine,
+                       replace(options, example_db=None, executor="local", scheduler=None,
+                               invariants=judge.names), tuple(modules))
+        # the same definition, machine and options: the same campaign, which a worker that
+        # built it for an earlier campaign reuses
+        self.key = hashlib.sha256(repr((definition_digest(judge.definition),
+                                        machine_path(judge.machine) or id(judge.machine),
+                                        self.recipe[2])).encode()).hexdigest()[:24]
+        self.alone, self.trials = alone, trials
+        self.seeds_per_batch = batch_size(options.runs, self.workers)
+
+    def map_ordered(self, batches: Iterable[Sequence[Any]]) -> Iterator[list[RunOutcome]]:
+        """Gives each batch's outcomes, run as tasks, in the batches' order."""
+        return self.client.map_ordered(self.key, self.recipe, batches, self.alone,
+                                       trials=self.trials)
+
+    def close(self) -> None:
+        """Notes the cluster on the judge, and closes its client."""
+        self.judge.executor = {"kind": "dask", "scheduler": self.scheduler or "local cluster",
+                                  "workers": self.workers,
+                                  "workers_lost": self.client.lost(),
+                                  "unguarded_batches": self.client.unguarded}
+        self.client.close()

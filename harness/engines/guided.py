@@ -50,6 +50,7 @@ import random
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path
 
 from harness.checks.behaviour import Behaviour
@@ -63,15 +64,27 @@ from harness.sim.choices import (
     Choices,
 )
 
-__all__ = ["ROUND", "STRATEGIES", "Corpus", "Guide", "Trial"]
+__all__ = ["ROUND", "STRATEGIES", "Corpus", "Guide", "Learnt", "Strategy", "Trial", "struck_keys"]
 
-STRATEGIES = ("swarm", "guided", "mixed")
+
+class Strategy(StrEnum):
+    """How a campaign draws its runs: `swarm` (each run blind, from its seed), `guided`
+    (mostly mutants of the schedules that reached new behaviour) or `mixed` (half each)."""
+
+    SWARM = "swarm"
+    GUIDED = "guided"
+    MIXED = "mixed"
+
+
+#: The strategies, as the command line and the plugin name them.
+STRATEGIES = tuple(strategy.value for strategy in Strategy)
 ROUND = 16  # runs per round: mutants of a round are drawn from the corpus the rounds before
 #: left; fixed, so a campaign does not depend on how many processes run it
 CORPUS_MAX = 256  # entries past this, the ones of least energy go
 AIM_SITES = 8  # fault sites each run is aimed at
 AIM_CHANCE = 0.7  # that an aimed site strikes where the run passes it (once a run)
-_SHARE = {"guided": 7 / 8, "mixed": 1 / 2}  # of a round's runs, the mutants (the rest: seeds)
+#: of a round's runs, the mutants (the rest: seeds)
+_SHARE: dict[str, float] = {Strategy.GUIDED: 7 / 8, Strategy.MIXED: 1 / 2}
 _DELIVERY = ("f:duplicate_event", "f:late_event", "f:reordered_events", "f:dropped_event")
 _CORPUS_FORMAT = 1
 #: how far into a tool's draw a struck tool fault reaches: its kinds share the call's draw, in
@@ -165,7 +178,7 @@ class Guide:
     target's best, and the campaign's own seeded source of mutations."""
 
     seed: int
-    strategy: str = "guided"
+    strategy: str = Strategy.GUIDED
     rng: random.Random = field(init=False)
     corpus: list[_Entry] = field(default_factory=list)
     hits: dict[Behaviour, int] = field(default_factory=dict)

@@ -28,7 +28,7 @@ from harness import (
     shrink,
     write_replay,
 )
-from harness.engines.fuzz import _sim_options
+from harness.engines.judge import campaign_sim_options
 from harness.engines.replay import checksum_of
 from harness.sim.history import dump_line
 from harness.stateful import workflow_machine
@@ -41,7 +41,7 @@ class TestShrink:
     def test_shrinking_is_deterministic(self) -> None:
         """The same failing seed shrinks to the same schedule every time."""
         machine, rule = PLANTED["late_timer_applied"]
-        options = _sim_options(WORKFLOW, FuzzOptions())
+        options = campaign_sim_options(WORKFLOW, FuzzOptions())
         campaign = fuzz(WORKFLOW, FuzzOptions(runs=200, replay_dir=None, shrink=False),
                         machine=machine)
         seed = next(f.seed for f in campaign.failures if f.rule == rule)
@@ -53,7 +53,7 @@ class TestShrink:
     def test_a_seed_that_breaks_nothing_cannot_be_shrunk(self) -> None:
         """Shrinking a run that does not break the rule says the machine is not deterministic
         (the only way a failure seen once is not seen again)."""
-        options = _sim_options(WORKFLOW, FuzzOptions())
+        options = campaign_sim_options(WORKFLOW, FuzzOptions())
         with pytest.raises(HarnessError, match=r"seed 0 broke 'machine_ok' once but not when "
                                                r"run again"):
             shrink(WORKFLOW, 0, options, "machine_ok")

@@ -46,7 +46,7 @@ from harness import (
 )
 from harness.adapters import transitions_target
 from harness.checks.determinism import difference
-from harness.engines.fuzz import _sim_options
+from harness.engines.judge import campaign_sim_options
 from harness.errors import HarnessError
 from harness.sim.choices import Choices
 from harness.sim.simulator import plan_for
@@ -435,7 +435,7 @@ class TestSentencesAreShrunkAndReplayed:
         options = FuzzOptions(runs=300, replay_dir=None, shrink=False,
                               invariants=(one_charge_per_order,))
         seed = fuzz(PLANTED_WORKFLOW, options, machine=machine).failures[0].seed
-        history = Simulator(PLANTED_WORKFLOW, _sim_options(PLANTED_WORKFLOW, options),
+        history = Simulator(PLANTED_WORKFLOW, campaign_sim_options(PLANTED_WORKFLOW, options),
                             machine).run(seed).history
         (violation,) = check(PLANTED_WORKFLOW, history, only=[one_charge_per_order])
         charges = [r for r in history if type(r) is Applied and r.tool == "pay.charge"]
