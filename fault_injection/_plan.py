@@ -45,8 +45,7 @@ from fault_injection._catalogue import (
     FaultKind,
 )
 from fault_injection.errors import FaultPlanError
-from reference_machine import CRASH_POINTS, WorkflowDefinition
-from reference_machine._spec import DurationMs
+from reference_machine import CRASH_POINTS, DurationMs, WorkflowDefinition
 from reference_machine.documents import DEFINITION_BYTES_MAX, read_document
 from reference_machine.errors import DefinitionSyntaxError
 from reference_machine.findings import did_you_mean

@@ -41,16 +41,6 @@ from reference_machine._records import (
     RunEffect,
     Status,
 )
-from reference_machine._secrets import (
-    MemoryVault,
-    Vault,
-    as_texts,
-    conceal,
-    named_secret,
-    reveal,
-    revealed_values,
-    scrub,
-)
 from reference_machine._spec import Category, Source
 from reference_machine._store import (
     Commit,
@@ -62,6 +52,16 @@ from reference_machine._store import (
     StoredExecution,
 )
 from reference_machine.errors import ReferenceMachineError
+from reference_machine.secrecy import (
+    MemoryVault,
+    Vault,
+    as_texts,
+    conceal,
+    named_secret,
+    reveal,
+    revealed_values,
+    scrub,
+)
 
 #: Event ids the runtime derives start with this; callers' events may not.
 RESERVED_ID_PREFIX = "~"

@@ -21,10 +21,10 @@ from reference_machine import (
     Event,
     Runtime,
     SQLiteStore,
+    Synchronous,
     WorkflowDefinition,
     load_definition,
 )
-from reference_machine._sqlite import Synchronous
 
 __all__ = [
     "BATCH",

@@ -43,13 +43,13 @@ from reference_machine import (
     MemoryStore,
     Runtime,
     SQLiteStore,
+    Synchronous,
     WorkflowDefinition,
     decide,
     load_definition,
     new_execution,
     start_event,
 )
-from reference_machine._sqlite import Synchronous
 
 __all__ = [
     "DEFAULT_SCENARIO",

@@ -16,7 +16,7 @@ from typing import Any
 
 from harness.sim.history import Applied, Committed, HistoryRecord, RunStarted, Started
 from reference_machine import WorkflowDefinition
-from reference_machine._secrets import (
+from reference_machine.secrecy import (
     REDACTED,
     SECRET_NAMES,
     SHORTEST,

@@ -17,7 +17,7 @@ from conftest import Case
 from harness.sim.payloads import PayloadGenerator
 from reference_machine import GuardError, load_definition
 from reference_machine._expr import ExpressionSyntaxError, compile_expression
-from reference_machine._schema import (
+from reference_machine.fast_schema import (
     GENERATED_LENGTH_MAX,
     GENERATED_SIZE_MAX,
     generation_problem,

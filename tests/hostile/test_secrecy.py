@@ -435,7 +435,7 @@ def test_what_run_prints_of_a_violation_is_redacted(
 def test_a_vault_reference_keeps_its_value_when_the_key_takes_another() -> None:
     """The memory vault reused `{execution}/{key}`: a new token overwrote the old one, and an
     older event read back the new value."""
-    from reference_machine._secrets import MemoryVault
+    from reference_machine.secrecy import MemoryVault
 
     vault = MemoryVault()
     assert vault.put("x1", "token", None) == "x1/token"  # not set yet

@@ -14,7 +14,7 @@ from harness.checks.invariants import check
 from harness.report.trace import describe_steps
 from harness.sim.history import REFUSED_TIMER, Committed, Finished, as_dict
 from reference_machine import Commit, Event, MemoryStore, Runtime, load_definition
-from reference_machine._secrets import REDACTED
+from reference_machine.secrecy import REDACTED
 
 #: After its wait, a move whose action reads a key of a text: an action error every time.
 BROKEN_TIMER = {

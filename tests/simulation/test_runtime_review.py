@@ -16,7 +16,7 @@ from reference_machine import (
     load_definition,
 )
 from reference_machine._runtime import Failure, Runtime, Success, ToolOutcome
-from reference_machine._secrets import SecretError
+from reference_machine.secrecy import SecretError
 
 
 def loop(steps_to_final: int | None = None, **tool: Any) -> Any:

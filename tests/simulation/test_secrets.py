@@ -10,7 +10,7 @@ import pytest
 
 from reference_machine import DefinitionError, SQLiteStore, load_definition
 from reference_machine._runtime import Runtime, Success, ToolOutcome
-from reference_machine._secrets import MemoryVault, SecretError, reveal
+from reference_machine.secrecy import MemoryVault, SecretError, reveal
 
 CARD = "4111-1111-1111-1111"
 DEFINITION = {

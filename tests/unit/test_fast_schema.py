@@ -26,7 +26,7 @@ from reference_machine import (
     Transition,
     load_definition,
 )
-from reference_machine._schema import compile_fast_check
+from reference_machine.fast_schema import compile_fast_check
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
