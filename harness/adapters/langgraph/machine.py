@@ -1,0 +1,261 @@
+"""The machine wrapper: one worker driving a LangGraph graph's threads under the simulator
+(`LangGraphMachine`), and what it reads off a thread's snapshot."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import sqlite3
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from fault_injection import SimulatedCrash
+from harness.adapters.langgraph.box import GraphBox, ToolFailed, harnessed
+from harness.adapters.langgraph.common import (
+    ANSWER_EVENT,
+    CRASH_POINTS,
+    END,
+    FAILED_EVENT,
+    START,
+    Dead,
+)
+from harness.adapters.langgraph.moves import Moves
+from harness.adapters.langgraph.saver import Disk, saver_class
+from harness.adapters.peers import AdapterError
+from harness.sim.machine import Observation, Probe
+from reference_machine import Event, Tool
+
+if TYPE_CHECKING:
+    from harness.adapters.langgraph.target import LangGraphTarget
+
+__all__ = ["LangGraphMachine"]
+
+
+class LangGraphMachine:
+    """One worker running a LangGraph graph under the harness (see the module)."""
+
+    crash_points: Sequence[str] = CRASH_POINTS
+
+    def __init__(self, target: LangGraphTarget, tools: Mapping[str, Tool], probe: Probe,
+                 disk: Disk | None = None,
+                 moves: dict[str, list[tuple[str, str]]] | None = None) -> None:
+        self.target, self._tools, self._probe = target, tools, probe
+        self.durability = target.durability
+        # the points a run can pass: after a tool call only where the graph has tools; a
+        # checkpoint ahead of its writes only where writes wait (with `exit` they land at once)
+        self.crash_points = tuple(
+            point for point in CRASH_POINTS
+            if (tools or point != "after_tool_call")
+            and (self.durability != "exit" or point != "put_ahead_of_writes"))
+        self.owner = disk is None  # the first worker made the file, and removes it as it ends
+        self.disk = disk if disk is not None else Disk(target.new_file())
+        self.dead = False
+        self.died_at = ""  # the crash point the process died at
+        self.graph: Any = None
+        self._connection: sqlite3.Connection | None = None
+        self._saver: Any = None
+        self._box = GraphBox(tools, self)
+        # per thread, the moves (state ids) its runs made since it was last observed (a second
+        # worker's too): what the processes watched, lost in a crash
+        self._moves: dict[str, list[tuple[str, str]]] = moves if moves is not None else {}
+        self.watching: Moves | None = None  # the moves of the call running
+        self._open()
+
+    # memory: the compiled graph, its saver and connection
+    def _open(self) -> None:
+        self.dead = False
+        # opened as SqliteSaver.from_conn_string opens its own: a save of several rows is one
+        # transaction, committed once
+        self._connection = sqlite3.connect(self.disk.path, check_same_thread=False)
+        try:
+            inner = self.target.saver(self._connection)
+            self._saver = saver_class()(inner, self)
+            built = self.target.builder(self._box)
+            self.graph = built.compile(checkpointer=self._saver)
+        except BaseException:
+            self._disconnect()
+            raise
+
+    def _disconnect(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def close(self) -> None:
+        """The run has ended (the simulator calls it once): closes the file, and the worker
+        that made it removes it, with SQLite's journals beside it."""
+        self._disconnect()
+        self.graph = self._saver = None
+        if self.owner:
+            path = self.disk.path
+            for each in (path, *(path.with_name(path.name + end)
+                                 for end in ("-wal", "-shm", "-journal"))):
+                each.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # the process's folder, once it is empty
+                path.parent.rmdir()
+
+    def passing(self, point: str, ahead: tuple[Any, ...] | None = None) -> None:
+        """The process passes a crash point: the simulator may crash it there. At
+        `put_ahead_of_writes`, the crash lands with the checkpoint `ahead` saved."""
+        if self.dead:
+            raise Dead
+        try:
+            self._probe(point)
+        except SimulatedCrash:
+            if ahead is not None:
+                self._saver.inner.put(*ahead)
+            self.dead, self.died_at = True, point
+            raise
+
+    def _config(self, execution_id: str) -> dict[str, Any]:
+        return {"configurable": {"thread_id": execution_id},
+                "recursion_limit": self.target.recursion_limit}
+
+    def _run(self, execution_id: str, given: Any) -> None:
+        """Runs the thread with `given` (input, `Command`, or None to carry on) in a context of
+        its own (a second worker's run is not a subgraph of the first's), to its end."""
+        context = contextvars.Context()
+        context.run(self._stream, execution_id, given)
+
+    def _stream(self, execution_id: str, given: Any) -> None:
+        watch = self.watching = Moves(self.target, self._moves.setdefault(execution_id, []))
+        with harnessed(self._tools, self._box):
+            try:
+                try:
+                    for _ in self.graph.stream(given, self._config(execution_id),
+                                               durability=self.durability,
+                                               stream_mode="updates"):
+                        self.passing("after_task")
+                finally:  # LangGraph waits for its saves as the call ends, however it ends
+                    self.watching = None
+                    if not self.dead:
+                        self._saver.land()
+                watch.refuse_undeclared()
+            except (SimulatedCrash, Dead):
+                self.dead = True
+            except Exception as error:
+                # what the dead process did on its way out does not count; a tool's failure
+                # is the graph's own: the thread waits for a retry; anything else is a bug
+                if not self.dead and not _tool_failure(error):
+                    raise
+        if self.dead:
+            raise SimulatedCrash(self.died_at or "after_task")
+
+    def start(self, execution_id: str, context: Mapping[str, Any], now: int) -> str | None:
+        if execution_id in self.disk.accepted:
+            return "ignored:duplicate"
+        given = self.target.input_of(context)
+        self.disk.accepted[execution_id] = given
+        self._run(execution_id, given)
+        return "accepted"
+
+    def deliver(self, execution_id: str, event: Event, now: int) -> str | None:
+        if execution_id not in self.disk.accepted:
+            return "rejected:unknown execution"
+        if self.target.dedupe and event.id in self.disk.seen:
+            return "ignored:duplicate"
+        from langgraph.types import Command
+        snapshot = self._snapshot(execution_id)
+        if event.type == FAILED_EVENT:
+            if snapshot is None or _asks(snapshot) or not _failed(snapshot):
+                return "rejected:nothing failed"
+            given: Any = None
+        elif event.type == ANSWER_EVENT:
+            decision = event.payload.get("decision") if isinstance(event.payload,
+                                                                    Mapping) else None
+            if not isinstance(decision, str) or decision not in self.target.answers:
+                # checked at the boundary, as the reference checks a payload
+                return (f"rejected:invalid_payload: decision {decision!r} is not one of "
+                        f"{', '.join(sorted(self.target.answers))}")
+            if snapshot is None or not _asks(snapshot):
+                return "rejected:no interrupt pending"
+            value = self.target.answer(decision, event)
+            pending = [each for task in snapshot.tasks
+                       for each in getattr(task, "interrupts", None) or ()]
+            # several interrupts pending at once (parallel nodes asking): the answer is the
+            # first's, by its id, as LangGraph asks; one alone takes the plain value
+            given = Command(resume={pending[0].id: value} if len(pending) > 1 else value)
+        else:
+            return f"rejected:{event.type} is not an event the graph takes"
+        if self.target.dedupe:
+            self.disk.seen.add(event.id)  # the API in front of the graph keeps what it took
+        self._run(execution_id, given)
+        return "accepted"
+
+    def advance(self, now: int) -> None:
+        pass  # LangGraph keeps no timers
+
+    def complete(self, execution_id: str, call_id: str, now: int) -> None:
+        pass  # nodes call their tools synchronously: no call is left in flight
+
+    def crash(self) -> None:
+        self.dead = True
+        self._disconnect()
+        self.graph = self._saver = None
+        self._moves.clear()
+        self._box.calls_made.clear()
+
+    def recover(self, now: int) -> None:
+        self._disconnect()
+        self._open()
+        for execution_id, given in list(self.disk.accepted.items()):
+            stored = self._saver.inner.get_tuple(self._config(execution_id)) is not None
+            # a run accepted and never saved is run again from its input (the queue's copy),
+            # unless the target says to carry it on as LangGraph's docs do: invoke(None)
+            self._run(execution_id, None if stored or not self.target.resubmit else given)
+
+    def worker(self) -> LangGraphMachine:
+        return LangGraphMachine(self.target, self._tools, self._probe, disk=self.disk,
+                                moves=self._moves)
+
+    def _snapshot(self, execution_id: str) -> Any:
+        """Gives the thread's state, or None for a thread with no checkpoint (LangGraph then
+        gives a snapshot with no metadata): one read of the file."""
+        snapshot = self.graph.get_state(self._config(execution_id))
+        return None if snapshot.metadata is None else snapshot
+
+    def observe(self, execution_id: str) -> Observation:
+        # sorted: the order LangGraph writes a task's edges in follows a set's
+        moves = tuple(sorted(self._moves.pop(execution_id, ())))
+        snapshot = self._snapshot(execution_id)
+        if snapshot is None:  # nothing saved yet: no move to show
+            return Observation(START, "running", 0)
+        version = int((snapshot.metadata or {}).get("step", -1)) + 2
+        ids = self.target.state_ids
+        asking = _asks(snapshot)
+        if asking and asking not in self.target.asking:
+            raise AdapterError(
+                f"node {asking!r} waits on an interrupt() the adapter did not find in its "
+                f"source (a helper, a tool or a class calling it): name it, "
+                f"langgraph_target(..., interrupts=[{asking!r}]), so that it is a wait state "
+                f"a human answers")
+        if asking:
+            return Observation(ids.get(asking, START), "waiting", version, moves=moves)
+        if snapshot.next:
+            node = snapshot.next[0]
+            return Observation(ids.get(node, START), "waiting" if _failed(snapshot)
+                               else "running", version, moves=moves)
+        return Observation(END, "final", version, "success", moves=moves)
+
+
+def _asks(snapshot: Any) -> str:
+    """Gives the node whose interrupt the thread waits on ("" for none)."""
+    for task in snapshot.tasks:
+        if getattr(task, "interrupts", None):
+            return str(task.name)
+    return ""
+
+
+def _failed(snapshot: Any) -> bool:
+    return any(getattr(task, "error", None) is not None for task in snapshot.tasks)
+
+
+def _tool_failure(error: BaseException) -> bool:
+    seen: set[int] = set()
+    found: BaseException | None = error
+    while found is not None and id(found) not in seen:
+        if isinstance(found, ToolFailed):
+            return True
+        seen.add(id(found))
+        found = found.__cause__ or found.__context__
+    return False

@@ -1,0 +1,204 @@
+"""The target: `langgraph_target(build)` and `LangGraphTarget`, the machine factory that
+builds the user's graph and holds the workflow definition read off it."""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import os
+import shutil
+import sqlite3
+import sys
+import tempfile
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.adapters.langgraph.box import GraphBox
+from harness.adapters.langgraph.common import (
+    ANSWER_EVENT,
+    CRASH_POINTS,
+    DURABILITIES,
+    END,
+    FAILED_EVENT,
+    START,
+)
+from harness.adapters.langgraph.machine import LangGraphMachine
+from harness.adapters.langgraph.reading import error_handlers, read_graph
+from harness.adapters.langgraph.saver import sqlite_saver
+from harness.adapters.peers import AdapterError, safe_ids
+from harness.sim.machine import Probe
+from reference_machine import (
+    DefinitionError,
+    Event,
+    Tool,
+    WorkflowDefinition,
+    load_definition,
+)
+
+__all__ = ["LangGraphTarget", "langgraph_target"]
+
+
+_FOREVER = 10 * 365 * 24 * 3_600_000  # an interrupt waits for its human: no timeout
+
+
+class LangGraphTarget:
+    """A machine factory over a LangGraph graph: `target(definition, tools, probe)` gives a
+    `LangGraphMachine`, and `target.definition` is what was read off the graph."""
+
+    crash_points: Sequence[str] = CRASH_POINTS
+
+    def __init__(self, build: Callable[[GraphBox], Any], *, name: str | None,
+                 tools: Mapping[str, Mapping[str, Any]] | None, input: Any,
+                 durability: str, saver: Callable[[sqlite3.Connection], Any] | None,
+                 interrupts: Sequence[str] | None, answers: Mapping[str, Any] | None,
+                 dedupe: bool,
+                 recursion_limit: int, resubmit: bool, module: str | None) -> None:
+        _require_langgraph()
+        if durability not in DURABILITIES:
+            raise AdapterError(f"durability {durability!r}: expected one of "
+                               f"{', '.join(DURABILITIES)}")
+        self.build, self.durability, self.input = build, durability, input
+        self.saver = saver or sqlite_saver
+        self.answers = dict(answers) if answers else {"approve": True, "deny": False}
+        self.dedupe, self.recursion_limit = dedupe, recursion_limit
+        self.resubmit = resubmit
+        builder = self.builder(GraphBox({}, None))
+        nodes, moves, asking = read_graph(builder, interrupts)
+        self.name = name or getattr(build, "__name__", "graph").strip("_<>") or "graph"
+        self.__qualname__ = f"langgraph:{self.name}"
+        self.__module__ = module or getattr(build, "__module__", None) or __name__
+        self.state_ids = safe_ids([START, *nodes, END])
+        self.asking = asking
+        self.next_nodes = {source: frozenset(targets) for source, targets in moves.items()}
+        self.handles = error_handlers(builder)
+        self.definition = self._definition(nodes, moves, asking, tools or {})
+        self._files: tuple[int, Path, Iterator[int]] | None = None
+
+    def builder(self, box: GraphBox) -> Any:
+        """Gives the `StateGraph` `build(box)` makes (a compiled graph's builder)."""
+        built = self.build(box)
+        graph = getattr(built, "builder", built)
+        if not (hasattr(graph, "compile") and hasattr(graph, "nodes")
+                and hasattr(graph, "edges")):
+            raise AdapterError(f"build gave {type(built).__name__}, not a LangGraph StateGraph "
+                               f"(or a graph compiled from one)")
+        return graph
+
+    def input_of(self, context: Mapping[str, Any]) -> Any:
+        if callable(self.input):
+            return self.input(dict(context))
+        return dict(context) if self.input is None else self.input
+
+    def answer(self, decision: str, event: Event) -> Any:
+        """Gives the resume value of a human's `decision`."""
+        found = self.answers[decision]
+        return found(event) if callable(found) else found
+
+    def new_file(self) -> Path:
+        """Gives a new SQLite file for one run's machine (its workers share it; the machine
+        removes it as the run ends), in a folder of this process's."""
+        if (self._files is None or self._files[0] != os.getpid()
+                or not self._files[1].is_dir()):
+            folder = Path(tempfile.mkdtemp(prefix="fsmharness-langgraph-"))
+            self._files = (os.getpid(), folder, itertools.count(1))
+            weakref.finalize(self, shutil.rmtree, folder, True)  # what a machine left open
+        _, folder, numbers = self._files
+        return folder / f"run-{next(numbers)}.sqlite"
+
+    def _definition(self, nodes: Sequence[str], moves: Mapping[str, Sequence[str]],
+                    asking: frozenset[str], tools: Mapping[str, Mapping[str, Any]]
+                    ) -> WorkflowDefinition:
+        ids = self.state_ids
+        states: dict[str, dict[str, Any]] = {
+            ids[START]: {"initial": True, "always": _always(moves.get(START, ()), ids)},
+            ids[END]: {"type": "final", "outcome": "success"},
+        }
+        siblings: dict[str, list[str]] = {}  # nodes one superstep may run side by side
+        for targets in moves.values():
+            for target in targets:
+                siblings.setdefault(target, []).extend(ids[t] for t in targets)
+        for node in nodes:
+            targets = [ids[t] for t in moves.get(node, ())]
+            # a retry, or a look at a thread whose superstep runs several nodes, may show it
+            # in any of them
+            again = [{"target": t} for t in dict.fromkeys([ids[node], *targets,
+                                                           *siblings.get(node, ())])]
+            state: dict[str, Any] = {"on": {FAILED_EVENT: again}}
+            if node in asking:  # it waits for its human's answer, as long as it takes
+                state.update(type="wait", after={"delay": _FOREVER, "target": ids[END]})
+                state["on"][ANSWER_EVENT] = again
+            elif targets:
+                state["always"] = _always(moves[node], ids)
+            if ids[node] != node:
+                state["description"] = node
+            states[ids[node]] = state
+        return _loaded(self.name, tools, states, sorted(self.answers))
+
+    def __call__(self, definition: WorkflowDefinition, tools: Mapping[str, Tool],
+                 probe: Probe) -> LangGraphMachine:
+        return LangGraphMachine(self, tools, probe)
+
+    def __repr__(self) -> str:
+        return f"<langgraph target {self.name} ({self.durability})>"
+
+
+def _always(targets: Sequence[str], ids: Mapping[str, str]) -> list[dict[str, Any]]:
+    return [{"target": ids[target]} for target in targets]
+
+
+def _loaded(name: str, tools: Mapping[str, Mapping[str, Any]],
+            states: dict[str, dict[str, Any]], answers: Sequence[str]) -> WorkflowDefinition:
+    """Gives the definition of the graph. The graph's own code routes, so its eventless moves
+    are unguarded; a graph that loops (an agent calling tools until done) gets guards that
+    only keep the format from refusing the loop as an eventless cycle."""
+    answer = {"type": "object", "required": ["decision"], "additionalProperties": False,
+              "properties": {"decision": {"enum": list(answers)}}}
+    spec = {"name": name, "version": 1, "context": {"route": ""},
+            "tools": {tool: dict(each) for tool, each in tools.items()},
+            "events": {FAILED_EVENT: {"sources": ["system"]},
+                       ANSWER_EVENT: {"sources": ["human"], "payload": answer}},
+            "states": states}
+    try:
+        return load_definition(spec)
+    except DefinitionError as error:
+        if "eventless-cycle" not in str(error):
+            said = "; ".join(line.strip() for line in str(error).splitlines()[1:])
+            raise AdapterError(f"the definition read off the graph does not load: {said}"
+                               ) from error
+    for state in states.values():
+        for move in state.get("always", ()):
+            move["guard"] = f"context.route == {move['target']!r}"
+    return load_definition(spec)
+
+
+def _require_langgraph() -> None:
+    try:
+        importlib.import_module("langgraph.graph")
+    except ImportError as error:
+        raise AdapterError("langgraph is not installed: pip install 'fsmharness[langgraph]'"
+                           ) from error
+
+
+def langgraph_target(build: Callable[[GraphBox], Any], *, name: str | None = None,
+                     tools: Mapping[str, Mapping[str, Any]] | None = None,
+                     input: Any = None, durability: str = "sync",
+                     saver: Callable[[sqlite3.Connection], Any] | None = None,
+                     interrupts: Sequence[str] | None = None,
+                     answers: Mapping[str, Any] | None = None, dedupe: bool = True,
+                     recursion_limit: int = 50, resubmit: bool = True) -> LangGraphTarget:
+    """Wraps a LangGraph graph (see the module). `input` is the run's input (a value, or a
+    function of the start context; default: the context), `durability` LangGraph's
+    (`sync`, `async`, `exit`), `saver(connection)` the checkpointer on the run's SQLite file
+    (default `SqliteSaver`), `answers` the resume value of each decision a human may give
+    (default `{"approve": True, "deny": False}`; a value, or a function of the event),
+    `dedupe` whether the API in front of the graph drops an event it already took (turn it
+    off to see what LangGraph does with a redelivered answer), `resubmit`
+    whether recovery runs a thread that has no checkpoint from its input again (else it calls
+    `invoke(None)`, which LangGraph refuses with `EmptyInputError`)."""
+    return LangGraphTarget(build, name=name, tools=tools, input=input,
+                           durability=durability, saver=saver, interrupts=interrupts,
+                           answers=answers, dedupe=dedupe,
+                           recursion_limit=recursion_limit, resubmit=resubmit,
+                           module=sys._getframe(1).f_globals.get("__name__"))
