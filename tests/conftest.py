@@ -1,4 +1,5 @@
-"""Shared pytest configuration: `pytester` for the tests of the fsmharness pytest plugin."""
+"""Shared pytest configuration: `pytester` for the tests of the fsmharness pytest plugin, and the
+fixtures over tests/support that tests in several folders use."""
 
 pytest_plugins = ["pytester"]
 
@@ -22,3 +23,13 @@ def redis_url():  # type: ignore[no-untyped-def]
 
     with server() as url:
         yield url
+
+
+@pytest.fixture
+def hostile(tmp_path):  # type: ignore[no-untyped-def]
+    """Runs a bad-input case (a `Case` of tests/support/hostile.py) in a fresh folder and checks
+    the corpus's rule: its exit code and one clear line, nothing half-written, nothing else
+    changed."""
+    from hostile import run_case
+
+    return lambda case: run_case(case, tmp_path)

@@ -70,7 +70,7 @@ class _Unguarded:
         self.outcomes = outcomes
 
 
-def _run_batch(key: str, packed: bytes, items: Sequence[Any], trials: bool = False
+def run_batch(key: str, packed: bytes, items: Sequence[Any], trials: bool = False
                ) -> list[Any] | _Died | _Unguarded:
     """A task: the outcomes of a batch, seeds (or, `trials`, a guided round's trials), from
     the campaign its recipe builds (built once per worker; the recipe travels packed, and is
@@ -231,7 +231,7 @@ class DaskClient:
                     return
                 index, seeds = item
                 self.submitted += 1
-                future = self.client.submit(_run_batch, key, shipped, list(seeds), trials,
+                future = self.client.submit(run_batch, key, shipped, list(seeds), trials,
                                             pure=False,
                                             key=f"fsmharness-{key}-{self.submitted}")
                 flying[future] = (index, seeds)

@@ -21,7 +21,7 @@ __all__ = ["DEFAULT_STRATEGY", "EXECUTORS", "RUNS_DEFAULT", "ExecutorKind", "Fuz
 #: The runs of a campaign unless told, the command line's and the pytest plugin's too: enough
 #: that each bundled naive scenario breaks in at least 19 campaigns of 20 (its slowest, the
 #: pull request opened twice, needs up to 473 runs over 20 base seeds; measured with
-#: `python tests/simulation/measure_power.py`).
+#: `python tools/measure_power.py`).
 RUNS_DEFAULT = 500
 
 

@@ -1,6 +1,6 @@
 """Refund escalation under the failure matrix and a fuzz campaign with every fault kind (its
 deeper tests, crash points and compensation among them, are in
-tests/simulation/test_failure_matrix.py)."""
+tests/scenarios/test_failure_matrix.py)."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from reference_machine import (
     start_event,
 )
 
-WORKFLOWS = Path(__file__).resolve().parents[1] / "unit" / "workflows"
+WORKFLOWS = Path(__file__).resolve().parents[1] / "data" / "workflows"
 
 
 class Run:
@@ -119,7 +119,7 @@ class Run:
 
 
 def load_variant(name: str, **budgets: Any) -> WorkflowDefinition:
-    """Gives the workflow `tests/unit/workflows/<name>.yaml`, with its budgets replaced."""
+    """Gives the workflow `tests/data/workflows/<name>.yaml`, with its budgets replaced."""
     spec, _, _ = load_spec(WORKFLOWS / f"{name}.yaml")
     merged = {"on_exceeded": spec.budgets.on_exceeded, "on_cycle": spec.budgets.on_cycle,
               **budgets}

@@ -1,4 +1,4 @@
-"""The bad-input corpus's rule, shared by every file here: a hostile or careless input gets
+"""The bad-input corpus's rule, shared by the hostile tests: a hostile or careless input gets
 its exit code and one clear line, never a traceback; nothing half-written is left; and nothing
 in the working folder changes but the outputs the case names.
 

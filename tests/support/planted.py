@@ -38,7 +38,7 @@ from reference_machine import (
 from reference_machine._decide import compensate
 from reference_machine.secrecy import reveal
 
-WORKFLOW = load_definition(Path(__file__).resolve().parents[1] / "simulation" / "workflows"
+WORKFLOW = load_definition(Path(__file__).resolve().parents[1] / "data" / "workflows"
                            / "planted.yaml")
 
 

@@ -1,4 +1,4 @@
-"""The smallest valid workflow the definition and review suites start from and break."""
+"""The smallest valid workflow the definition tests start from and break."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-WORKFLOW = (Path(__file__).resolve().parents[1] / "simulation" / "workflows"
+WORKFLOW = (Path(__file__).resolve().parents[1] / "data" / "workflows"
             / "planted.yaml").read_text(encoding="utf-8")
 
 NAIVE_MACHINE = '''
