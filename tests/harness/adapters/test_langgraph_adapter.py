@@ -212,7 +212,7 @@ class TestSoundGraph:
             "from harness import SimOptions, Simulator\n"
             "from harness.sim.history import dump_line\n"
             "from scenarios.langgraph import refund\n"
-            "from tests.contract.test_langgraph_adapter import fan_out\n"
+            "from tests.harness.adapters.test_langgraph_adapter import fan_out\n"
             "from harness.adapters import langgraph_target\n"
             "for target in (refund.target, langgraph_target(fan_out, input={'items': [1, 2],"
             " 'out': []})):\n"
