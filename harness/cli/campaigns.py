@@ -101,8 +101,9 @@ def _engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Run the definitions on this machine under test instead of the "
                           "reference machine."),
         click.option("--faults", "faults_text", default="all", show_default=True,
-                     metavar="KINDS", help="Fault kinds to inject: all, none, or a comma-"
-                                           "separated list (crash,duplicate_event,...)."),
+                     metavar="KINDS", help="Fault kinds to inject: all, none, a comma-"
+                                           "separated list (crash,duplicate_event,...), or "
+                                           "all less some (all,-second_worker)."),
         click.option("--plan", "plan_path", type=click.Path(dir_okay=False), metavar="PLAN",
                      help="A fault plan file (rates and parameters); --faults then selects "
                           "among its kinds."),

@@ -27,19 +27,30 @@ FAULT_NAMES = tuple(kind.value for kind in FaultKind)
 
 
 def parse_faults(text: str) -> tuple[FaultKind, ...] | None:
-    """Reads a fault selection: `all` (None: every kind the target can take), `none`, or
-    kinds separated by commas; raises `HarnessError` naming an unknown kind."""
+    """Reads a fault selection: `all` (None: every kind the target can take), `none`, kinds
+    separated by commas, or `all` less some kinds (`all,-second_worker`; a selection that
+    starts with `-kind` starts from `all`), in catalogue order; raises `HarnessError` naming
+    what it cannot read."""
     text = text.strip()
     if text == "all":
         return None
     if text == "none":
         return ()
+    parts = [part.strip() for part in text.split(",")]
+    subtracted = [part[1:].strip() for part in parts if part.startswith("-")]
+    chosen = [part for part in parts if not part.startswith("-")]
+    for name in (*chosen, *subtracted):
+        if name not in FAULT_NAMES and not (name in ("all", "none") and subtracted):
+            raise HarnessError(f"unknown fault kind {name!r}; expected all, none, a comma-"
+                               f"separated list, or all less some kinds (all,-second_worker) "
+                               f"of: {', '.join(FAULT_NAMES)}")
+    if subtracted:
+        if chosen not in ([], ["all"]):
+            raise HarnessError(f"{text!r}: kinds are taken away from all only "
+                               f"(all,-{subtracted[0]}), not from a list")
+        return tuple(kind for kind in FaultKind if kind.value not in subtracted)
     kinds: list[FaultKind] = []
-    for part in text.split(","):
-        name = part.strip()
-        if name not in FAULT_NAMES:
-            raise HarnessError(f"unknown fault kind {name!r}; expected all, none, or a comma-"
-                               f"separated list of: {', '.join(FAULT_NAMES)}")
+    for name in chosen:
         if FaultKind(name) not in kinds:
             kinds.append(FaultKind(name))
     return tuple(kinds)

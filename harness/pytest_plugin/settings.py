@@ -107,7 +107,8 @@ OPTIONS: dict[str, tuple[str, Callable[[str], Any], Any, str]] = {
                      "A time budget in seconds per campaign (with the runs, whichever ends "
                      "first)."),
     "--fsm-faults": ("fsm_faults", _faults("--fsm-faults"), None,
-                     "Fault kinds to inject: all (default), none, or a comma-separated list."),
+                     "Fault kinds to inject: all (default), none, a comma-separated list, or all "
+                     "less some (all,-second_worker)."),
     "--fsm-report": ("fsm_report", _folder("--fsm-report"), None,
                      "Write the session's report (JSON, Markdown, HTML) into this folder."),
     "--fsm-depth": ("fsm_depth", _whole("--fsm-depth", 1), 4,

@@ -116,8 +116,22 @@ class TestFuzz:
                                                        "coverage", "metrics")})
         assert docs[0] == docs[1]
 
+    def test_faults_all_less_a_kind_runs_every_other_kind(self) -> None:
+        """`--faults all,-second_worker` is `all` with that one kind left out (a deployment
+        with one runner per execution states it so), not a list of the other fifteen."""
+        kinds = []
+        for faults in ("all", "all,-second_worker"):
+            result = cli("fuzz", str(SCENARIOS / "refund_escalation.yaml"), "--runs", "4",
+                         "--faults", faults, "--json", "--no-report")
+            assert result.returncode == 0, result.stderr
+            kinds.append(json.loads(result.stdout)["targets"][0]["options"]["faults"])
+        assert "second_worker" in kinds[0]
+        assert kinds[1] == [kind for kind in kinds[0] if kind != "second_worker"]
+
     @pytest.mark.parametrize(("args", "fragments"), [
         (["--faults", "crash,gremlins"], ("--faults", "unknown fault kind 'gremlins'")),
+        (["--faults", "all,-gremlins"], ("--faults", "unknown fault kind 'gremlins'")),
+        (["--faults", "crash,-second_worker"], ("--faults", "taken away from all only")),
         (["--runs", "0"], ("--runs", "0")),
         (["--machine", "no_such_module:Machine"], ("cannot import no_such_module",)),
         (["--machine", "naive_machine"], ("expected module:attribute",)),
