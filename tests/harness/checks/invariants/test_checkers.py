@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from invariant_cases import CONTEXT, commit, only
 
 from fault_injection import no_faults
 from harness import (
@@ -39,19 +40,7 @@ ROOT = Path(__file__).resolve().parents[4]
 PLANTED = load_definition(ROOT / "tests" / "data" / "workflows" / "planted.yaml")
 REFUND = load_definition(ROOT / "scenarios" / "refund_escalation.yaml")
 TRIAGE = load_definition(ROOT / "scenarios" / "support_triage.yaml")
-CONTEXT = {"order": "o-1", "amount": 40, "sku": "sku-9", "round": 0}
 CHARGE = json.dumps({"amount": 40, "order": "o-1"}, sort_keys=True, separators=(",", ":"))
-
-
-def commit(step: int, state: str, *, execution: str = "x1", event: str = "e",
-           decision: str = "accepted", version: int = 1, source: str = "", moved: str = "",
-           forced: str = "", event_type: str = "", event_source: str = "system",
-           answers: str = "", payload: Any = None, context: Any = None,
-           effects: tuple[Commanded, ...] = ()) -> Committed:
-    """Gives a commit record (the defaults: an accepted event that moved nothing)."""
-    return Committed(step, 0, execution, event, decision, version, state, source, moved,
-                     forced, event_type or moved, event_source, answers, payload or {},
-                     context if context is not None else CONTEXT, effects)
 
 
 def applied(step: int, tool: str, key: str, input: str = CHARGE, *, execution: str = "x1",
@@ -61,10 +50,6 @@ def applied(step: int, tool: str, key: str, input: str = CHARGE, *, execution: s
 
 def rules(found: list[Violation]) -> set[str]:
     return {violation.rule for violation in found}
-
-
-def only(rule: str, definition: Any, history: list[HistoryRecord]) -> list[Violation]:
-    return check(definition, history, only=[rule])
 
 
 @pytest.fixture(scope="module")

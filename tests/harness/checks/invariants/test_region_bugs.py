@@ -5,10 +5,10 @@ makes sure (RuntimeError otherwise) the bug shows in the history, then expects a
 from __future__ import annotations
 
 import dataclasses
-from types import MappingProxyType
 from typing import Any
 
 import pytest
+from invariant_cases import FINAL, WAITING_REGION, ChangedMachine, history_of, reverse_choices
 
 from harness import Applied, Committed, ReferenceMachine, SimOptions, Simulator, check
 from reference_machine import (
@@ -22,14 +22,7 @@ from reference_machine import (
     load_definition,
 )
 
-FINAL = {"type": "final", "outcome": "success"}
 FAILED = {"type": "final", "outcome": "failure"}
-WAITING_REGION = {
-    "rb": {"parent": "par"},
-    "rb1": {"parent": "rb", "initial": True, "type": "wait",
-            "after": {"delay": 60, "target": "rb_ok"}},
-    "rb_ok": {"parent": "rb", **FINAL},
-}
 
 #: A region whose choice asks a supervisor for a credit over 100 (the credit's step needs the
 #: approval under the same condition); the context's amount is 500.
@@ -78,45 +71,15 @@ MAP = load_definition({
 })
 
 
-def _changed(definition: WorkflowDefinition, change: Any) -> WorkflowDefinition:
-    """The definition with each compiled state changed, in every scope (regions, map items) as
-    well: a region runs on its scope's definition, not the top level's states."""
-    memo: dict[int, WorkflowDefinition] = {}
-
-    def one(d: WorkflowDefinition) -> WorkflowDefinition:
-        if id(d) in memo:
-            return memo[id(d)]
-        new = dataclasses.replace(d, states=MappingProxyType(
-            {name: change(state) for name, state in d.states.items()}))
-        memo[id(d)] = new
-        object.__setattr__(new, "scopes", {root: one(s) for root, s in d.scopes.items()})
-        return new
-
-    return one(definition)
-
-
-def _reverse_choices(state: Any) -> Any:
-    return dataclasses.replace(state, always=state.always[::-1]) if state.kind == "choice" \
-        else state
-
-
-class _ChangedMachine(ReferenceMachine):
-    change: Any = None
-
-    def __init__(self, definition: WorkflowDefinition, tools: Any, probe: Any = None,
-                 **kwargs: Any) -> None:
-        super().__init__(_changed(definition, type(self).change), tools, probe, **kwargs)
-
-
 def _skip_approval(state: Any) -> Any:
-    state = _reverse_choices(state)
+    state = reverse_choices(state)
     if state.step is not None and state.step.needs_approval:
         state = dataclasses.replace(state, step=dataclasses.replace(
             state.step, needs_approval=False, approval_when=None))
     return state
 
 
-class RegionSkipsApproval(_ChangedMachine):
+class RegionSkipsApproval(ChangedMachine):
     """Inside a region, goes straight to the credit and runs it without asking anyone."""
 
     change = staticmethod(_skip_approval)
@@ -141,15 +104,10 @@ class MapLosesItems(ReferenceMachine):
     runtime_class = _LostItemRuntime
 
 
-def _history(definition: WorkflowDefinition, machine: Any, seed: int) -> Any:
-    return Simulator(definition, SimOptions(seed=seed, executions=1), machine=machine).run(
-    ).history
-
-
 def test_a_region_step_gated_by_a_conditional_approval_run_without_one() -> None:
     """Found as a false held (a region's context was not in the history); the history now
     records each region's context, and approved_effects judges the region's condition."""
-    history = _history(APPROVAL, RegionSkipsApproval, 1)
+    history = history_of(APPROVAL, RegionSkipsApproval, 1)
     credits = [r for r in history if type(r) is Applied and r.tool == "credit"]
     if not credits or any(type(r) is Committed and r.event_type == "approval.granted"
                           for r in history):
@@ -164,7 +122,7 @@ def test_a_map_join_whose_results_lose_an_item() -> None:
     commit itself was never recorded, and its result is not judged: the seed is one where item
     b finished first."""
     for seed in range(40):
-        history = _history(MAP, MapLosesItems, seed)
+        history = history_of(MAP, MapLosesItems, seed)
         joined = [r for r in history if type(r) is Committed and r.state == "end"]
         before = [r for r in history if type(r) is Committed and r.state == "each"]
         if joined and joined[-1].context is not None and {
@@ -175,7 +133,7 @@ def test_a_map_join_whose_results_lose_an_item() -> None:
         raise RuntimeError("the planted bug did not show")
     found = [v.message for v in check(MAP, history) if v.rule == "map_results_per_item"]
     assert len(found) == 1 and "for item 1, whose final context was {'id': 'b'" in found[0], found
-    assert not check(MAP, _history(MAP, ReferenceMachine, seed))
+    assert not check(MAP, history_of(MAP, ReferenceMachine, seed))
 
 
 # -- false alarms a review found in the checks above, each on the correct reference machine ---
@@ -346,5 +304,5 @@ PUSHED_UNDER_RETRY = load_definition({
     "with an input never approved"))
 def test_a_retry_runs_the_input_that_was_approved() -> None:
     """Found by a review of the region checks: a true alarm, on the reference machine."""
-    history = _history(PUSHED_UNDER_RETRY, ReferenceMachine, 28)
+    history = history_of(PUSHED_UNDER_RETRY, ReferenceMachine, 28)
     assert [v.message for v in check(PUSHED_UNDER_RETRY, history)] == []
