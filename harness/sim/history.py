@@ -190,7 +190,10 @@ class Dispatched(NamedTuple):
 
 
 class Applied(NamedTuple):
-    """A side effect took place at the world: the effect ledger's entry."""
+    """A side effect took place at the world: the effect ledger's entry. `action` is the
+    logical action an adapter named for the call (its unit of work, step and place: one
+    action however often the unit re-runs), `cause` what made this call, when the adapter
+    knows it (a re-run of the unit after a suspension, a crash or a retry)."""
 
     step: int
     at: int
@@ -199,6 +202,8 @@ class Applied(NamedTuple):
     key: str
     input: str
     seq: int
+    action: str = ""
+    cause: str = ""
 
     @property
     def kind(self) -> Literal["applied"]:
@@ -383,7 +388,7 @@ HistoryRecord = (RunStarted | Started | Delivered | Decided | Committed | Dispat
 #: that does not use them writes the lines it did.
 _LEFT_OUT_EMPTY = {"committed": ("via", "inner", "regions", "region_contexts", "reason",
                                  "inner_via"),
-                   "observed": ("approvals", "moves")}
+                   "observed": ("approvals", "moves"), "applied": ("action", "cause")}
 
 
 def as_dict(record: HistoryRecord) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from harness.sim.history import Applied, Dispatched, FaultInjected, HistoryRecor
 from harness.sim.payloads import PayloadGenerator
 from reference_machine import Failure, Success, Tool, ToolOutcome, WorkflowDefinition
 
-__all__ = ["EffectLedger", "LedgerEntry", "ToolWorld"]
+__all__ = ["EffectLedger", "LedgerEntry", "MadeBy", "ToolWorld"]
 
 #: What a tool fault makes the caller see (category, message), and whether it applied.
 _FAILURES: Mapping[FaultKind, tuple[str, str, bool]] = {
@@ -89,12 +89,24 @@ class EffectLedger:
         return len(self.entries)
 
 
+class MadeBy(NamedTuple):
+    """Who made a tool call, as an adapter knows it (a keyword of the world's tools, which a
+    machine calling `tool(input, key)` never gives): the execution, the logical action (one
+    per unit of work, step and place, however often the unit re-runs) and what made this
+    call, when known. The world then reads none of it off the key."""
+
+    execution: str
+    action: str = ""
+    cause: str = ""
+
+
 class _Landing(NamedTuple):
     due: int
     execution: str
     tool: str
     key: str
     input: Mapping[str, Any]
+    made_by: MadeBy | None
 
 
 class Clock:
@@ -152,18 +164,20 @@ class ToolWorld:
 
     def _tool(self, name: str, honours: bool,
               table: tuple[tuple[float, FaultKind], ...]) -> Tool:
-        def call(input: Mapping[str, Any], idempotency_key: str) -> ToolOutcome:
-            return self._call(name, honours, table, input, idempotency_key)
+        def call(input: Mapping[str, Any], idempotency_key: str, *,
+                 made_by: MadeBy | None = None) -> ToolOutcome:
+            return self._call(name, honours, table, input, idempotency_key, made_by)
         call.__name__ = call.__qualname__ = f"simulated {name}"
+        call.knows_callers = True  # type: ignore[attr-defined]  # it takes `made_by`
         return call
 
     def _call(self, tool: str, honours: bool, table: tuple[tuple[float, FaultKind], ...],
-              input: Mapping[str, Any], key: str) -> ToolOutcome:
+              input: Mapping[str, Any], key: str, made_by: MadeBy | None) -> ToolOutcome:
         self._on_call()
         if not self._healed:
             self.calls[tool] = self.calls.get(tool, 0) + 1
         clock = self._clock
-        execution = self._execution_of(key)
+        execution = made_by.execution if made_by is not None else self._execution_of(key)
         self._emit(Dispatched(clock.step, clock.now, execution, tool, key, self._activity()))
         fault = self._rng.pick(f"tool:{tool}", table) if table and not self._healed else None
         if honours and (tool, key) in self._refused and fault not in _BEFORE:
@@ -171,7 +185,7 @@ class ToolWorld:
         if honours and (fault is None or fault in _ANSWERS) and self._in_flight(tool, key):
             self._land_key(tool, key)  # the service answers once the held call has landed
         if fault is None or (fault in _ANSWERS and honours and (tool, key) in self._outputs):
-            return Success(self._apply(execution, tool, honours, key, input))
+            return Success(self._apply(execution, tool, honours, key, input, made_by))
         self._emit(FaultInjected(clock.step, clock.now, fault, execution, f"{tool} {key}"))
         if fault is FaultKind.TOOL_PERMANENT and honours:
             self._refused.add((tool, key))
@@ -179,19 +193,20 @@ class ToolWorld:
         if failure is not None:
             category, message, applies = failure
             if applies:
-                self._apply(execution, tool, honours, key, input)
+                self._apply(execution, tool, honours, key, input, made_by)
             return Failure(category, message)
         if fault == FaultKind.SLOW_TOOL:
             rate = self._plan.get(FaultKind.SLOW_TOOL)
             latency = rate.latency_ms if rate is not None else 60_000
-            self._landings.append(_Landing(clock.now + latency, execution, tool, key, input))
+            self._landings.append(_Landing(clock.now + latency, execution, tool, key, input,
+                                           made_by))
             return Failure("timeout", f"injected: no answer within the call's timeout "
                                       f"(the service applies it at +{latency}ms)")
-        return self._malformed(execution, tool, honours, key, input)
+        return self._malformed(execution, tool, honours, key, input, made_by)
 
     def _malformed(self, execution: str, tool: str, honours: bool, key: str,
-                   input: Mapping[str, Any]) -> ToolOutcome:
-        output = self._apply(execution, tool, honours, key, input)
+                   input: Mapping[str, Any], made_by: MadeBy | None) -> ToolOutcome:
+        output = self._apply(execution, tool, honours, key, input, made_by)
         rate = self._plan.get(FaultKind.MALFORMED_OUTPUT)
         variants = rate.variants if rate is not None and rate.variants else MALFORMED_VARIANTS
         variant = variants[self._rng.branch(len(variants))]
@@ -209,7 +224,7 @@ class ToolWorld:
         return Success(answer)
 
     def _apply(self, execution: str, tool: str, honours: bool, key: str,
-               input: Mapping[str, Any]) -> Any:
+               input: Mapping[str, Any], made_by: MadeBy | None = None) -> Any:
         if honours:
             known = self._outputs.get((tool, key))
             if known is not None:
@@ -218,7 +233,8 @@ class ToolWorld:
         output = generator.valid(self._rng) if generator is not None else {}
         clock = self._clock
         entry = self.ledger.append(clock.now, execution, tool, key, canonical(input))
-        self._emit(Applied(clock.step, clock.now, execution, tool, key, entry.input, entry.seq))
+        self._emit(Applied(clock.step, clock.now, execution, tool, key, entry.input, entry.seq,
+                           *(made_by[1:] if made_by is not None else ())))
         if honours:
             self._outputs[(tool, key)] = output
         return output
@@ -243,7 +259,7 @@ class ToolWorld:
                 if landing.key == key and landing.tool == tool]
         self._landings = [landing for landing in self._landings if landing not in held]
         for landing in held:
-            self._apply(landing.execution, tool, True, key, landing.input)
+            self._apply(landing.execution, tool, True, key, landing.input, landing.made_by)
 
     def heal(self, rng: Choices) -> None:
         """Stops injecting tool faults (the liveness phase) and draws from `rng` from now on."""
@@ -265,7 +281,7 @@ class ToolWorld:
         self._landings = [landing for landing in self._landings if landing.due > now]
         for landing in due:
             self._apply(landing.execution, landing.tool, self.honours[landing.tool],
-                        landing.key, landing.input)
+                        landing.key, landing.input, landing.made_by)
         return len(due)
 
 

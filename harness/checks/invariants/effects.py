@@ -24,9 +24,10 @@ __all__ = [
 
 @builtin("no_duplicate_effect", "no logical action takes effect twice: the same tool, "
                                 "execution (region, map item) and input applied once (the "
-                                "same key, for a tool whose `action` is `call`; tools marked "
-                                "repeatable excepted; an effect its compensation undid may be "
-                                "done again)")
+                                "same key, for a tool whose `action` is `call`; the same unit "
+                                "of work, step and place, where an adapter names it; tools "
+                                "marked repeatable excepted; an effect its compensation undid "
+                                "may be done again)")
 def no_duplicate_effect(definition: WorkflowDefinition, history: History
                         ) -> Iterator[Violation]:
     repeatable = {name for name, tool in definition.tools.items() if tool.repeatable}
@@ -43,9 +44,12 @@ def no_duplicate_effect(definition: WorkflowDefinition, history: History
         # (two map items) of one run are two actions, whatever their inputs
         region = region_identity(chart, record.key) if chart.scoped and record.execution \
             else ""
-        action = ((region or record.execution, record.tool,
-                   record.key if record.tool in per_call else record.input)
-                  if record.execution else ("", record.tool, record.key))
+        if record.action and record.execution:  # an adapter named the logical action
+            action = (record.execution, record.tool, "\0" + record.action)
+        else:
+            action = ((region or record.execution, record.tool,
+                       record.key if record.tool in per_call else record.input)
+                      if record.execution else ("", record.tool, record.key))
         seen = first.get(action)
         if seen is None:
             first[action] = index
@@ -63,12 +67,24 @@ def no_duplicate_effect(definition: WorkflowDefinition, history: History
             continue
         earlier = history[seen]
         assert type(earlier) is Applied
-        yield Violation(
-            "no_duplicate_effect",
-            f"{record.tool} took effect twice with input {quoted(record.input)}: ledger "
-            f"#{earlier.seq} (key {earlier.key!r}, step {earlier.step}) and #{record.seq} "
-            f"(key {record.key!r}); one logical action, two side effects",
-            record.execution, record.step, (seen, index))
+        yield Violation("no_duplicate_effect", _twice(earlier, record), record.execution,
+                        record.step, (seen, index))
+
+
+def _twice(earlier: Applied, record: Applied) -> str:
+    """Says how one logical action took effect twice, and why, where the adapter knows."""
+    if not record.action:
+        return (f"{record.tool} took effect twice with input {quoted(record.input)}: ledger "
+                f"#{earlier.seq} (key {earlier.key!r}, step {earlier.step}) and #{record.seq} "
+                f"(key {record.key!r}); one logical action, two side effects")
+    inputs = (f"input {quoted(record.input)}" if record.input == earlier.input else
+              f"input {quoted(earlier.input)}, then {quoted(record.input)}")
+    keys = (f"under one key {record.key!r}" if record.key == earlier.key else
+            f"under two keys, {earlier.key!r} then {record.key!r}")
+    said = (f"{record.tool} took effect twice for one logical action ({record.action}), "
+            f"{inputs}, {keys}: ledger #{earlier.seq} (step {earlier.step}) and "
+            f"#{record.seq}")
+    return f"{said}; {record.cause}" if record.cause else said
 
 
 @builtin("persist_before_effect", "a tool is called only for a command already committed (the "
