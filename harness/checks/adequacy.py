@@ -552,7 +552,8 @@ def _untried(done: Exercised, plan: FaultPlan) -> dict[str, str]:
     for kind in plan.kinds:
         name = str(kind)
         if name in done.unoffered:
-            untried[name] = "the machine offers no second worker (worker() gave None)"
+            untried[name] = ("the machine offers no second worker (worker() gave None: a "
+                             "deployment that runs one runner per execution)")
         elif not done.chances.get(name, 0) and not done.injected.get(name, 0) and done.runs:
             untried[name] = _NO_PLACE.get(name, "no tool was called")
     return untried

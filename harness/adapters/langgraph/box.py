@@ -9,13 +9,15 @@ import contextlib
 import importlib
 import json
 import threading
+import types
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-from harness.adapters.langgraph.common import Dead
 from harness.adapters.peers import AdapterError
-from reference_machine import Failure, Tool
+from harness.adapters.replay_units import ToolFailed, Unit, UnitCalls
+from reference_machine import Tool
 
 if TYPE_CHECKING:
     from harness.adapters.langgraph.machine import LangGraphMachine
@@ -23,23 +25,17 @@ if TYPE_CHECKING:
 __all__ = ["GraphBox", "ToolFailed", "harnessed"]
 
 
-class ToolFailed(Exception):
-    """A simulated tool failed (`category`: transient, rate_limited, timeout, permanent). A
-    node's `RetryPolicy` retries it by default, as it would a connection error."""
-
-    def __init__(self, tool: str, category: str, message: str = "") -> None:
-        super().__init__(f"{tool} failed: {category}{': ' + message if message else ''}")
-        self.tool, self.category = tool, category
-
-
 class GraphBox:
-    """What a graph's nodes are given: the simulated tools, and what is being run now."""
+    """What a graph's nodes are given: the simulated tools, and what is being run now. Its
+    calls go through the replay-unit kit (`UnitCalls`): a node's task is the unit."""
 
     def __init__(self, tools: Mapping[str, Tool], machine: LangGraphMachine | None) -> None:
-        self._tools, self._machine = tools, machine
-        # per task and attempt, the calls made in the node's run going on (a node re-run on
-        # a resume counts again from its first)
-        self.calls_made: dict[tuple[str, int], int] = {}
+        self._machine = machine
+        self._calls = (UnitCalls(tools, machine, machine.disk.journal, "LangGraph",
+                                 after_effect="after_tool_call")
+                       if machine is not None else None)
+        # the unit of each task a node ran, by LangGraph's task id: what its saved writes save
+        self.units: dict[str, Unit] = {}
 
     @property
     def execution_id(self) -> str:
@@ -65,48 +61,68 @@ class GraphBox:
     def key(self) -> str:
         """Gives `{thread}/{node}/{step}`, and for a task a `Send` made, its place among the
         sends (`/send{i}`): one key per task, the same on every attempt and every re-run."""
-        path: Sequence[Any] = _config().get("metadata", {}).get("langgraph_path") or ()
+        return UnitCalls.key_of(self.unit())
+
+    def unit(self) -> Unit:
+        """Gives the task running now as a unit of the kit: the thread, the node, the
+        superstep (and the place of a `Send`'s task), the attempt and LangGraph's task id."""
+        config = _config()
+        metadata = config.get("metadata", {})
+        path: Sequence[Any] = metadata.get("langgraph_path") or ()
         sent = f"/send{path[1]}" if len(path) > 1 and path[0] == "__pregel_push" else ""
-        return f"{self.execution_id}/{self.node}/{self.step}{sent}"
+        task = str(config.get("configurable", {}).get("__pregel_task_id", ""))
+        unit = Unit(self.execution_id, self.node,
+                    f"{int(metadata.get('langgraph_step', 0))}{sent}", self.attempt,
+                    (("task id LangGraph gave the node's run", task),) if task else ())
+        if task:
+            self.units[task] = unit
+        return unit
 
     def call(self, tool: str, input: Mapping[str, Any], key: str | None = None) -> Any:
         """Calls a declared tool; gives its output (as the tool gave it: a malformed one is
         not made right), or raises `ToolFailed`. The key defaults to the task's (`key()`),
         the second call of one attempt's then `/2`, and so on: each call its own key, the
         same for the same call on every attempt and re-run."""
-        if key is None:
-            key = self._nth_key()
-        return self._call(tool, input, key)
+        if self._calls is None:
+            raise AdapterError("no tool call while the graph is read")
+        return self._calls.call(self.unit(), tool, input, key)
 
-    def _nth_key(self) -> str:
-        task = str(_config().get("configurable", {}).get("__pregel_task_id", ""))
-        made = self.calls_made[task, self.attempt] = (
-            self.calls_made.get((task, self.attempt), 0) + 1)
-        return self.key() if made == 1 else f"{self.key()}/{made}"
-
-    def _ran(self, task: str) -> None:
+    def _ran(self, task: str, exception: BaseException | None) -> None:
         """A run of the task's node ended (done, failed or interrupted): a run again of it
         calls in the same order, under the same keys."""
-        for made in [made for made in self.calls_made if made[0] == task]:
-            del self.calls_made[made]
+        unit = self.units.get(task)
+        if unit is not None and self._calls is not None:
+            self._calls.ended(unit, _how(exception))
 
-    def _call(self, tool: str, input: Mapping[str, Any], key: str) -> Any:
-        machine = self._machine
-        if machine is None:
-            raise AdapterError("no tool call while the graph is read")
-        if machine.dead:
-            raise Dead
-        found = self._tools.get(tool)
-        if found is None:
-            known = ", ".join(sorted(self._tools)) or "none"
-            raise AdapterError(f"tool {tool!r} is not declared (declared: {known}); declare it "
-                               f"with tools={{{tool!r}: {{...}}}}")
-        outcome = found(dict(input), key)
-        machine.passing("after_tool_call")
-        if isinstance(outcome, Failure):
-            raise ToolFailed(tool, outcome.category, outcome.message)
-        output = outcome.output
-        return dict(output) if isinstance(output, Mapping) else output
+    def saving(self, kind: str, write: Callable[..., Any], arguments: Sequence[Any]) -> None:
+        """Brings one of the saver's writes (`put_writes`, `put`) to the file past its crash
+        points. A task's writes save its result, unless what they save is an interrupt or
+        an error (the node then runs again, as LangGraph documents)."""
+        assert self._calls is not None
+        saves = None
+        if kind == "put_writes":
+            _, writes, task, *_ = arguments
+            if not any(channel in _NOT_A_RESULT for channel, _ in writes):
+                saves = self.units.get(str(task))
+        self._calls.saving(kind, write, *arguments, saves=saves)
+
+    def crashed(self) -> None:
+        self.units.clear()
+        if self._calls is not None:
+            self._calls.crashed()
+
+
+#: The writes that save no result of a task: it runs again.
+_NOT_A_RESULT = frozenset({"__interrupt__", "__error__", "__resume__"})
+
+
+def _how(exception: BaseException | None) -> str:
+    """Says how a task's run ended, for the journal."""
+    if exception is None:
+        return "done"
+    if type(exception).__name__ in ("GraphInterrupt", "NodeInterrupt"):
+        return "suspended"
+    return "failed"
 
 
 def _config() -> Mapping[str, Any]:
@@ -174,7 +190,7 @@ def harnessed(tools: Mapping[str, Tool], box: GraphBox) -> Iterator[None]:
     retry: Any = importlib.import_module("langgraph.pregel._retry")
     runner: Any = importlib.import_module("langgraph.pregel._runner").PregelRunner
     tool_node: Any = _module("langgraph.prebuilt.tool_node")
-    with _PATCHING:
+    with _PATCHING, _minted_by(box):
         saved = (executor.get_executor_for_config, retry.time, runner.commit)
         base = _base_tool()
         invoke = base.invoke if base is not None else None
@@ -198,6 +214,38 @@ def harnessed(tools: Mapping[str, Tool], box: GraphBox) -> Iterator[None]:
                 base.invoke = invoke
 
 
+@contextlib.contextmanager
+def _minted_by(box: GraphBox) -> Iterator[None]:
+    """LangGraph's checkpoint ids (a v6 UUID of the wall clock and random bits) and message
+    ids (`uuid4`), minted from the run's own counter instead: the same seed gives the same
+    ids, so the same history. They keep their order: a later checkpoint's id sorts later."""
+    machine = box._machine
+    if machine is None:
+        yield
+        return
+    mint = machine.disk.mint
+    checkpoints: Any = importlib.import_module("langgraph.pregel._checkpoint")
+    base: Any = importlib.import_module("langgraph.checkpoint.base")
+    message: Any = _module("langgraph.graph.message")
+    messages: Any = _module("langgraph.pregel._messages")
+    saved = (checkpoints.uuid6, base.uuid6,
+             message.uuid if message is not None else None,
+             messages.uuid4 if messages is not None else None)
+    checkpoints.uuid6 = base.uuid6 = lambda node=None, clock_seq=None: mint(clock_seq)
+    if message is not None:
+        message.uuid = types.SimpleNamespace(**{**vars(uuid), "uuid4": mint})
+    if messages is not None:
+        messages.uuid4 = mint
+    try:
+        yield
+    finally:
+        checkpoints.uuid6, base.uuid6 = saved[:2]
+        if message is not None:
+            message.uuid = saved[2]
+        if messages is not None:
+            messages.uuid4 = saved[3]
+
+
 def _watched(commit: Callable[..., Any], box: GraphBox) -> Callable[..., Any]:
     """LangGraph's commit of a finished task, told first to the call's watcher of moves."""
     def watched(self: Any, task: Any, exception: BaseException | None) -> Any:
@@ -205,7 +253,7 @@ def _watched(commit: Callable[..., Any], box: GraphBox) -> Callable[..., Any]:
         watch = machine.watching if machine is not None else None
         if watch is not None:
             watch.commit(str(task.name), list(task.writes), exception)
-        box._ran(str(task.id))
+        box._ran(str(task.id), exception)
         return commit(self, task, exception)
     return watched
 

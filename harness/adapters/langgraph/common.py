@@ -3,6 +3,8 @@ ids of the states and events the definition read off a graph has, and `Dead`."""
 
 from __future__ import annotations
 
+from harness.adapters.replay_units import Dead
+
 __all__ = ["ANSWER_EVENT", "CRASH_POINTS", "DURABILITIES", "END", "FAILED_EVENT", "START",
            "Dead"]
 
@@ -13,6 +15,3 @@ CRASH_POINTS = ("after_tool_call", "after_task", "before_put_writes", "after_put
 DURABILITIES = ("sync", "async", "exit")
 START, END, FAILED_EVENT, ANSWER_EVENT = "__start__", "__end__", "retry", "answer"
 
-
-class Dead(BaseException):
-    """The simulated process has died: whatever runs after it does nothing."""

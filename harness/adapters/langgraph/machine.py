@@ -54,7 +54,7 @@ class LangGraphMachine:
         self.graph: Any = None
         self._connection: sqlite3.Connection | None = None
         self._saver: Any = None
-        self._box = GraphBox(tools, self)
+        self.box = GraphBox(tools, self)
         # per thread, the moves (state ids) its runs made since it was last observed (a second
         # worker's too): what the processes watched, lost in a crash
         self._moves: dict[str, list[tuple[str, str]]] = moves if moves is not None else {}
@@ -70,7 +70,7 @@ class LangGraphMachine:
         try:
             inner = self.target.saver(self._connection)
             self._saver = saver_class()(inner, self)
-            built = self.target.builder(self._box)
+            built = self.target.builder(self.box)
             self.graph = built.compile(checkpointer=self._saver)
         except BaseException:
             self._disconnect()
@@ -119,13 +119,14 @@ class LangGraphMachine:
 
     def _stream(self, execution_id: str, given: Any) -> None:
         watch = self.watching = Moves(self.target, self._moves.setdefault(execution_id, []))
-        with harnessed(self._tools, self._box):
+        with harnessed(self._tools, self.box):
             try:
                 try:
                     for _ in self.graph.stream(given, self._config(execution_id),
                                                durability=self.durability,
                                                stream_mode="updates"):
                         self.passing("after_task")
+                        self._saver.step_done()
                 finally:  # LangGraph waits for its saves as the call ends, however it ends
                     self.watching = None
                     if not self.dead:
@@ -193,7 +194,7 @@ class LangGraphMachine:
         self._disconnect()
         self.graph = self._saver = None
         self._moves.clear()
-        self._box.calls_made.clear()
+        self.box.crashed()
 
     def recover(self, now: int) -> None:
         self._disconnect()
@@ -202,9 +203,21 @@ class LangGraphMachine:
             stored = self._saver.inner.get_tuple(self._config(execution_id)) is not None
             # a run accepted and never saved is run again from its input (the queue's copy),
             # unless the target says to carry it on as LangGraph's docs do: invoke(None)
-            self._run(execution_id, None if stored or not self.target.resubmit else given)
+            try:
+                self._run(execution_id, None if stored or not self.target.resubmit else given)
+            except Exception as error:
+                if stored or type(error).__name__ != "EmptyInputError":
+                    raise
+                raise type(error)(
+                    f"{error}: LangGraph lost the run. The crash came before the thread's "
+                    f"first checkpoint reached the file (durability {self.durability!r}), "
+                    f"and invoke(None) cannot carry on a thread with none (langgraph#8764: "
+                    f"the cause is LangGraph's; a queue that keeps the input and runs it "
+                    f"again recovers it: resubmit=True)") from error
 
-    def worker(self) -> LangGraphMachine:
+    def worker(self) -> LangGraphMachine | None:
+        if self.target.one_runner_per_thread:
+            return None  # the deployment never runs a thread in two workers at once
         return LangGraphMachine(self.target, self._tools, self._probe, disk=self.disk,
                                 moves=self._moves)
 

@@ -5,12 +5,13 @@ accepted (`Disk`)."""
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.adapters.langgraph.common import Dead
 from harness.adapters.peers import AdapterError
+from harness.adapters.replay_units import Dead, Journal
 
 if TYPE_CHECKING:
     from harness.adapters.langgraph.machine import LangGraphMachine
@@ -20,25 +21,41 @@ __all__ = ["Disk", "saver_class", "sqlite_saver"]
 
 class Disk:
     """What survives a crash: the checkpointer's file, the runs accepted (a job queue) and
-    the ids of the events the API in front of the graph took."""
+    the ids of the events the API in front of the graph took; beside them, the harness's
+    journal of the nodes' runs (`Journal`), which only explains what happened."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.accepted: dict[str, Any] = {}  # thread id -> the run's input, in start order
         self.seen: set[str] = set()
+        self.journal = Journal()  # what the harness saw of each node's runs: it explains
+        self.minted = 0
+
+    def mint(self, clock_seq: int | None = None) -> uuid.UUID:
+        """Gives the run's next id, for LangGraph's checkpoints and messages: a v6 UUID
+        whose time is the count of ids minted (so a later one sorts later), the same in
+        every run of a seed."""
+        self.minted += 1
+        timestamp = 0x01B21DD213814000 + self.minted  # 100 ns after 1970, per id
+        value = ((timestamp >> 12) & 0xFFFFFFFFFFFF) << 80 | (timestamp & 0x0FFF) << 64
+        value |= ((clock_seq or 0) & 0x3FFF) << 48
+        from langgraph.checkpoint.base.id import UUID  # Python's own takes version 1 to 5
+        return UUID(int=value, version=6)
 
 
 def saver_class() -> type:
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
     class HarnessSaver(BaseCheckpointSaver):
-        """Wraps a real saver: reads go to it, writes reach it when `durability` says, past
-        the machine's crash points; nothing reaches it once the machine has died."""
+        """Wraps a real saver: reads go to it, writes reach it when `durability` says (`sync`
+        before the next step, `async` a step later, `exit` as the call returns), past the
+        machine's crash points; nothing reaches it once the machine has died."""
 
         def __init__(self, inner: Any, machine: LangGraphMachine) -> None:
             super().__init__(serde=inner.serde)
             self.inner, self.machine = inner, machine
             self.held: list[tuple[str, tuple[Any, ...]]] = []  # not yet on the file
+            self.step_old = 0  # under `async`, how many of those are a step old
 
         def get_tuple(self, config: Any) -> Any:
             return self.inner.get_tuple(config)
@@ -63,9 +80,6 @@ def saver_class() -> type:
         def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
             if self.machine.dead:
                 raise Dead
-            held = [write for write in self.held if write[0] == "put"]
-            if held and self.machine.durability == "async":
-                self.land()  # the checkpoint before this one is on the file by now
             if any(kind == "put_writes" for kind, _ in self.held):
                 self.machine.passing("put_ahead_of_writes", ahead=(config, checkpoint,
                                                                    metadata, new_versions))
@@ -75,13 +89,22 @@ def saver_class() -> type:
             return {"configurable": {**config["configurable"],
                                      "checkpoint_id": checkpoint["id"]}}
 
-        def land(self) -> None:
-            """Brings every held write to the file, in the order LangGraph made them."""
-            while self.held:
+        def land(self, most: int | None = None) -> None:
+            """Brings every held write (the `most` first) to the file, in the order LangGraph
+            made them."""
+            landing = len(self.held) if most is None else min(most, len(self.held))
+            for _ in range(landing):
                 kind, arguments = self.held.pop(0)
-                self.machine.passing(f"before_{kind}")
-                getattr(self.inner, kind)(*arguments)
-                self.machine.passing(f"after_{kind}")
+                self.machine.box.saving(kind, getattr(self.inner, kind), arguments)
+            self.step_old = 0
+
+        def step_done(self) -> None:
+            """The call streamed a step's update. Under `async` the saves LangGraph started
+            before it reach the file now, a step late: a crash in a step (the first node's
+            included) loses the saves of the step before, the input's checkpoint too."""
+            if self.machine.durability == "async":
+                self.land(self.step_old)
+                self.step_old = len(self.held)
 
     return HarnessSaver
 

@@ -53,8 +53,8 @@ class LangGraphTarget:
                  tools: Mapping[str, Mapping[str, Any]] | None, input: Any,
                  durability: str, saver: Callable[[sqlite3.Connection], Any] | None,
                  interrupts: Sequence[str] | None, answers: Mapping[str, Any] | None,
-                 dedupe: bool,
-                 recursion_limit: int, resubmit: bool, module: str | None) -> None:
+                 dedupe: bool, recursion_limit: int, resubmit: bool,
+                 one_runner_per_thread: bool, module: str | None) -> None:
         _require_langgraph()
         if durability not in DURABILITIES:
             raise AdapterError(f"durability {durability!r}: expected one of "
@@ -63,7 +63,7 @@ class LangGraphTarget:
         self.saver = saver or sqlite_saver
         self.answers = dict(answers) if answers else {"approve": True, "deny": False}
         self.dedupe, self.recursion_limit = dedupe, recursion_limit
-        self.resubmit = resubmit
+        self.resubmit, self.one_runner_per_thread = resubmit, one_runner_per_thread
         builder = self.builder(GraphBox({}, None))
         nodes, moves, asking = read_graph(builder, interrupts)
         self.name = name or getattr(build, "__name__", "graph").strip("_<>") or "graph"
@@ -187,7 +187,8 @@ def langgraph_target(build: Callable[[GraphBox], Any], *, name: str | None = Non
                      saver: Callable[[sqlite3.Connection], Any] | None = None,
                      interrupts: Sequence[str] | None = None,
                      answers: Mapping[str, Any] | None = None, dedupe: bool = True,
-                     recursion_limit: int = 50, resubmit: bool = True) -> LangGraphTarget:
+                     recursion_limit: int = 50, resubmit: bool = True,
+                     one_runner_per_thread: bool = False) -> LangGraphTarget:
     """Wraps a LangGraph graph (see the module). `input` is the run's input (a value, or a
     function of the start context; default: the context), `durability` LangGraph's
     (`sync`, `async`, `exit`), `saver(connection)` the checkpointer on the run's SQLite file
@@ -196,9 +197,13 @@ def langgraph_target(build: Callable[[GraphBox], Any], *, name: str | None = Non
     `dedupe` whether the API in front of the graph drops an event it already took (turn it
     off to see what LangGraph does with a redelivered answer), `resubmit`
     whether recovery runs a thread that has no checkpoint from its input again (else it calls
-    `invoke(None)`, which LangGraph refuses with `EmptyInputError`)."""
+    `invoke(None)`, which LangGraph refuses with `EmptyInputError`), and
+    `one_runner_per_thread` the deployment's contract that one thread is never run by two
+    workers at once (a queue with one consumer per thread, a lease): no second worker then
+    runs it beside the first (the campaign says so in its notes)."""
     return LangGraphTarget(build, name=name, tools=tools, input=input,
                            durability=durability, saver=saver, interrupts=interrupts,
                            answers=answers, dedupe=dedupe,
                            recursion_limit=recursion_limit, resubmit=resubmit,
+                           one_runner_per_thread=one_runner_per_thread,
                            module=sys._getframe(1).f_globals.get("__name__"))

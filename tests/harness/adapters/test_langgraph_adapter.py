@@ -329,13 +329,13 @@ class TestLangChainTools:
             graph.add_edge("tools", END)
             return graph
 
-        calling = GraphBox._call
+        calling = GraphBox.call
 
-        def call(box: GraphBox, *args: Any) -> Any:
+        def call(box: GraphBox, *args: Any, **kwargs: Any) -> Any:
             threads.add(threading.current_thread().name)
-            return calling(box, *args)
+            return calling(box, *args, **kwargs)
 
-        monkeypatch.setattr(GraphBox, "_call", call)
+        monkeypatch.setattr(GraphBox, "call", call)
         target = langgraph_target(build, input={"messages": []},
                                   tools={"payments.refund": {"idempotency_keys": True}})
         options = SimOptions(seed=0, executions=1, plan=FaultPlan(()))

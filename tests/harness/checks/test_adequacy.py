@@ -109,7 +109,8 @@ class TestFaultKinds:
         assert found.gaps == ()
         assert found.untried == {
             "timer_skew": "no timer fell due, or the plan's max_skew is 0",
-            "second_worker": "the machine offers no second worker (worker() gave None)"}
+            "second_worker": "the machine offers no second worker (worker() gave None: a "
+                             "deployment that runs one runner per execution)"}
         assert any("timer_skew (no timer fell due" in note for note in found.notes())
 
 
