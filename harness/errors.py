@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import traceback
 
-__all__ = ["HarnessError", "clip", "short_repr", "trace_of", "words_of"]
+__all__ = ["HarnessError", "Unsupported", "clip", "short_repr", "trace_of", "words_of"]
 
 
 class HarnessError(Exception):
     """Root of every error raised by `harness`: bad options, a plan that cannot run."""
+
+
+class Unsupported(HarnessError):
+    """The machine under test is built of something its adapter cannot model, or was wrapped
+    wrongly, found while it runs: the user's input (exit 2 at the command line), never the
+    machine's failure (a campaign stops on it instead of blaming the machine)."""
 
 
 WORDS_MAX = 2_000

@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from harness.errors import HarnessError
+from harness.errors import Unsupported
 from harness.sim.machine import Observation, Probe
 from reference_machine import (
     RESERVED_PREFIXES,
@@ -76,8 +76,9 @@ CRASH_POINTS = ("after_tool_call", "before_save")
 Persist = tuple[Callable[[Any], Any], Callable[[Any, Any], None]]
 
 
-class AdapterError(HarnessError):
-    """A peer machine the adapter cannot wrap (nested states, a library that is missing)."""
+class AdapterError(Unsupported):
+    """A peer machine the adapter cannot wrap (nested states, a library that is missing), or
+    a construct of it met while it runs: the user's input, never the machine's failure."""
 
 
 class ToolBox:

@@ -9,6 +9,7 @@ broke, 2 on bad input.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -298,17 +299,29 @@ def _run_engine(command: str, names: Sequence[str], machine: str | None,
     faults = _faults(faults_text)
     found = command_targets(names, machine, modules, input_format)
     plan = _plan(plan_path, found)
+    made = report_dir is not None and not Path(report_dir).exists()
     folder = check_writable(report_dir)
     sections: list[dict[str, Any]] = []
     out = make_console(soft_wrap=True)
-    with progress_bar(quiet or as_json) as progress:
-        for target in found:
-            section = each(target, plan_of(target, faults, plan),
-                           None if folder is None else folder / "replays", progress)
-            sections.append(section)
-            if not as_json:
-                _print_section(out, section, quiet)
+    try:
+        with progress_bar(quiet or as_json) as progress:
+            for target in found:
+                section = each(target, plan_of(target, faults, plan),
+                               None if folder is None else folder / "replays", progress)
+                sections.append(section)
+                if not as_json:
+                    _print_section(out, section, quiet)
+    except HarnessError:
+        if made and folder is not None:  # a target its adapter refused as it ran: the
+            _remove_if_empty(folder)  # folder made for its report goes, if nothing is in it
+        raise
     _finish(out, command, sections, folder, as_json)
+
+
+def _remove_if_empty(folder: Path) -> None:
+    for each in (folder / "replays", folder):
+        with contextlib.suppress(OSError):
+            each.rmdir()
 
 
 def _on_cluster(section: dict[str, Any]) -> str:

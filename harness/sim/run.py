@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import freezegun
 
 from fault_injection import FaultPlanError, SimulatedCrash, StoreWriteError, no_faults
-from harness.errors import trace_of, words_of
+from harness.errors import Unsupported, trace_of, words_of
 from harness.sim.actions import Action
 from harness.sim.asyncloop import LoopFailure
 from harness.sim.chances import Rates, Tally
@@ -136,7 +136,7 @@ class Run:
                 self.machinery.build()
             finally:
                 self.watchdog.stop()
-        except FaultPlanError:
+        except (FaultPlanError, Unsupported):
             raise  # the plan names crash points this machine lacks: the user's mistake
         except KeyboardInterrupt:
             self._interrupted()
@@ -228,6 +228,8 @@ class Run:
         except KeyboardInterrupt:
             self._interrupted()
             return False
+        except Unsupported:
+            raise  # what the adapter cannot model: the user's input, not the machine's fault
         except BaseException as exc:  # SystemExit too: the machine's, not the simulator's
             self._fail(MachineFailed(clock.step, clock.now, "raised", type(exc).__name__,
                                      f"while {self.ctx.activity}: {words_of(exc)}"),
