@@ -33,7 +33,7 @@ The causes reach the history on each `Applied` record (`action`, `cause`), and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -93,7 +93,7 @@ class _Place:
     saved: bool = False
     first: dict[int, tuple[str, str]] = field(default_factory=dict)  # call -> (tool, input)
     running: bool = False  # a run of it is under way
-    by: int = 0  # the worker that made its last run (its id())
+    by: int = 0  # the worker that made its last run (its number in the journal, from 1)
     before: int = 0  # the worker that made the run before it
 
 
@@ -104,16 +104,25 @@ class Journal:
 
     def __init__(self) -> None:
         self._places: dict[tuple[str, str, str], _Place] = {}
+        self._workers: list[object] = []  # the workers seen, numbered by their place here
 
     def begin(self, unit: Unit, by: object) -> _Place:
         """Notes that `unit` runs in worker `by` (once per run, however many calls it
         makes)."""
         place = self._places.setdefault(unit.place, _Place())
-        if not place.running or place.by != id(by):
+        worker = self._number(by)
+        if not place.running or place.by != worker:
             place.running = True
             place.runs += 1
-            place.before, place.by = place.by, id(by)
+            place.before, place.by = place.by, worker
         return place
+
+    def _number(self, worker: object) -> int:
+        for number, seen in enumerate(self._workers, 1):
+            if seen is worker:
+                return number
+        self._workers.append(worker)
+        return len(self._workers)
 
     def ended(self, unit: Unit, how: str) -> None:
         """Notes how a run of `unit` ended: `suspended` (it waits on a human), `crashed`,
@@ -134,7 +143,7 @@ class Journal:
         place.saved = True
 
     def cause(self, unit: Unit, call: int, tool: str, input: str, key: str,
-              engine: str) -> str:
+              engine: str, rerun_by: str = "") -> str:
         """Says why the `call`-th call of `unit` is made, where a re-run explains it."""
         place = self._places[unit.place]
         reasons: list[str] = []
@@ -160,16 +169,16 @@ class Journal:
                 reasons.append(f"a retry of {who} (attempt {unit.attempt}) made the call "
                                f"again ({idempotent})")
             else:
-                reasons.append(f"{engine} re-ran {who} after a crash before its result was "
-                               f"saved, as it documents ({idempotent})")
+                reasons.append(f"{rerun_by or engine} re-ran {who} after a crash before its "
+                               f"result was saved ({idempotent})")
             first_tool, first_input = place.first[call]
             if first_tool == tool and first_input != input:
                 reasons.append(f"the re-run decided differently from the first run: "
                                f"input {first_input}, then {input}")
         for what, value in unit.minted:
             if value and value in key:
-                reasons.append(f"the key is built from the {what}, which {engine} mints "
-                               f"anew on each run of a unit: it is not stable across re-runs")
+                reasons.append(f"the key is built from the {what}, minted anew on each run: "
+                               f"it is not stable across re-runs")
         place.first.setdefault(call, (tool, input))
         return "; ".join(reasons)
 
@@ -178,9 +187,12 @@ class UnitCalls:
     """Calls the world's tools for the units an adapter runs (see the module)."""
 
     def __init__(self, tools: Mapping[str, Tool], host: UnitHost, journal: Journal,
-                 engine: str, after_effect: str = "after_effect") -> None:
+                 engine: str, after_effect: str = "after_effect", rerun_by: str = "") -> None:
+        """`engine` names the framework in causes; `rerun_by` who runs a unit again after a
+        crash (the engine, by default; "the worker's recovery" where the adapter's
+        recovery does)."""
         self._tools, self._host, self.journal = tools, host, journal
-        self.engine, self.after_effect = engine, after_effect
+        self.engine, self.after_effect, self.rerun_by = engine, after_effect, rerun_by
         # per unit run and attempt, the calls made in the run going on (a unit re-run on a
         # resume counts again from its first)
         self.calls_made: dict[tuple[str, str, str, int], int] = {}
@@ -192,10 +204,11 @@ class UnitCalls:
         return f"{unit.execution}/{unit.name}/{unit.step}"
 
     def call(self, unit: Unit, tool: str, input: Mapping[str, Any],
-             key: str | None = None) -> Any:
+             key: str | None = None, cause: str = "") -> Any:
         """Calls a declared tool for `unit`; gives its output (as the tool gave it), or
         raises `ToolFailed`. The key defaults to the unit's, the run's second call `/2`, and
-        so on."""
+        so on. `cause` adds what the adapter knows of why the call is made (an upstream
+        behaviour it recognises) to what the journal says."""
         host = self._host
         if host.dead:
             raise Dead
@@ -212,7 +225,9 @@ class UnitCalls:
         given = dict(input)
         if getattr(found, "knows_callers", False):
             action = f"{unit.name} at step {unit.step}, call {made}"
-            cause = self.journal.cause(unit, made, tool, canonical(given), key, self.engine)
+            said = self.journal.cause(unit, made, tool, canonical(given), key, self.engine,
+                                      self.rerun_by)
+            cause = "; ".join(part for part in (said, cause) if part)
             outcome = found(given, key, made_by=MadeBy(unit.execution, action,
                                                        cause))  # type: ignore[call-arg]
         else:
@@ -236,13 +251,25 @@ class UnitCalls:
         self.journal.crashed()
 
     def saving(self, kind: str, write: Callable[..., Any], *arguments: Any,
-               saves: Unit | None = None) -> Any:
+               saves: Sequence[Unit] = ()) -> Any:
         """Writes to the store past the crash points `before_{kind}` and `after_{kind}`;
-        `saves` is the unit whose result the write saves."""
+        `saves` are the units whose results the write saves (one save may hold the results
+        of every call a run made)."""
         host = self._host
         host.passing(f"before_{kind}")
         written = write(*arguments)
-        if saves is not None:
-            self.journal.saved(saves)
+        for unit in saves:
+            self.journal.saved(unit)
+        host.passing(f"after_{kind}")
+        return written
+
+    async def asaving(self, kind: str, write: Callable[..., Awaitable[Any]], *arguments: Any,
+                      saves: Sequence[Unit] = ()) -> Any:
+        """`saving`, for a store written by awaiting it."""
+        host = self._host
+        host.passing(f"before_{kind}")
+        written = await write(*arguments)
+        for unit in saves:
+            self.journal.saved(unit)
         host.passing(f"after_{kind}")
         return written

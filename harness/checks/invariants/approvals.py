@@ -258,7 +258,8 @@ def approved_effects(definition: WorkflowDefinition, history: History) -> Iterat
             yield Violation("approved_effects",
                             f"{record.tool} took effect for {execution or 'an unknown run'} "
                             f"with input {quoted(record.input)} (ledger #{record.seq}), but "
-                            f"{why}", execution, record.step, (index,))
+                            f"{why}" + (f"; {record.cause}" if record.cause else ""),
+                            execution, record.step, (index,))
             continue
         available.remove(match)
         done[action] = index
