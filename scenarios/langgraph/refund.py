@@ -42,8 +42,12 @@ def refund_graph(box: GraphBox, *, notify_first: bool = False, retry: bool = Fal
         return {"amount": state.get("amount", 0)}
 
     def review(state: Refund) -> dict[str, Any]:
-        if notify_first:  # naive: an effect before interrupt() runs again on every resume
-            box.call("notify.email", {"order_id": state["order_id"], "about": "review"})
+        approved = interrupt({"refund": state["amount"], "order": state["order_id"]})
+        return {"approved": bool(approved)}
+
+    def notify_and_review(state: Refund) -> dict[str, Any]:
+        # naive: an effect before interrupt() runs again on every resume
+        box.call("notify.email", {"order_id": state["order_id"], "about": "review"})
         approved = interrupt({"refund": state["amount"], "order": state["order_id"]})
         return {"approved": bool(approved)}
 
@@ -55,7 +59,7 @@ def refund_graph(box: GraphBox, *, notify_first: bool = False, retry: bool = Fal
 
     graph = StateGraph(Refund)
     graph.add_node("look_up", look_up)
-    graph.add_node("review", review)
+    graph.add_node("review", notify_and_review if notify_first else review)
     graph.add_node("refund", refund,
                    retry_policy=RetryPolicy(max_attempts=3) if retry or per_attempt else None)
     graph.add_edge(START, "look_up")

@@ -5,15 +5,16 @@ declared tools routed through the box."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib
 import json
 import threading
 import types
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from harness.adapters.peers import AdapterError
 from harness.adapters.replay_units import ToolFailed, Unit, UnitCalls
@@ -22,7 +23,9 @@ from reference_machine import Tool
 if TYPE_CHECKING:
     from harness.adapters.langgraph.machine import LangGraphMachine
 
-__all__ = ["GraphBox", "ToolFailed", "harnessed"]
+__all__ = ["GraphBox", "ToolFailed", "harnessed", "in_turn", "inline_loop"]
+
+T = TypeVar("T")
 
 
 class GraphBox:
@@ -99,12 +102,22 @@ class GraphBox:
         points. A task's writes save its result, unless what they save is an interrupt or
         an error (the node then runs again, as LangGraph documents)."""
         assert self._calls is not None
-        saves = None
-        if kind == "put_writes":
-            _, writes, task, *_ = arguments
-            if not any(channel in _NOT_A_RESULT for channel, _ in writes):
-                saves = self.units.get(str(task))
-        self._calls.saving(kind, write, *arguments, saves=saves)
+        self._calls.saving(kind, write, *arguments, saves=self._saves(kind, arguments))
+
+    async def asaving(self, kind: str, write: Callable[..., Awaitable[Any]],
+                      arguments: Sequence[Any]) -> None:
+        """`saving`, through an async saver (`aput_writes`, `aput`)."""
+        assert self._calls is not None
+        await self._calls.asaving(kind, write, *arguments, saves=self._saves(kind, arguments))
+
+    def _saves(self, kind: str, arguments: Sequence[Any]) -> tuple[Unit, ...]:
+        if kind != "put_writes":
+            return ()
+        _, writes, task, *_ = arguments
+        unit = self.units.get(str(task))
+        if unit is None or any(channel in _NOT_A_RESULT for channel, _ in writes):
+            return ()
+        return (unit,)
 
     def crashed(self) -> None:
         self.units.clear()
@@ -166,6 +179,22 @@ def _inline_executor(config: Any = None) -> Iterator[_Inline]:
     yield _Inline()
 
 
+class _InlinePool(ThreadPoolExecutor):
+    """The default executor of an async graph's loop, to which LangGraph hands a sync node
+    (and LangChain a sync tool): run at once in the loop's thread, in turn, in the same
+    order in every run."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        return _Inline().submit(fn, *args, **kwargs)
+
+
+def inline_loop() -> asyncio.AbstractEventLoop:
+    """Gives a new event loop for an async graph: its default executor runs inline."""
+    loop = asyncio.new_event_loop()
+    loop.set_default_executor(_InlinePool(max_workers=1))
+    return loop
+
+
 class _NoSleep:
     """`time` for LangGraph's retry loop: a retry's back-off takes no wall time."""
 
@@ -180,6 +209,45 @@ class _NoSleep:
 
 _PATCHING = threading.RLock()
 _DEPTH = [0]
+_LENT = [0]  # the thread acting for the lock's owner, which waits on it (`in_turn`)
+
+
+@contextlib.contextmanager
+def _patching() -> Iterator[None]:
+    """Holds the lock on LangGraph's patched runtime; a thread `in_turn` runs for the
+    thread that holds it, while that one waits, acts under its hold."""
+    if _LENT[0] == threading.get_ident():
+        yield
+        return
+    with _PATCHING:
+        yield
+
+
+def in_turn(work: Callable[[], T]) -> T:
+    """Runs `work`, which runs an event loop, here; or, when this thread already runs one (a
+    second worker acting at a crash point of the first's async call), in a thread of its
+    own, waited for: one at a time, in the same order in every run."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return work()
+    done: list[T] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        lent, _LENT[0] = _LENT[0], threading.get_ident()
+        try:
+            done.append(work())
+        except BaseException as error:  # raised again in the waiting thread
+            failed.append(error)
+        finally:
+            _LENT[0] = lent
+    thread = threading.Thread(target=run, name="fsmharness-langgraph-worker")
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+    return done[0]
 
 
 @contextlib.contextmanager
@@ -190,7 +258,7 @@ def harnessed(tools: Mapping[str, Tool], box: GraphBox) -> Iterator[None]:
     retry: Any = importlib.import_module("langgraph.pregel._retry")
     runner: Any = importlib.import_module("langgraph.pregel._runner").PregelRunner
     tool_node: Any = _module("langgraph.prebuilt.tool_node")
-    with _PATCHING, _minted_by(box):
+    with _patching(), _minted_by(box):
         saved = (executor.get_executor_for_config, retry.time, runner.commit)
         base = _base_tool()
         invoke = base.invoke if base is not None else None
@@ -201,8 +269,10 @@ def harnessed(tools: Mapping[str, Tool], box: GraphBox) -> Iterator[None]:
             tool_node.get_executor_for_config = _inline_executor
         retry.time = _NoSleep()
         runner.commit = _watched(saved[2], box)
+        ainvoke = base.ainvoke if base is not None else None
         if base is not None and _DEPTH[0] == 1:
             base.invoke = _routed(invoke, tools, box)
+            base.ainvoke = _routed_async(ainvoke, base.invoke, tools)
         try:
             yield
         finally:
@@ -211,7 +281,7 @@ def harnessed(tools: Mapping[str, Tool], box: GraphBox) -> Iterator[None]:
             if tool_node is not None:
                 tool_node.get_executor_for_config = pool
             if base is not None:
-                base.invoke = invoke
+                base.invoke, base.ainvoke = invoke, ainvoke
 
 
 @contextlib.contextmanager
@@ -268,6 +338,15 @@ def _module(name: str) -> Any:
 def _base_tool() -> Any:
     tools = _module("langchain_core.tools")
     return tools.BaseTool if tools is not None else None
+
+
+def _routed_async(ainvoke: Any, routed: Any, tools: Mapping[str, Tool]) -> Any:
+    """`BaseTool.ainvoke` (an async graph's tools): a declared tool through the world."""
+    async def routed_async(self: Any, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        if self.name not in tools:
+            return await ainvoke(self, input, config, **kwargs)
+        return routed(self, input, config, **kwargs)
+    return routed_async
 
 
 def _routed(invoke: Any, tools: Mapping[str, Tool], box: GraphBox) -> Any:

@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import sqlite3
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fault_injection import SimulatedCrash
-from harness.adapters.langgraph.box import GraphBox, ToolFailed, harnessed
+from harness.adapters.langgraph.box import GraphBox, ToolFailed, harnessed, in_turn, inline_loop
 from harness.adapters.langgraph.common import (
     ANSWER_EVENT,
     CRASH_POINTS,
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from harness.adapters.langgraph.target import LangGraphTarget
 
 __all__ = ["LangGraphMachine"]
+
+T = TypeVar("T")
 
 
 class LangGraphMachine:
@@ -54,6 +57,9 @@ class LangGraphMachine:
         self.graph: Any = None
         self._connection: sqlite3.Connection | None = None
         self._saver: Any = None
+        # an async graph's: its event loop, and the aiosqlite connection of an async saver
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._aconnection: Any = None
         self.box = GraphBox(tools, self)
         # per thread, the moves (state ids) its runs made since it was last observed (a second
         # worker's too): what the processes watched, lost in a crash
@@ -69,17 +75,40 @@ class LangGraphMachine:
         self._connection = sqlite3.connect(self.disk.path, check_same_thread=False)
         try:
             inner = self.target.saver(self._connection)
-            self._saver = saver_class()(inner, self)
+            awaited = False
+            if self.target.asynchronous:
+                self._loop = inline_loop()
+                if self.target.async_saver is not None:
+                    inner = self._await(self._async_saver())
+                    awaited = True
+            self._saver = saver_class()(inner, self, awaited)
             built = self.target.builder(self.box)
             self.graph = built.compile(checkpointer=self._saver)
         except BaseException:
             self._disconnect()
             raise
 
+    def _await(self, work: Coroutine[Any, Any, T]) -> T:
+        """Runs `work` to its end in the graph's loop (see `in_turn`)."""
+        loop = self._loop
+        assert loop is not None
+        return in_turn(lambda: loop.run_until_complete(work))
+
+    async def _async_saver(self) -> Any:
+        """Opens the async saver the target names on the run's file, in the graph's loop."""
+        import aiosqlite
+        assert self.target.async_saver is not None
+        self._aconnection = await aiosqlite.connect(self.disk.path)
+        return self.target.async_saver(self._aconnection)
+
     def _disconnect(self) -> None:
         if self._connection is not None:
             self._connection.close()
             self._connection = None
+        loop, self._loop = self._loop, None
+        if loop is not None:
+            connection, self._aconnection = self._aconnection, None
+            in_turn(lambda: _stop(loop, connection))
 
     def close(self) -> None:
         """The run has ended (the simulator calls it once): closes the file, and the worker
@@ -94,16 +123,13 @@ class LangGraphMachine:
             with contextlib.suppress(OSError):  # the process's folder, once it is empty
                 path.parent.rmdir()
 
-    def passing(self, point: str, ahead: tuple[Any, ...] | None = None) -> None:
-        """The process passes a crash point: the simulator may crash it there. At
-        `put_ahead_of_writes`, the crash lands with the checkpoint `ahead` saved."""
+    def passing(self, point: str) -> None:
+        """The process passes a crash point: the simulator may crash it there."""
         if self.dead:
             raise Dead
         try:
             self._probe(point)
         except SimulatedCrash:
-            if ahead is not None:
-                self._saver.inner.put(*ahead)
             self.dead, self.died_at = True, point
             raise
 
@@ -115,7 +141,10 @@ class LangGraphMachine:
         """Runs the thread with `given` (input, `Command`, or None to carry on) in a context of
         its own (a second worker's run is not a subgraph of the first's), to its end."""
         context = contextvars.Context()
-        context.run(self._stream, execution_id, given)
+        if self._loop is not None:
+            context.run(self._await, self._astream(execution_id, given))
+        else:
+            context.run(self._stream, execution_id, given)
 
     def _stream(self, execution_id: str, given: Any) -> None:
         watch = self.watching = Moves(self.target, self._moves.setdefault(execution_id, []))
@@ -126,7 +155,9 @@ class LangGraphMachine:
                                                durability=self.durability,
                                                stream_mode="updates"):
                         self.passing("after_task")
-                        self._saver.step_done()
+                        most = self._saver.step_done()
+                        if most is not None:
+                            self._saver.land(most)
                 finally:  # LangGraph waits for its saves as the call ends, however it ends
                     self.watching = None
                     if not self.dead:
@@ -135,10 +166,42 @@ class LangGraphMachine:
             except (SimulatedCrash, Dead):
                 self.dead = True
             except Exception as error:
-                # what the dead process did on its way out does not count; a tool's failure
-                # is the graph's own: the thread waits for a retry; anything else is a bug
-                if not self.dead and not _tool_failure(error):
-                    raise
+                self._ended(error)
+        self._crashed_out()
+
+    async def _astream(self, execution_id: str, given: Any) -> None:
+        """`_stream`, for a graph with async nodes or an async saver: `astream` in the
+        machine's loop, whose default executor runs a sync node inline, in turn."""
+        watch = self.watching = Moves(self.target, self._moves.setdefault(execution_id, []))
+        with harnessed(self._tools, self.box):
+            try:
+                try:
+                    async for _ in self.graph.astream(given, self._config(execution_id),
+                                                      durability=self.durability,
+                                                      stream_mode="updates"):
+                        self.passing("after_task")
+                        most = self._saver.step_done()
+                        if most is not None:
+                            await self._saver.aland(most)
+                finally:
+                    self.watching = None
+                    if not self.dead:
+                        await self._saver.aland()
+                watch.refuse_undeclared()
+            except (SimulatedCrash, Dead):
+                self.dead = True
+            except Exception as error:
+                self._ended(error)
+        self._crashed_out()
+
+    def _ended(self, error: Exception) -> None:
+        """A call of the graph raised: what the dead process did on its way out does not
+        count; a tool's failure is the graph's own (the thread waits for a retry); anything
+        else is raised."""
+        if not self.dead and not _tool_failure(error):
+            raise error
+
+    def _crashed_out(self) -> None:
         if self.dead:
             raise SimulatedCrash(self.died_at or "after_task")
 
@@ -181,7 +244,20 @@ class LangGraphMachine:
         if self.target.dedupe:
             self.disk.seen.add(event.id)  # the API in front of the graph keeps what it took
         self._run(execution_id, given)
+        if event.type == ANSWER_EVENT and snapshot is not None:
+            self._asks_again(execution_id, _asks(snapshot))
         return "accepted"
+
+    def _asks_again(self, execution_id: str, asked: str) -> None:
+        """Refuses a node that asked again after its answer where its code was not read to
+        (the definition would then judge the graph by a move it lacks)."""
+        now = self._snapshot(execution_id)
+        if (now is not None and _asks(now) == asked and not _failed(now)
+                and asked not in self.target.asks_again and not self.dead):
+            raise AdapterError(
+                f"node {asked!r} asked its human again after an answer, which the adapter "
+                f"did not read off its code (an interrupt() in a loop, or two): name it, "
+                f"langgraph_target(..., asks_again=[{asked!r}])")
 
     def advance(self, now: int) -> None:
         pass  # LangGraph keeps no timers
@@ -200,7 +276,7 @@ class LangGraphMachine:
         self._disconnect()
         self._open()
         for execution_id, given in list(self.disk.accepted.items()):
-            stored = self._saver.inner.get_tuple(self._config(execution_id)) is not None
+            stored = self._stored(execution_id)
             # a run accepted and never saved is run again from its input (the queue's copy),
             # unless the target says to carry it on as LangGraph's docs do: invoke(None)
             try:
@@ -221,10 +297,21 @@ class LangGraphMachine:
         return LangGraphMachine(self.target, self._tools, self._probe, disk=self.disk,
                                 moves=self._moves)
 
+    def _stored(self, execution_id: str) -> bool:
+        """Tells whether the thread has a checkpoint on the file."""
+        config = self._config(execution_id)
+        if self._loop is not None:
+            return self._await(self._saver.aget_tuple(config)) is not None
+        return self._saver.get_tuple(config) is not None
+
     def _snapshot(self, execution_id: str) -> Any:
         """Gives the thread's state, or None for a thread with no checkpoint (LangGraph then
         gives a snapshot with no metadata): one read of the file."""
-        snapshot = self.graph.get_state(self._config(execution_id))
+        config = self._config(execution_id)
+        if self._loop is not None:
+            snapshot = self._await(self.graph.aget_state(config))
+        else:
+            snapshot = self.graph.get_state(config)
         return None if snapshot.metadata is None else snapshot
 
     def observe(self, execution_id: str) -> Observation:
@@ -239,16 +326,36 @@ class LangGraphMachine:
         if asking and asking not in self.target.asking:
             raise AdapterError(
                 f"node {asking!r} waits on an interrupt() the adapter did not find in its "
-                f"source (a helper, a tool or a class calling it): name it, "
-                f"langgraph_target(..., interrupts=[{asking!r}]), so that it is a wait state "
-                f"a human answers")
+                f"source (a method, a tool or a helper more than three calls down calling "
+                f"it): name it, langgraph_target(..., interrupts=[{asking!r}]), so that it "
+                f"is a wait state a human answers")
         if asking:
             return Observation(ids.get(asking, START), "waiting", version, moves=moves)
         if snapshot.next:
             node = snapshot.next[0]
-            return Observation(ids.get(node, START), "waiting" if _failed(snapshot)
+            failed = _failed(snapshot)
+            if failed and failed not in self.target.failing:
+                raise AdapterError(
+                    f"node {failed!r} failed on a tool, which the adapter did not read off "
+                    f"its code (a call through a method or an object): name it, "
+                    f"langgraph_target(..., tool_nodes=[{failed!r}]), so that it waits for a "
+                    f"retry")
+            return Observation(ids.get(node, START), "waiting" if failed
                                else "running", version, moves=moves)
         return Observation(END, "final", version, "success", moves=moves)
+
+
+def _stop(loop: asyncio.AbstractEventLoop, connection: Any) -> None:
+    """Closes an async graph's loop, and its aiosqlite connection; what a dead process left
+    running in it is cancelled."""
+    with contextlib.suppress(Exception):
+        if connection is not None:
+            loop.run_until_complete(connection.close())
+        left = asyncio.all_tasks(loop)
+        for task in left:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+    loop.close()
 
 
 def _asks(snapshot: Any) -> str:
@@ -259,8 +366,12 @@ def _asks(snapshot: Any) -> str:
     return ""
 
 
-def _failed(snapshot: Any) -> bool:
-    return any(getattr(task, "error", None) is not None for task in snapshot.tasks)
+def _failed(snapshot: Any) -> str:
+    """Gives the node whose task failed ("" for none)."""
+    for task in snapshot.tasks:
+        if getattr(task, "error", None) is not None:
+            return str(task.name)
+    return ""
 
 
 def _tool_failure(error: BaseException) -> bool:

@@ -7,12 +7,12 @@ import ast
 import inspect
 import textwrap
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from harness.adapters.langgraph.common import END, START
 from harness.adapters.peers import AdapterError
 
-__all__ = ["error_handlers", "read_graph"]
+__all__ = ["NodeCode", "async_nodes", "error_handlers", "read_graph", "read_node"]
 
 
 def read_graph(builder: Any, interrupts: Sequence[str] | None
@@ -70,8 +70,16 @@ def read_graph(builder: Any, interrupts: Sequence[str] | None
     if missing:
         raise AdapterError(f"interrupts names nodes the graph lacks: {', '.join(missing)}")
     asking = frozenset(named) | frozenset(
-        name for name, spec in builder.nodes.items() if _calls_interrupt(spec))
+        name for name, spec in builder.nodes.items() if read_node(spec).asks)
     return nodes, moves, asking
+
+
+def async_nodes(builder: Any) -> list[str]:
+    """Gives the nodes whose code is `async def` (LangGraph runs them only through
+    `ainvoke`/`astream`)."""
+    return [str(name) for name, spec in builder.nodes.items()
+            if getattr(getattr(spec, "runnable", None), "func", True) is None
+            and getattr(spec.runnable, "afunc", None) is not None]
 
 
 def error_handlers(builder: Any) -> dict[str, tuple[str, ...]]:
@@ -84,20 +92,80 @@ def error_handlers(builder: Any) -> dict[str, tuple[str, ...]]:
     return {handler: tuple(nodes) for handler, nodes in handles.items()}
 
 
-def _calls_interrupt(spec: Any) -> bool:
-    """Tells whether a node's code calls `interrupt(...)` (read off its source)."""
-    function = getattr(getattr(spec, "runnable", None), "func", None)
+#: What a node calls to reach a tool: the box's `call`, a LangChain tool's `invoke`, ...
+_TOOL_CALLS = frozenset({"call", "invoke", "ainvoke", "run", "arun", "batch", "abatch",
+                         "stream", "astream"})
+
+
+class NodeCode(NamedTuple):
+    """What a node's code was read to do (its source and that of the functions it calls by
+    name, three calls deep): whether it asks a human (`interrupt()`), may ask again after an
+    answer (an `interrupt()` in a loop, or two), and may fail on a tool."""
+
+    asks: bool
+    asks_again: bool
+    may_fail: bool
+
+
+def read_node(spec: Any) -> NodeCode:
+    """Reads a node's code (see `NodeCode`); a node whose code cannot be read may do
+    anything but ask (the adapter then tells as the graph runs)."""
+    runnable = getattr(spec, "runnable", None)
+    if type(runnable).__name__ == "ToolNode":
+        return NodeCode(False, False, True)
+    function = getattr(runnable, "func", None) or getattr(runnable, "afunc", None)
     if function is None:
-        return False
+        return NodeCode(False, False, True)
+    found = _Found()
+    _read(function, 3, set(), found, False)
+    return NodeCode(found.asks > 0, found.asks > 1 or found.looped,
+                    found.unread or bool(found.called & _TOOL_CALLS))
+
+
+class _Found:
+    def __init__(self) -> None:
+        self.asks, self.looped, self.unread = 0, False, False
+        self.called: set[str] = set()
+
+
+def _read(function: Any, depth: int, seen: set[int], found: _Found, looping: bool) -> None:
+    function = inspect.unwrap(function)
+    if id(function) in seen or not inspect.isfunction(function):
+        return
+    seen.add(id(function))
+    if function.__module__.startswith("langgraph."):
+        return  # LangGraph's own code: its `interrupt` is what the user calls
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
     except (OSError, TypeError, SyntaxError):
-        return False
+        found.unread = True
+        return
+    names = _names_of(function)
+    loops = [node for node in ast.walk(tree)
+             if isinstance(node, ast.For | ast.AsyncFor | ast.While)]
+    in_loop = {id(inner) for loop in loops for inner in ast.walk(loop)}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            called = node.func
-            name = called.attr if isinstance(called, ast.Attribute) else getattr(
-                called, "id", "")
-            if name == "interrupt":
-                return True
-    return False
+        if not isinstance(node, ast.Call):
+            continue
+        called = node.func
+        name = called.attr if isinstance(called, ast.Attribute) else getattr(called, "id", "")
+        found.called.add(name)
+        looped = looping or id(node) in in_loop
+        if name == "interrupt":
+            found.asks += 1
+            found.looped = found.looped or looped
+        elif depth > 1 and isinstance(called, ast.Name):
+            _read(names.get(called.id), depth - 1, seen, found, looped)
+
+
+def _names_of(function: Any) -> dict[str, Any]:
+    """Gives what the names a function calls are bound to: its module's globals, its
+    closure's cells."""
+    names = dict(getattr(function, "__globals__", {}))
+    code = function.__code__
+    for name, cell in zip(code.co_freevars, function.__closure__ or (), strict=False):
+        try:
+            names[name] = cell.cell_contents
+        except ValueError:  # a cell not yet filled
+            continue
+    return names

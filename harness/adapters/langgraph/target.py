@@ -25,7 +25,12 @@ from harness.adapters.langgraph.common import (
     START,
 )
 from harness.adapters.langgraph.machine import LangGraphMachine
-from harness.adapters.langgraph.reading import error_handlers, read_graph
+from harness.adapters.langgraph.reading import (
+    async_nodes,
+    error_handlers,
+    read_graph,
+    read_node,
+)
 from harness.adapters.langgraph.saver import sqlite_saver
 from harness.adapters.peers import AdapterError, safe_ids
 from harness.sim.machine import Probe
@@ -54,7 +59,9 @@ class LangGraphTarget:
                  durability: str, saver: Callable[[sqlite3.Connection], Any] | None,
                  interrupts: Sequence[str] | None, answers: Mapping[str, Any] | None,
                  dedupe: bool, recursion_limit: int, resubmit: bool,
-                 one_runner_per_thread: bool, module: str | None) -> None:
+                 one_runner_per_thread: bool, async_saver: Callable[[Any], Any] | None,
+                 tool_nodes: Sequence[str] | None, asks_again: Sequence[str] | None,
+                 module: str | None) -> None:
         _require_langgraph()
         if durability not in DURABILITIES:
             raise AdapterError(f"durability {durability!r}: expected one of "
@@ -71,8 +78,23 @@ class LangGraphTarget:
         self.__module__ = module or getattr(build, "__module__", None) or __name__
         self.state_ids = safe_ids([START, *nodes, END])
         self.asking = asking
+        codes = {str(name): read_node(spec) for name, spec in builder.nodes.items()}
+        named = {"tool_nodes": tool_nodes or (), "asks_again": asks_again or ()}
+        for what, names in named.items():
+            unknown = sorted(set(names) - set(nodes))
+            if unknown:
+                raise AdapterError(f"{what} names nodes the graph lacks: {', '.join(unknown)}")
+        # the nodes that may fail on a tool (a retry then runs them again), and those that
+        # may ask their human again after an answer
+        self.failing = frozenset(node for node in nodes if codes[node].may_fail) | frozenset(
+            tool_nodes or ())
+        self.asks_again = frozenset(node for node in asking if codes[node].asks_again
+                                    ) | frozenset(asks_again or ())
         self.next_nodes = {source: frozenset(targets) for source, targets in moves.items()}
         self.handles = error_handlers(builder)
+        self.async_saver = async_saver
+        # a graph with an async node runs through `astream`, as does one with an async saver
+        self.asynchronous = bool(async_nodes(builder)) or async_saver is not None
         self.definition = self._definition(nodes, moves, asking, tools or {})
         self._files: tuple[int, Path, Iterator[int]] | None = None
 
@@ -125,10 +147,17 @@ class LangGraphTarget:
             # in any of them
             again = [{"target": t} for t in dict.fromkeys([ids[node], *targets,
                                                            *siblings.get(node, ())])]
-            state: dict[str, Any] = {"on": {FAILED_EVENT: again}}
-            if node in asking:  # it waits for its human's answer, as long as it takes
+            # a node that may fail on a tool waits for a retry; one that asks, for its
+            # human's answer as long as it takes. Back to itself only where it may be seen
+            # to: a retry that fails again saves no checkpoint (nothing moves), an answer is
+            # asked again only where the node asks in a loop (or twice)
+            onward = [move for move in again
+                      if move["target"] != ids[node] or ids[node] in targets]
+            state: dict[str, Any] = {"on": {FAILED_EVENT: onward} if node in self.failing
+                                     else {}}
+            if node in asking:
                 state.update(type="wait", after={"delay": _FOREVER, "target": ids[END]})
-                state["on"][ANSWER_EVENT] = again
+                state["on"][ANSWER_EVENT] = again if node in self.asks_again else onward
             elif targets:
                 state["always"] = _always(moves[node], ids)
             if ids[node] != node:
@@ -188,7 +217,10 @@ def langgraph_target(build: Callable[[GraphBox], Any], *, name: str | None = Non
                      interrupts: Sequence[str] | None = None,
                      answers: Mapping[str, Any] | None = None, dedupe: bool = True,
                      recursion_limit: int = 50, resubmit: bool = True,
-                     one_runner_per_thread: bool = False) -> LangGraphTarget:
+                     one_runner_per_thread: bool = False,
+                     async_saver: Callable[[Any], Any] | None = None,
+                     tool_nodes: Sequence[str] | None = None,
+                     asks_again: Sequence[str] | None = None) -> LangGraphTarget:
     """Wraps a LangGraph graph (see the module). `input` is the run's input (a value, or a
     function of the start context; default: the context), `durability` LangGraph's
     (`sync`, `async`, `exit`), `saver(connection)` the checkpointer on the run's SQLite file
@@ -200,10 +232,17 @@ def langgraph_target(build: Callable[[GraphBox], Any], *, name: str | None = Non
     `invoke(None)`, which LangGraph refuses with `EmptyInputError`), and
     `one_runner_per_thread` the deployment's contract that one thread is never run by two
     workers at once (a queue with one consumer per thread, a lease): no second worker then
-    runs it beside the first (the campaign says so in its notes)."""
+    runs it beside the first (the campaign says so in its notes). A graph with an `async def`
+    node runs through `astream`; `async_saver(connection)` (`AsyncSqliteSaver`) is its
+    checkpointer on an aiosqlite connection to the run's file, instead of `saver`.
+    `tool_nodes` and `asks_again` name the nodes that call a tool, and that ask their human
+    again after an answer, where the adapter cannot read it off their code (it says so as
+    the graph runs, and stops)."""
     return LangGraphTarget(build, name=name, tools=tools, input=input,
                            durability=durability, saver=saver, interrupts=interrupts,
                            answers=answers, dedupe=dedupe,
                            recursion_limit=recursion_limit, resubmit=resubmit,
                            one_runner_per_thread=one_runner_per_thread,
+                           async_saver=async_saver, tool_nodes=tool_nodes,
+                           asks_again=asks_again,
                            module=sys._getframe(1).f_globals.get("__name__"))
