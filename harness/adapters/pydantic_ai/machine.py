@@ -1,0 +1,491 @@
+"""The machine: one worker of an app that runs a pydantic-ai agent whose tools may need
+approval (`PydanticAIMachine`), what the agent's tools are given (`AgentBox`), and the app's
+two ways of keeping a human's decision (`APPROVALS`)."""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from fault_injection import SimulatedCrash
+from harness.adapters.peers import AdapterError
+from harness.adapters.pydantic_ai.model import pinned, scripted
+from harness.adapters.pydantic_ai.store import Disk, Record, Request
+from harness.adapters.replay_units import Dead, ToolFailed, Unit, UnitCalls
+from harness.sim.machine import ApprovalWait, Observation, Probe
+from reference_machine import APPROVAL_DENIED, APPROVAL_GRANTED, Event, Tool
+
+if TYPE_CHECKING:
+    from harness.adapters.pydantic_ai.target import PydanticAITarget
+
+__all__ = ["APPROVALS", "CRASH_POINTS", "AgentBox", "PydanticAIMachine"]
+
+#: The points a run can crash at, in the order a resumed run passes them.
+CRASH_POINTS = ("before_save_decision", "after_save_decision", "after_tool_call",
+                "before_save_history", "after_save_history")
+#: How the app keeps a human's decision: `bound` to the request and its action's hash (a
+#: grant applies to that exact call only), or `by_call_id`, a plain boolean under the tool
+#: call's id, as `DeferredToolResults.approvals` takes it (pydantic-ai#5536).
+APPROVALS = ("bound", "by_call_id")
+RUNNING, DONE, FAILED = "running", "done", "failed"
+_LOOPS_MAX = 20  # decisions the app applies by itself in one call, at most
+
+_CURRENT: contextvars.ContextVar[tuple[Unit, str] | None] = contextvars.ContextVar(
+    "fsmharness_pydantic_ai_call", default=None)
+
+
+class AgentBox:
+    """What the agent's tools are given: `call(tool, input, key=None)` calls a declared tool
+    of the simulated world for the tool call running now (its key defaults to
+    `{execution}/{tool}/{turn}/{tool call id}`: the same on every re-run of that call)."""
+
+    def __init__(self, calls: UnitCalls | None) -> None:
+        self._calls = calls
+
+    @property
+    def execution_id(self) -> str:
+        return self.unit().execution
+
+    def unit(self) -> Unit:
+        """Gives the tool call running now as a unit of the replay-unit kit."""
+        current = _CURRENT.get()
+        if current is None or self._calls is None:
+            raise AdapterError("box.call works inside a tool call of the agent only")
+        return current[0]
+
+    def key(self) -> str:
+        return UnitCalls.key_of(self.unit())
+
+    def call(self, tool: str, input: Mapping[str, Any], key: str | None = None) -> Any:
+        """Calls a declared tool; gives its output, or raises `ToolFailed`."""
+        unit = self.unit()
+        assert self._calls is not None
+        return self._calls.call(unit, tool, input, key)
+
+
+class PydanticAIMachine:
+    """One worker of the app (see the module and `pydantic_ai_target`)."""
+
+    def __init__(self, target: PydanticAITarget, tools: Mapping[str, Tool], probe: Probe,
+                 disk: Disk | None = None,
+                 moves: dict[str, list[tuple[str, str]]] | None = None) -> None:
+        self.target, self._tools, self._probe = target, tools, probe
+        self.crash_points: Sequence[str] = CRASH_POINTS
+        self.disk = disk if disk is not None else Disk()
+        self.dead, self.died_at = False, ""
+        self._calls = UnitCalls(_explained(tools), self, self.disk.journal, "pydantic-ai",
+                                after_effect="after_tool_call")
+        self.box = AgentBox(self._calls)
+        self._moves = moves if moves is not None else {}
+        self._where: dict[str, str] = {}  # the state each execution was last moved to
+        self._ran: list[Unit] = []  # the tool calls the run going on made
+        self._now = 0
+        self.agent = target.agent(self.box)
+
+    # -- the simulator's crash points
+    def passing(self, point: str) -> None:
+        if self.dead:
+            raise Dead
+        try:
+            self._probe(point)
+        except SimulatedCrash:
+            self.dead, self.died_at = True, point
+            raise
+
+    # -- the protocol
+    def start(self, execution_id: str, context: Mapping[str, Any], now: int) -> str | None:
+        if execution_id in self.disk.accepted:
+            return "ignored:duplicate"
+        prompt = self.target.prompt_of(context)
+        self.disk.accepted[execution_id] = prompt
+        self._where[execution_id] = RUNNING
+        self._run(execution_id, Record(prompt), None, now)
+        return "accepted"
+
+    def deliver(self, execution_id: str, event: Event, now: int) -> str | None:
+        if execution_id not in self.disk.accepted:
+            return "rejected:unknown execution"
+        record = self.disk.load(execution_id)
+        if record is not None and event.id in record.seen:
+            return "ignored:duplicate"
+        if event.type not in (APPROVAL_GRANTED, APPROVAL_DENIED):
+            return f"rejected:{event.type} is not an event the app takes"
+        if record is None or record.request is None:
+            return "rejected:no approval pending"
+        request = record.request
+        refused = self._refused(event, request)
+        if refused:
+            return f"rejected:{refused}"
+        granted = event.type == APPROVAL_GRANTED
+        decision = {"granted": granted, "hash": request.hash, "request": request.id,
+                    "call": request.call}
+        record.decisions[request.call if self.target.approvals == "by_call_id"
+                         else request.id] = decision
+        record.seen.append(event.id)
+        record.request = None
+        self._where[execution_id] = self.target.awaiting[request.tool]
+        self._calls.saving("save_decision", self.disk.write, execution_id, record)
+        self._run(execution_id, record, (request, granted), now)
+        return "accepted"
+
+    def advance(self, now: int) -> None:
+        pass  # the app keeps no timers: an approval waits as long as it takes
+
+    def complete(self, execution_id: str, call_id: str, now: int) -> None:
+        pass  # tools are called synchronously: no call is left in flight
+
+    def crash(self) -> None:
+        self.dead = True
+        self._where.clear()
+        self._moves.clear()
+        self._ran.clear()
+        self._calls.crashed()
+
+    def recover(self, now: int) -> None:
+        self.dead, self.died_at = False, ""
+        for execution_id, prompt in list(self.disk.accepted.items()):
+            record = self.disk.load(execution_id)
+            if record is None:  # accepted, never saved: the queue's copy runs again
+                self._where[execution_id] = RUNNING
+                self._run(execution_id, Record(prompt), None, now)
+                continue
+            if record.outcome or record.request is not None:
+                continue  # ended, or waiting for its human
+            decided = self._decided(record)
+            self._where[execution_id] = self._state_of(record)
+            self._run(execution_id, record, decided, now)
+
+    def worker(self) -> PydanticAIMachine | None:
+        if self.target.one_runner_per_execution:
+            return None  # the deployment never runs an execution in two workers at once
+        return PydanticAIMachine(self.target, self._tools, self._probe, disk=self.disk,
+                                 moves=self._moves)
+
+    def observe(self, execution_id: str) -> Observation:
+        moves = tuple(self._moves.pop(execution_id, ()))
+        record = self.disk.load(execution_id)
+        if record is None:
+            return Observation(RUNNING, "running", 0, moves=moves)
+        version = len(record.seen) + record.asked + 1 + (1 if record.outcome else 0)
+        if record.outcome:
+            final = DONE if record.outcome == "success" else FAILED
+            return Observation(final, "final", version, record.outcome, moves=moves)
+        request = record.request
+        if request is not None:
+            wait = ApprovalWait(request.id, self.target.roles, request.hash,
+                                request.expires_at)
+            return Observation(self.target.awaiting[request.tool], "waiting", version,
+                               approval=wait, moves=moves)
+        return Observation(self._state_of(record), "running", version, moves=moves)
+
+    # -- the app
+    def _refused(self, event: Event, request: Request) -> str:
+        """Says why the app refuses a human's decision ("" when it takes it)."""
+        payload = event.payload if isinstance(event.payload, Mapping) else {}
+        if event.source != "human":
+            return f"a decision comes from a human, not from {event.source!r}"
+        if payload.get("role") not in self.target.roles:
+            return f"role {payload.get('role')!r} may not decide"
+        if self.target.approvals == "by_call_id":
+            # the decision is for the tool call its request names: a boolean, by call id
+            asked = event.answers.rpartition("/")[0].rpartition("/")[2]
+            return "" if asked == request.call else "it answers another tool call"
+        if event.answers != request.id:
+            return f"it answers {event.answers!r}, not the pending request"
+        if payload.get("action_hash") != request.hash:
+            return "it approves another action than the one requested"
+        return ""
+
+    def _decided(self, record: Record) -> tuple[Request, bool] | None:
+        """Gives the decision taken on the request last asked, not yet acted on."""
+        for decision in record.decisions.values():
+            if not decision.get("done"):
+                request = Request(decision["request"], decision["call"], "", {},
+                                  decision["hash"], 0)
+                return request, bool(decision["granted"])
+        return None
+
+    def _state_of(self, record: Record) -> str:
+        decided = self._decided(record)
+        if decided is None or not decided[1]:
+            return RUNNING
+        tool = self._tool_of(record, decided[0].call)
+        return self.target.gated.get(tool, RUNNING)
+
+    def _tool_of(self, record: Record, call_id: str) -> str:
+        for message in self._history(record):
+            for part in getattr(message, "parts", ()):
+                if getattr(part, "tool_call_id", None) == call_id and hasattr(part, "args"):
+                    return str(part.tool_name)
+        return ""
+
+    @staticmethod
+    def _history(record: Record) -> list[Any]:
+        if not record.history:
+            return []
+        from pydantic_ai.messages import ModelMessagesTypeAdapter
+        return list(ModelMessagesTypeAdapter.validate_json(record.history))
+
+    def _move(self, execution_id: str, to: str) -> None:
+        where = self._where.get(execution_id, RUNNING)
+        if where != to:
+            self._moves.setdefault(execution_id, []).append((where, to))
+            self._where[execution_id] = to
+
+    def _run(self, execution_id: str, record: Record,
+             decided: tuple[Request, bool] | None, now: int) -> None:
+        """Runs the agent from the record's history (its prompt, with none) with the decision
+        taken, and goes on while the app can decide by itself; saves where it stops."""
+        self._now = now
+        for _ in range(_LOOPS_MAX):
+            results = None
+            if decided is not None:
+                request, granted = decided
+                tool = self._tool_of(record, request.call)
+                self._move(execution_id, self.target.gated[tool] if granted else RUNNING)
+                results = self._results(request, granted)
+                for decision in record.decisions.values():
+                    if decision["request"] == request.id:
+                        decision["done"] = True
+            output = self._in_thread(self._agent_run, execution_id, record, results)
+            if self.dead:
+                raise SimulatedCrash(self.died_at or "after_tool_call")
+            decided = self._after_run(execution_id, record, output)
+            if decided is None:
+                return
+        raise AdapterError(f"{execution_id}: the app applied {_LOOPS_MAX} decisions by "
+                           f"itself in one call; the script loops")
+
+    def _results(self, request: Request, granted: bool) -> Any:
+        from pydantic_ai.tools import DeferredToolResults, ToolDenied
+        return DeferredToolResults(approvals={request.call: True if granted else ToolDenied(
+            "The human denied this call.")})
+
+    def _agent_run(self, execution_id: str, record: Record, results: Any) -> Any:
+        """Runs the agent once: gives its result, or the exception that ended the run."""
+        from pydantic_ai._utils import disable_threads
+        from pydantic_ai.messages import ModelMessagesTypeAdapter
+        from pydantic_ai.models.function import FunctionModel
+        history = (list(ModelMessagesTypeAdapter.validate_json(record.history))
+                   if record.history else None)
+        model = FunctionModel(scripted(self.target.script, execution_id, self.disk))
+        toolsets = [_watching(each, self, execution_id) for each in self.agent.toolsets]
+        with pinned(self.disk, self._now), disable_threads(), \
+                self.agent.override(tools=[], toolsets=toolsets):
+            try:
+                return self.agent.run_sync(None if history else record.prompt,
+                                           message_history=history, model=model,
+                                           deferred_tool_results=results)
+            except BaseException as error:  # a crash may come wrapped in a task group's
+                if self.dead or _is_crash(error):
+                    self.dead = True
+                    return None
+                if isinstance(error, Exception):
+                    return error
+                raise
+
+    @staticmethod
+    def _in_thread(run: Callable[..., Any], *arguments: Any) -> Any:
+        """Runs `run` in a thread of its own, waited for: pydantic-ai's `run_sync` owns an
+        event loop, and a second worker may run inside the first's crash point."""
+        done: list[Any] = []
+        context = contextvars.copy_context()
+
+        def body() -> None:
+            try:
+                done.append((True, context.run(run, *arguments)))
+            except BaseException as error:  # handed to the caller, as the run raised it
+                done.append((False, error))
+        thread = threading.Thread(target=body, name="fsmharness-pydantic-ai-run")
+        thread.start()
+        thread.join()
+        ok, value = done[0]
+        if not ok:
+            raise value
+        return value
+
+    def _after_run(self, execution_id: str, record: Record, output: Any
+                   ) -> tuple[Request, bool] | None:
+        """Saves where the run stopped; gives a decision the app takes by itself (a request
+        for a call it has a decision for, kept by call id), or None."""
+        from pydantic_ai.tools import DeferredToolRequests
+        if isinstance(output, BaseException):
+            if not _ended_run(output):
+                raise output
+            record.outcome, record.said = "failure", f"{type(output).__name__}: {output}"
+            self._move(execution_id, RUNNING)
+            self._save(execution_id, record, FAILED)
+            return None
+        from pydantic_ai.messages import ModelMessagesTypeAdapter
+        record.history = ModelMessagesTypeAdapter.dump_json(output.all_messages()).decode()
+        result = output.output
+        if not isinstance(result, DeferredToolRequests):
+            record.outcome, record.said = "success", str(result)
+            self._save(execution_id, record, DONE)
+            return None
+        if result.calls or len(result.approvals) != 1:
+            raise AdapterError(
+                f"{execution_id}: the model's turn deferred {len(result.approvals)} calls for "
+                f"approval and {len(result.calls)} external calls; the adapter models one "
+                f"approval at a time and no external calls: give the script one call that "
+                f"needs approval per turn")
+        call = result.approvals[0]
+        tool = str(call.tool_name)
+        if tool not in self.target.awaiting:
+            raise AdapterError(f"tool {tool!r} asked for approval, but it was not read as a "
+                               f"tool that needs one: name it, approvals=[{tool!r}, ...]")
+        args = call.args_as_dict()
+        known = record.decisions.get(call.tool_call_id)
+        if self.target.approvals == "by_call_id" and known is not None:
+            # the app answers from its store: a boolean under this call id
+            self._move(execution_id, self.target.awaiting[tool])
+            known["done"] = False
+            self._save(execution_id, record, self.target.awaiting[tool])
+            return (Request(known["request"], call.tool_call_id, tool, args, known["hash"], 0),
+                    bool(known["granted"]))
+        record.asked += 1
+        record.request = Request(f"{execution_id}/{call.tool_call_id}/{record.asked}",
+                                 call.tool_call_id, tool, args,
+                                 self.target.action_hash(tool, args),
+                                 self._now + self.target.expires_after)
+        self._save(execution_id, record, self.target.awaiting[tool])
+        return None
+
+    def _save(self, execution_id: str, record: Record, state: str) -> None:
+        """Saves the record past the history's crash points; the tool calls the run made
+        are saved with it."""
+        ran, self._ran = self._ran, []
+
+        self._calls.saving("save_history", self.disk.write, execution_id, record,
+                           saves=ran)
+        self._move(execution_id, state)
+
+    # -- what the watching toolset tells
+    def calling(self, unit: Unit, tool: str) -> None:
+        self._ran.append(unit)
+
+    def called(self, unit: Unit, tool: str, how: str) -> None:
+        self._calls.ended(unit, how)
+        if tool in self.target.gated:
+            self._move(unit.execution, RUNNING)
+
+    def route(self, tool: str) -> str | None:
+        return self.target.routes.get(tool)
+
+    def approved_for(self, execution_id: str, call_id: str, tool: str,
+                     args: Mapping[str, Any]) -> str:
+        """Says why a gated call runs with arguments no human approved ("" when it does
+        not): the decision it runs under was taken on another action."""
+        if tool not in self.target.gated:
+            return ""
+        record = self.disk.load(execution_id)
+        decision = record.decisions.get(call_id) if record is not None else None
+        if decision is None or decision["hash"] == self.target.action_hash(tool, dict(args)):
+            return ""
+        return (f"the approval of tool call {call_id!r} was granted for other arguments: "
+                f"pydantic-ai takes an approval as a plain boolean under the tool call id "
+                f"(DeferredToolResults.approvals), bound to no arguments, so a call sent "
+                f"again under that id runs on it (pydantic-ai#5536; bind the decision to the "
+                f"action: approvals='bound', or a fingerprint of the arguments in "
+                f"DeferredToolResults.metadata checked in the tool)")
+
+def _is_crash(error: BaseException) -> bool:
+    return any(isinstance(each, (SimulatedCrash, Dead)) for each in _chain(error))
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    """Gives the exception, its causes and contexts, and those inside its groups."""
+    found: list[BaseException] = []
+    todo = [error]
+    while todo:
+        each = todo.pop()
+        if any(each is seen for seen in found):
+            continue
+        found.append(each)
+        todo += [e for e in (each.__cause__, each.__context__) if e is not None]
+        todo += list(getattr(each, "exceptions", ()) or ())
+    return found
+
+
+def _ended_run(error: BaseException) -> bool:
+    """Tells whether an exception out of a run is the run's own end (a tool's failure it did
+    not handle, a model that broke its retries), not a bug in the harness or the app."""
+    return any(isinstance(each, ToolFailed) or type(each).__name__ == "UnexpectedModelBehavior"
+               for each in _chain(error))
+
+
+def _explained(tools: Mapping[str, Tool]) -> dict[str, Tool]:
+    """Gives the world's tools, each telling the world, with the call's cause, why a gated
+    call runs with arguments no human approved (see `approved_for`)."""
+    def explained(tool: Tool) -> Tool:
+        if not getattr(tool, "knows_callers", False):
+            return tool
+
+        def call(input: Mapping[str, Any], key: str, made_by: Any = None) -> Any:
+            current = _CURRENT.get()
+            if made_by is not None and current is not None and current[1]:
+                cause = "; ".join(c for c in (made_by.cause, current[1]) if c)
+                made_by = made_by._replace(cause=cause)
+            return tool(input, key, made_by=made_by)  # type: ignore[call-arg]
+        call.knows_callers = True  # type: ignore[attr-defined]
+        return call  # type: ignore[return-value]  # a world's tool, `made_by` and all
+    return {name: explained(tool) for name, tool in tools.items()}
+
+
+def _watching_class() -> type:
+    from pydantic_ai.toolsets import WrapperToolset
+
+    class Watching(WrapperToolset[Any]):
+        """The agent's toolset, each call told to the machine: which tool call runs (the
+        unit of the kit), and the world's tool a routed tool calls instead of its code."""
+
+        def __init__(self, wrapped: Any, machine: PydanticAIMachine, execution_id: str
+                     ) -> None:
+            super().__init__(wrapped)
+            self.machine, self.execution_id = machine, execution_id
+
+        async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: Any,
+                            tool: Any) -> Any:
+            machine = self.machine
+            call_id = str(ctx.tool_call_id or "")
+            unit = Unit(self.execution_id, name, f"{_turn(ctx.messages, call_id)}/{call_id}",
+                        1, (("tool call id pydantic-ai generated", call_id),)
+                        if call_id.startswith("pyd_ai_") else ())
+            why = machine.approved_for(self.execution_id, call_id, name, tool_args)
+            token = _CURRENT.set((unit, why))
+            machine.calling(unit, name)
+            how = "failed"
+            try:
+                world = machine.route(name)
+                if world is not None:
+                    output = machine.box.call(world, tool_args)
+                else:
+                    output = await super().call_tool(name, tool_args, ctx, tool)
+                how = "done"
+                return output
+            finally:
+                _CURRENT.reset(token)
+                if not machine.dead:
+                    machine.called(unit, name, how)
+    return Watching
+
+
+_WATCHING: list[type] = []
+
+
+def _watching(wrapped: Any, machine: PydanticAIMachine, execution_id: str) -> Any:
+    if not _WATCHING:
+        _WATCHING.append(_watching_class())
+    return _WATCHING[0](wrapped, machine, execution_id)
+
+
+def _turn(messages: Sequence[Any], call_id: str) -> int:
+    """Gives the place of the model's answer that made the call (its n-th answer): the same
+    on every re-run of that call from the saved history."""
+    answers = [m for m in messages if getattr(m, "kind", "") == "response"]
+    for index in range(len(answers) - 1, -1, -1):
+        if any(getattr(p, "tool_call_id", None) == call_id for p in answers[index].parts):
+            return index
+    return len(answers)

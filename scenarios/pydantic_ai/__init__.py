@@ -1,0 +1,1 @@
+"""Scenarios on pydantic-ai agents whose tools need approval (`refund`)."""
