@@ -45,6 +45,7 @@ from harness.sim.choices import (
 )
 from harness.sim.history import Applied, FaultInjected, HistoryRecord
 from harness.sim.machine import MachineFactory, ReferenceMachine
+from harness.sim.run import OUT_OF_TIME
 from harness.sim.simulator import SimOptions, SimulationResult, Simulator
 from reference_machine import WorkflowDefinition
 
@@ -129,6 +130,7 @@ class _Shrinker:
         self.runs = 0
         self.safety = True  # the violation shows in the safety phase (cleared if it does not)
         self._simulators: dict[tuple[Any, ...], Simulator] = {}
+        self.first_s = 0.0  # how long the failing run took
 
     def simulator(self, options: SimOptions) -> Simulator:
         # building one fills Faker's pools: one per shape of options
@@ -153,6 +155,14 @@ class _Shrinker:
                                                       key: value[:size]}),
                        best.script, best.actions)
 
+    def _attempt_deadline(self) -> float | None:
+        """Gives when an attempt is cut short: at the budget's end, and long before it for
+        a schedule whose run is far slower than the failing run was (a machine that loops
+        on the defaults past the violation), so the others get their turn."""
+        now = time.monotonic()
+        cut = now + max(ATTEMPT_MIN_S, ATTEMPT_SLOWER * self.first_s)
+        return cut if self.deadline is None else min(cut, self.deadline)
+
     def out_of_budget(self) -> bool:
         return self.runs >= self.runs_max or (
             self.deadline is not None and time.monotonic() > self.deadline)
@@ -162,7 +172,10 @@ class _Shrinker:
         options, script, actions = schedule
         self.runs += 1
         choices = ScriptedChoices(script, actions)
-        result = self.simulator(options).run(self.seed, choices=choices)
+        result = self.simulator(options).run(self.seed, choices=choices,
+                                             deadline=self._attempt_deadline())
+        if result.status == OUT_OF_TIME:
+            return None  # cut short: not a whole run, so not a counterexample
         return self._judge(options, result, choices)
 
     def _judge(self, options: SimOptions, result: SimulationResult,
@@ -181,10 +194,18 @@ class _Shrinker:
                    if step <= first.step}
         return _Candidate(options, script, actions, first, result, kept)
 
-    def record(self, options: SimOptions, start: Script | None = None) -> _Candidate:
+    def record(self, options: SimOptions, start: Script | None = None,
+               bounded: bool = False) -> _Candidate:
+        """Records the run of `options` (whole; within the budget when `bounded`); raises
+        `NotReproduced` when it does not break the rule."""
         choices = RecordingChoices(self.seed) if start is None else ScriptedChoices(start)
-        result = self.simulator(options).run(self.seed, choices=choices)
+        began = time.monotonic()
+        result = self.simulator(options).run(self.seed, choices=choices,
+                                             deadline=self.deadline if bounded else None)
+        self.first_s = max(self.first_s, time.monotonic() - began)
         self.runs += 1
+        if result.status == OUT_OF_TIME:
+            raise NotReproduced(self.seed, self.rule.name)
         self.safety = False
         found = self._judge(options, result, choices)
         self.safety = found is not None and found.violation.step <= options.steps_max
@@ -353,6 +374,10 @@ def _simplest_values(best: _Candidate) -> Iterator[_Schedule]:
 
 #: Seeds a shrink tries with one execution, when the failure it shrinks took more.
 ALONE_SEEDS = 200
+#: An attempt's run is cut short past this many times the failing run's time (and at least
+#: `ATTEMPT_MIN_S` seconds): a schedule whose run drags on is given up, not waited for.
+ATTEMPT_SLOWER = 10
+ATTEMPT_MIN_S = 5.0
 
 
 def _shrunk(shrinker: _Shrinker, first: _Candidate) -> _Candidate:
@@ -407,7 +432,7 @@ def _alone(definition: WorkflowDefinition, machine: MachineFactory, seed: int, r
         shrinker._simulators = spent._simulators  # one per shape of options, shared
         spent.runs += 1
         try:
-            failed = shrinker.record(plans[tried % len(plans)])
+            failed = shrinker.record(plans[tried % len(plans)], bounded=True)
         except NotReproduced:
             continue
         if _subject(failed) == subject:  # not another failure of the same rule
@@ -491,7 +516,8 @@ def shrink(definition: WorkflowDefinition, seed: int, options: SimOptions, rule:
         best = _shrunk(shrinker, first)
         runs = shrinker.runs
     # the schedule keeps the draws up to the violation: run it once more, so the result
-    # shown is exactly what replaying the counterexample gives
+    # shown is exactly what replaying it gives (within the budget: past it, the run that
+    # found this schedule stands, which took the same steps up to the violation)
     final = shrinker.attempt((best.options, best.script, best.actions))
     if final is not None and final.violation.step == best.violation.step:
         best = final

@@ -12,6 +12,7 @@ A machine that raises, runs away or answers nonsense ends the run with a `Machin
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 import freezegun
@@ -38,7 +39,10 @@ from harness.sim.watchdog import Overran, Watchdog, apart, beat, doing, rest
 if TYPE_CHECKING:
     from harness.sim.simulator import Simulator
 
-__all__ = ["Run"]
+__all__ = ["OUT_OF_TIME", "Run"]
+
+#: A run's status when its deadline (`Simulator.run(deadline=)`) passed before it ended.
+OUT_OF_TIME = "out_of_time"
 
 
 class Run:
@@ -47,9 +51,11 @@ class Run:
     (`failure`, and the `trace` of what the machine raised), the step where it healed, and the
     watchdog on each step's wall time; its parts own the rest."""
 
-    def __init__(self, simulator: Simulator, seed: int, choices: Choices | None = None) -> None:
+    def __init__(self, simulator: Simulator, seed: int, choices: Choices | None = None,
+                 deadline: float | None = None) -> None:
         options = simulator.options
         self.sim, self.options, self.seed = simulator, options, seed
+        self.deadline = deadline  # the monotonic time past which no step starts
         self.definition = simulator.definition
         rng = choices if choices is not None else Choices(seed)
         rng.at_step(0)
@@ -110,7 +116,8 @@ class Run:
         if not self.start():
             return self.result("machine_failed")
         status = self.steps(self.options.steps_max)
-        if status != "final" and self.failure is None and self.options.liveness_steps:
+        if status not in ("final", OUT_OF_TIME) and self.failure is None and \
+                self.options.liveness_steps:
             self.heal()
             status = self.steps(self.options.liveness_steps)
         return self.finish(status)
@@ -170,8 +177,12 @@ class Run:
 
     def steps(self, count: int) -> str:
         """Runs up to `count` steps; gives `final` (every execution ended), `quiescent`
-        (nothing could happen), `step_bound` (the steps ran out) or `machine_failed`."""
+        (nothing could happen), `step_bound` (the steps ran out), `machine_failed`, or
+        `out_of_time` (the run's deadline passed: what it saw is not a whole run)."""
+        deadline = self.deadline
         for _ in range(count):
+            if deadline is not None and time.monotonic() > deadline:
+                return OUT_OF_TIME
             if not self.step():
                 return "machine_failed" if self.failure is not None else self.stopped()
         return "step_bound"

@@ -132,15 +132,18 @@ class Simulator:
             self._logged.pop("plan")
         return {**self._logged, "seed": seed}
 
-    def run(self, seed: int | None = None, *, choices: Choices | None = None
-            ) -> SimulationResult:
+    def run(self, seed: int | None = None, *, choices: Choices | None = None,
+            deadline: float | None = None) -> SimulationResult:
         """Runs one simulation (with `seed` instead of the options' seed, if given); `choices`
-        replaces the seeded source of the run's decisions (to record or replay a schedule)."""
-        return self.begin(seed, choices=choices).execute()
+        replaces the seeded source of the run's decisions (to record or replay a schedule);
+        past `deadline` (a `time.monotonic()` value) no step starts, and the run ends
+        `out_of_time` (a shrinker's bound: its runs of a machine slow to run)."""
+        return self.begin(seed, choices=choices, deadline=deadline).execute()
 
-    def begin(self, seed: int | None = None, *, choices: Choices | None = None) -> Run:
+    def begin(self, seed: int | None = None, *, choices: Choices | None = None,
+              deadline: float | None = None) -> Run:
         """Gives a run not started yet, for engines that drive it one step at a time."""
-        return Run(self, self.options.seed if seed is None else seed, choices)
+        return Run(self, self.options.seed if seed is None else seed, choices, deadline)
 
     def offered(self, obs: Observation) -> tuple[str, ...]:
         """Gives the user events some transition of an execution so observed takes, sorted:

@@ -205,8 +205,9 @@ class TestInterruptInALoop:  # langchain-ai/langgraph#7780
         assert answers == ["abc", "abc", -5, "abc", -5, "zz", "abc", -5, "zz", 30]
         assert machine.observe("t").status == "final"
 
-    # 150 s on the 2-core machine (shrinking a run whose every answer replays the loop's body
-    # again): the by-hand test above keeps the finding in the default run
+    # about 70 s on the 2-core machine (shrinking runs whose every answer replays the loop's
+    # body again spends its 60 s budget): the by-hand test above keeps the finding in the
+    # default run
     @pytest.mark.slow
     def test_found(self, tmp_path: Path) -> None:
         report = campaign(upstream.interrupt_in_loop, FaultPlan(), tmp_path, runs=40)

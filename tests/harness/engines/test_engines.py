@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from harness import (
     ReferenceMachine,
     ReplayError,
     SimOptions,
+    Simulator,
     definition_digest,
     explore,
     fuzz,
@@ -53,6 +55,23 @@ class TestShrink:
         again = shrink(WORKFLOW, seed, options, rule, machine=machine)
         assert first.choices == again.choices and dict(first.actions) == dict(again.actions)
         assert first.trace() == again.trace() and first.steps < first.original_steps
+
+    def test_a_run_past_its_deadline_ends_out_of_time(self) -> None:
+        """A run whose deadline passed starts no step: `out_of_time`, which is no verdict."""
+        result = Simulator(WORKFLOW, SimOptions(seed=1)).run(deadline=time.monotonic() - 1)
+        assert result.status == "out_of_time" and result.failure is None
+        assert result.steps == 0
+
+    def test_a_spent_budget_keeps_the_failing_run_whole(self) -> None:
+        """With no time left, every attempt is cut short and none is taken for a smaller
+        counterexample: the failing run itself is given back, whole, and it replays."""
+        machine, rule = PLANTED["late_timer_applied"]
+        options = campaign_sim_options(WORKFLOW, FuzzOptions())
+        campaign = fuzz(WORKFLOW, FuzzOptions(runs=200, replay_dir=None, shrink=False),
+                        machine=machine)
+        seed = next(f.seed for f in campaign.failures if f.rule == rule)
+        spent = shrink(WORKFLOW, seed, options, rule, machine=machine, time_budget_s=0)
+        assert spent.steps == spent.original_steps and spent.violation.rule == rule
 
     def test_a_seed_that_breaks_nothing_cannot_be_shrunk(self) -> None:
         """Shrinking a run that does not break the rule says the machine is not deterministic
