@@ -5,13 +5,12 @@ two ways of keeping a human's decision (`APPROVALS`)."""
 from __future__ import annotations
 
 import contextvars
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fault_injection import SimulatedCrash
 from harness.adapters.peers import AdapterError
-from harness.adapters.pydantic_ai.model import pinned, scripted
+from harness.adapters.pydantic_ai.model import in_thread, pinned, scripted
 from harness.adapters.pydantic_ai.store import Disk, Record, Request
 from harness.adapters.replay_units import Dead, ToolFailed, Unit, UnitCalls
 from harness.sim.machine import ApprovalWait, Observation, Probe
@@ -38,8 +37,10 @@ _CURRENT: contextvars.ContextVar[tuple[Unit, str] | None] = contextvars.ContextV
 
 class AgentBox:
     """What the agent's tools are given: `call(tool, input, key=None)` calls a declared tool
-    of the simulated world for the tool call running now (its key defaults to
-    `{execution}/{tool}/{turn}/{tool call id}`: the same on every re-run of that call)."""
+    of the simulated world for the tool call running now. Its key defaults to
+    `{execution}/{tool}/{turn}/{tool call id}`, `turn` being the model's answer where that
+    call id first appears: the same when the model sends the call again under its id (after
+    `ModelRetry`) and on every re-run of the call from a saved history that holds it."""
 
     def __init__(self, calls: UnitCalls | None) -> None:
         self._calls = calls
@@ -50,19 +51,36 @@ class AgentBox:
 
     def unit(self) -> Unit:
         """Gives the tool call running now as a unit of the replay-unit kit."""
+        return self._running()[0]
+
+    def key(self) -> str:
+        """Gives the default key of the tool call running now (see the class)."""
+        return UnitCalls.key_of(self.unit())
+
+    def call(self, tool: str, input: Mapping[str, Any], key: str | None = None, *,
+             retry_on: Sequence[str] = (), tries: int = 3) -> Any:
+        """Calls a declared tool; gives its output, or raises `ToolFailed`. A failure whose
+        category is in `retry_on` (say `("timeout",)`: the call may have taken effect) is
+        sent again under the same key, as the same logical action (a new attempt), up to
+        `tries` sends in all; then its last failure is raised."""
+        unit, calls = self._running()
+        if tries < 1:
+            raise AdapterError(f"tries={tries}: a call is sent at least once")
+        for attempt in range(1, tries + 1):
+            try:
+                return calls.call(unit, tool, input, key)
+            except ToolFailed as error:
+                if error.category not in retry_on or attempt == tries:
+                    raise
+            calls.ended(unit, "failed")  # this attempt failed: the next sends it again
+            unit = unit._replace(attempt=unit.attempt + 1)
+        raise AdapterError("unreachable")  # the loop returns or raises
+
+    def _running(self) -> tuple[Unit, UnitCalls]:
         current = _CURRENT.get()
         if current is None or self._calls is None:
             raise AdapterError("box.call works inside a tool call of the agent only")
-        return current[0]
-
-    def key(self) -> str:
-        return UnitCalls.key_of(self.unit())
-
-    def call(self, tool: str, input: Mapping[str, Any], key: str | None = None) -> Any:
-        """Calls a declared tool; gives its output, or raises `ToolFailed`."""
-        unit = self.unit()
-        assert self._calls is not None
-        return self._calls.call(unit, tool, input, key)
+        return current[0], self._calls
 
 
 class PydanticAIMachine:
@@ -80,7 +98,7 @@ class PydanticAIMachine:
         self.box = AgentBox(self._calls)
         self._moves = moves if moves is not None else {}
         self._where: dict[str, str] = {}  # the state each execution was last moved to
-        self._ran: list[Unit] = []  # the tool calls the run going on made
+        self._ran: list[Unit] = []  # the tool calls the run going on made that returned
         self._now = 0
         self.agent = target.agent(self.box)
 
@@ -188,10 +206,6 @@ class PydanticAIMachine:
             return f"a decision comes from a human, not from {event.source!r}"
         if payload.get("role") not in self.target.roles:
             return f"role {payload.get('role')!r} may not decide"
-        if self.target.approvals == "by_call_id":
-            # the decision is for the tool call its request names: a boolean, by call id
-            asked = event.answers.rpartition("/")[0].rpartition("/")[2]
-            return "" if asked == request.call else "it answers another tool call"
         if event.answers != request.id:
             return f"it answers {event.answers!r}, not the pending request"
         if payload.get("action_hash") != request.hash:
@@ -249,7 +263,7 @@ class PydanticAIMachine:
                 for decision in record.decisions.values():
                     if decision["request"] == request.id:
                         decision["done"] = True
-            output = self._in_thread(self._agent_run, execution_id, record, results)
+            output = in_thread(self._agent_run, execution_id, record, results)
             if self.dead:
                 raise SimulatedCrash(self.died_at or "after_tool_call")
             decided = self._after_run(execution_id, record, output)
@@ -286,26 +300,6 @@ class PydanticAIMachine:
                     return error
                 raise
 
-    @staticmethod
-    def _in_thread(run: Callable[..., Any], *arguments: Any) -> Any:
-        """Runs `run` in a thread of its own, waited for: pydantic-ai's `run_sync` owns an
-        event loop, and a second worker may run inside the first's crash point."""
-        done: list[Any] = []
-        context = contextvars.copy_context()
-
-        def body() -> None:
-            try:
-                done.append((True, context.run(run, *arguments)))
-            except BaseException as error:  # handed to the caller, as the run raised it
-                done.append((False, error))
-        thread = threading.Thread(target=body, name="fsmharness-pydantic-ai-run")
-        thread.start()
-        thread.join()
-        ok, value = done[0]
-        if not ok:
-            raise value
-        return value
-
     def _after_run(self, execution_id: str, record: Record, output: Any
                    ) -> tuple[Request, bool] | None:
         """Saves where the run stopped; gives a decision the app takes by itself (a request
@@ -335,7 +329,8 @@ class PydanticAIMachine:
         tool = str(call.tool_name)
         if tool not in self.target.awaiting:
             raise AdapterError(f"tool {tool!r} asked for approval, but it was not read as a "
-                               f"tool that needs one: name it, approvals=[{tool!r}, ...]")
+                               f"tool that needs one: give it requires_approval=True "
+                               f"(@agent.tool(requires_approval=True))")
         args = call.args_as_dict()
         known = record.decisions.get(call.tool_call_id)
         if self.target.approvals == "by_call_id" and known is not None:
@@ -357,7 +352,6 @@ class PydanticAIMachine:
         """Saves the record past the history's crash points; the tool calls the run made
         are saved with it."""
         ran, self._ran = self._ran, []
-
         self._calls.saving("save_history", self.disk.write, execution_id, record,
                            saves=ran)
         self._move(execution_id, state)
@@ -367,6 +361,8 @@ class PydanticAIMachine:
         self._ran.append(unit)
 
     def called(self, unit: Unit, tool: str, how: str) -> None:
+        if how != "done":  # its failure is no result: the model sends the call again
+            self._ran = [each for each in self._ran if each.place != unit.place]
         self._calls.ended(unit, how)
         if tool in self.target.gated:
             self._move(unit.execution, RUNNING)
@@ -390,6 +386,7 @@ class PydanticAIMachine:
                 f"again under that id runs on it (pydantic-ai#5536; bind the decision to the "
                 f"action: approvals='bound', or a fingerprint of the arguments in "
                 f"DeferredToolResults.metadata checked in the tool)")
+
 
 def _is_crash(error: BaseException) -> bool:
     return any(isinstance(each, (SimulatedCrash, Dead)) for each in _chain(error))
@@ -450,8 +447,9 @@ def _watching_class() -> type:
                             tool: Any) -> Any:
             machine = self.machine
             call_id = str(ctx.tool_call_id or "")
-            unit = Unit(self.execution_id, name, f"{_turn(ctx.messages, call_id)}/{call_id}",
-                        1, (("tool call id pydantic-ai generated", call_id),)
+            turn, sends = _turn(ctx.messages, call_id)
+            unit = Unit(self.execution_id, name, f"{turn}/{call_id}", sends,
+                        (("tool call id pydantic-ai generated", call_id),)
                         if call_id.startswith("pyd_ai_") else ())
             why = machine.approved_for(self.execution_id, call_id, name, tool_args)
             token = _CURRENT.set((unit, why))
@@ -481,11 +479,12 @@ def _watching(wrapped: Any, machine: PydanticAIMachine, execution_id: str) -> An
     return _WATCHING[0](wrapped, machine, execution_id)
 
 
-def _turn(messages: Sequence[Any], call_id: str) -> int:
-    """Gives the place of the model's answer that made the call (its n-th answer): the same
-    on every re-run of that call from the saved history."""
+def _turn(messages: Sequence[Any], call_id: str) -> tuple[int, int]:
+    """Gives the place of the model's answer where the call's id first appears (its n-th
+    answer), and how many answers sent it (the attempt: more than one after a
+    `ModelRetry`). The place is the same when the model sends the call again under its id,
+    and on every re-run of the call from a saved history that holds it."""
     answers = [m for m in messages if getattr(m, "kind", "") == "response"]
-    for index in range(len(answers) - 1, -1, -1):
-        if any(getattr(p, "tool_call_id", None) == call_id for p in answers[index].parts):
-            return index
-    return len(answers)
+    sent = [index for index, answer in enumerate(answers)
+            if any(getattr(p, "tool_call_id", None) == call_id for p in answer.parts)]
+    return (sent[0], len(sent)) if sent else (len(answers), 1)

@@ -1,11 +1,15 @@
 """The model the adapter plays (`Script`, `Call`, `scripted`): a deterministic stand-in for an
-LLM, given to the agent as pydantic-ai's `FunctionModel`, offline; and `pinned`, the ids and
-times pydantic-ai draws at random or from the wall clock, made the run's own."""
+LLM, given to the agent as pydantic-ai's `FunctionModel`, offline; `pinned`, the ids and
+times pydantic-ai draws at random or from the wall clock, made the run's own; and `in_thread`,
+which runs an agent run in a thread of its own, waited for, under the caller's hold of the
+pins."""
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import importlib
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -14,7 +18,7 @@ from typing import Any, NamedTuple
 
 from harness.adapters.pydantic_ai.store import Disk
 
-__all__ = ["Call", "Script", "pinned", "scripted"]
+__all__ = ["Call", "Script", "in_thread", "pinned", "scripted"]
 
 
 class Call(NamedTuple):
@@ -41,11 +45,6 @@ class Script:
     final: str = "done"
     retried: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     again: Mapping[int, Sequence[Call]] = field(default_factory=dict)
-
-    def tools(self) -> list[str]:
-        """Gives the tools the script calls, in order."""
-        calls = [c for turn in (*self.turns, *self.again.values()) for c in turn]
-        return list(dict.fromkeys(call.tool for call in calls))
 
 
 def scripted(script: Script | Callable[..., Any], execution_id: str, disk: Disk
@@ -129,34 +128,79 @@ def _pinned_uuid() -> uuid.UUID:
     return uuid.UUID(int=(disk.mint() & 0xFFFFFFFFFFFF) << 80 | 0x7 << 76 | 0b10 << 62)
 
 
+#: Held while pydantic-ai's functions are swapped: one harness run at a time in the process.
+_PINNING = threading.RLock()
+_LENT = [0]  # the thread acting for the lock's holder, which waits on it (`in_thread`)
+_PINS = "_fsmharness_pins"  # the name the stand-ins find their functions under
+
+
+@contextlib.contextmanager
+def _holding() -> Iterator[None]:
+    """Holds the lock on pydantic-ai's swapped functions; a thread `in_thread` runs for the
+    thread that holds it, while that one waits, acts under its hold."""
+    if _LENT[0] == threading.get_ident():
+        yield
+        return
+    with _PINNING:
+        yield
+
+
+def in_thread(run: Callable[..., Any], *arguments: Any) -> Any:
+    """Runs `run(*arguments)` in a thread of its own, waited for (pydantic-ai's `run_sync`
+    owns an event loop, and a second worker may run inside the first's crash point, in the
+    first's loop), with the caller's context; it holds the pins' lock for the caller, so
+    no other thread swaps them meanwhile. Gives what `run` gave, or raises what it raised."""
+    done: list[tuple[bool, Any]] = []
+    context = contextvars.copy_context()
+
+    def body() -> None:
+        lent, _LENT[0] = _LENT[0], threading.get_ident()
+        try:
+            done.append((True, context.run(run, *arguments)))
+        except BaseException as error:  # handed to the caller, as the run raised it
+            done.append((False, error))
+        finally:
+            _LENT[0] = lent
+    with _holding():
+        thread = threading.Thread(target=body, name="fsmharness-pydantic-ai-run")
+        thread.start()
+        thread.join()
+    ok, value = done[0]
+    if not ok:
+        raise value
+    return value
+
+
 @contextlib.contextmanager
 def pinned(disk: Disk, now: int) -> Iterator[None]:
     """Runs pydantic-ai with its clock at virtual time `now` and its run ids, conversation
     ids and tool call ids counted on `disk`: the same seed gives the same history, byte for
     byte. pydantic-ai binds these functions by name in several modules and as dataclass
-    default factories, so their code is swapped, not their names (and put back after)."""
-    utils: Any = importlib.import_module("pydantic_ai._utils")
-    uuids: Any = _module("pydantic_ai._uuid")
-    targets = [(utils.now_utc, _now), (utils.generate_tool_call_id, _next)]
-    if uuids is not None:
-        targets.append((uuids.uuid7, _next))
-    if not _STACK:
-        for function, stand_in in targets:
-            _SAVED[function.__qualname__ + function.__module__] = function.__code__
-            function.__globals__.setdefault("_fsmharness_pins", {})
-            function.__code__ = stand_in.__code__
-        pins: dict[str, Any] = utils.__dict__["_fsmharness_pins"]
-        pins.update(now=_pinned_now, next=_pinned_call_id)
+    default factories, so their code is swapped, not their names. A lock keeps other
+    threads from swapping them meanwhile (runs nest in one thread, or in a thread lent the
+    hold); the code and what the stand-ins read are put back and removed after."""
+    with _holding():
+        utils: Any = importlib.import_module("pydantic_ai._utils")
+        uuids: Any = _module("pydantic_ai._uuid")
+        targets: list[tuple[Any, ...]] = [
+            (utils.now_utc, _now, _pinned_now, _pinned_call_id),
+            (utils.generate_tool_call_id, _next, _pinned_now, _pinned_call_id)]
         if uuids is not None:
-            uuids.__dict__["_fsmharness_pins"].update(now=_pinned_now, next=_pinned_uuid)
-    _STACK.append((disk, now))
-    try:
-        yield
-    finally:
-        _STACK.pop()
+            targets.append((uuids.uuid7, _next, _pinned_now, _pinned_uuid))
         if not _STACK:
-            for function, _ in targets:
-                function.__code__ = _SAVED.pop(function.__qualname__ + function.__module__)
+            for function, stand_in, now_of, next_of in targets:
+                _SAVED[function.__qualname__ + function.__module__] = function.__code__
+                function.__globals__[_PINS] = {"now": now_of, "next": next_of}
+                function.__code__ = stand_in.__code__
+        _STACK.append((disk, now))
+        try:
+            yield
+        finally:
+            _STACK.pop()
+            if not _STACK:
+                for function, *_ in targets:
+                    function.__code__ = _SAVED.pop(function.__qualname__ + function.__module__)
+                    function.__globals__.pop(_PINS, None)
 
 
 def _module(name: str) -> Any:

@@ -106,7 +106,8 @@ class PydanticAITarget:
         """Gives the hash of the exact action a human approves: the gated state, the world's
         tool and the call's arguments (what the tool world's ledger shows as its input)."""
         step = self.definition.states[self.gated[tool]].step
-        assert step is not None
+        if step is None:  # the definition gives each gated state a step: never here
+            raise AdapterError(f"the state {self.gated[tool]!r} runs no step")
         return step_action_hash(step, dict(args))
 
     def _gates(self, needing: Sequence[str], gates: Mapping[str, str],

@@ -6,20 +6,27 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent
+from pydantic_ai import Agent, ModelRetry
+from pydantic_ai.tools import DeferredToolRequests
 
 from fault_injection import FaultKind, FaultPlan, FaultRate, SimulatedCrash
 from harness import SimOptions
 from harness.adapters.peers import AdapterError
 from harness.adapters.pydantic_ai import AgentBox, Script, pydantic_ai_target
 from harness.adapters.pydantic_ai.machine import PydanticAIMachine
+from harness.adapters.pydantic_ai.model import EPOCH, in_thread, pinned
+from harness.adapters.pydantic_ai.store import Disk
+from harness.adapters.replay_units import ToolFailed
 from harness.engines.fuzz import FuzzOptions, fuzz
 from harness.engines.replay import replay
 from reference_machine import (
@@ -40,17 +47,19 @@ class Calls:
     crashes at a chosen point."""
 
     def __init__(self, crash_at: str = "", times: int = 1, fail: str = "",
-                 failures: int = 0) -> None:
+                 failures: int = 0, category: str = "permanent") -> None:
         self.calls: list[tuple[str, dict[str, Any], str]] = []
         self.crash_at, self.times = crash_at, times
-        self.fail, self.failures = fail, failures
+        self.fail, self.failures, self.category = fail, failures, category
 
     def tools(self, *names: str) -> dict[str, Any]:
         def tool(name: str) -> Any:
             def call(input: Mapping[str, Any], key: str) -> Success | Failure:
                 if name == self.fail and self.failures > 0:
                     self.failures -= 1
-                    return Failure("permanent", "declined")
+                    if self.category == "timeout":  # it took effect; the answer was lost
+                        self.calls.append((name, dict(input), key))
+                    return Failure(self.category, "injected")
                 self.calls.append((name, dict(input), key))
                 return Success({"ok": True})
             return call
@@ -148,8 +157,13 @@ class TestApprovals:
         ({"payload": {"action_hash": "0" * 64}}, "another action"),
         ({"answers": "x1/call-1/0"}, "not the pending request"),
     ])
-    def test_a_forged_grant_is_refused(self, changed: dict[str, Any], why: str) -> None:
-        machine = machine_of(refund.target, Calls())
+    @pytest.mark.parametrize("target", [refund.target, refund.approval_by_call_id],
+                             ids=["bound", "by_call_id"])
+    def test_a_forged_grant_is_refused(self, changed: dict[str, Any], why: str,
+                                       target: Any) -> None:
+        """Both ways of keeping a decision check who sent it, for which request and
+        action."""
+        machine = machine_of(target, Calls())
         machine.start("x1", {}, 0)
         said = machine.deliver("x1", grant(1, machine, **changed), 0)
         assert said is not None and said.startswith("rejected") and why in said
@@ -163,14 +177,45 @@ class TestApprovals:
 
     def test_a_call_sent_again_with_other_args_is_asked_again(self) -> None:
         """The refund fails, the model sends call-1 again with 400: a new request."""
-        calls = Calls(fail="payments.refund", failures=1)
-        machine = machine_of(refund.target, calls)
+        calls = Calls(fail="payments.refund", failures=1, category="transient")
+        target = refund.refund_target("bound", refund.HONOURS_KEYS,
+                                      script=refund.CHANGES_ITS_MIND)
+        machine = machine_of(target, calls)
         machine.start("x1", {}, 0)
         first = machine.observe("x1").approval
         machine.deliver("x1", grant(1, machine), 0)
         again = machine.observe("x1").approval
         assert first is not None and again is not None
         assert again.request_id == "x1/call-1/2" and again.action_hash != first.action_hash
+        assert refunds(calls) == []
+
+    def test_by_call_id_answers_a_call_sent_again_from_its_store(self) -> None:
+        """The one difference of `by_call_id`: the grant of 40, kept under call-1, runs the
+        call sent again with 400, under the call's key."""
+        calls = Calls(fail="payments.refund", failures=1, category="transient")
+        machine = machine_of(refund.approval_by_call_id, calls)
+        machine.start("x1", {}, 0)
+        assert machine.deliver("x1", grant(1, machine), 0) == "accepted"
+        assert machine.observe("x1").state == "done"
+        assert refunds(calls) == [({"order_id": "o-1", "amount": 400}, "x1/refund/1/call-1")]
+
+    def test_a_timeout_is_sent_again_under_the_same_key(self) -> None:
+        """The refund took effect and its answer was lost: the tool sends it again under
+        the same key (a service that honours keys applies it once), not a new request."""
+        calls = Calls(fail="payments.refund", failures=1, category="timeout")
+        machine = machine_of(refund.target, calls)
+        machine.start("x1", {}, 0)
+        machine.deliver("x1", grant(1, machine), 0)
+        assert machine.observe("x1").state == "done"
+        assert refunds(calls) == [({"order_id": "o-1", "amount": 40}, "x1/refund/1/call-1")] * 2
+
+    def test_a_refusal_fails_the_run(self) -> None:
+        calls = Calls(fail="payments.refund", failures=1)
+        machine = machine_of(refund.target, calls)
+        machine.start("x1", {}, 0)
+        machine.deliver("x1", grant(1, machine), 0)
+        seen = machine.observe("x1")
+        assert (seen.state, seen.outcome) == ("failed", "failure")
         assert refunds(calls) == []
 
 
@@ -245,12 +290,55 @@ class TestDeterminism:
         assert len(digests) == 1
 
     def test_the_clock_is_virtual_and_put_back(self) -> None:
-        from pydantic_ai._utils import now_utc
+        import pydantic_ai._utils as utils
+        code = utils.now_utc.__code__
         machine = machine_of(refund.target, Calls())
         machine.start("x1", {}, 90_000)
         history = json.loads(json.loads(machine.disk.records["x1"])["history"])
         assert history[0]["timestamp"] == "2025-01-01T00:01:30Z"
-        assert now_utc().year >= 2026  # the wall clock again, once the run is over
+        assert utils.now_utc() != EPOCH + timedelta(milliseconds=90_000)
+        assert utils.now_utc.__code__ is code
+        assert "_fsmharness_pins" not in vars(utils)
+
+    def test_one_run_at_a_time_swaps_the_functions(self) -> None:
+        """A thread that pins while another holds the pins waits for it; the thread that
+        holds them pins again at once (a second worker's run inside the first's)."""
+        entered = threading.Event()
+        disk = Disk()
+
+        def other() -> None:
+            with pinned(disk, 0):
+                entered.set()
+        with pinned(disk, 0):
+            with pinned(disk, 5):  # nested, in the same thread: no deadlock
+                assert in_thread(lambda: "lent") == "lent"
+            thread = threading.Thread(target=other)
+            thread.start()
+            assert not entered.wait(0.2)  # held here: the other thread waits
+        thread.join()
+        assert entered.is_set()
+
+
+_TIMEOUTS = FaultPlan((FaultRate(FaultKind.TOOL_TIMEOUT_AFTER_APPLY, 0.5,
+                                 tools=("payments.refund",)),))
+
+
+def _retrying_agent(box: AgentBox) -> Agent[None, Any]:
+    """The refund agent with a tool that asks the model to retry whatever failed."""
+    agent: Agent[None, Any] = Agent(None, output_type=[str, DeferredToolRequests], retries=3)
+
+    @agent.tool_plain
+    def look_up(order_id: str) -> str:
+        return json.dumps(box.call("orders.get", {"order_id": order_id}), default=str)
+
+    @agent.tool_plain(requires_approval=True)
+    def refund(order_id: str, amount: int) -> str:
+        try:
+            box.call("payments.refund", {"order_id": order_id, "amount": amount})
+        except ToolFailed as error:
+            raise ModelRetry(f"the refund failed ({error.category})") from error
+        return "refunded"
+    return agent
 
 
 def _campaign(target: Any, folder: Path, runs: int, plan: FaultPlan | None = None) -> Any:
@@ -272,6 +360,39 @@ class TestCampaigns:
         assert failure.rule == "no_duplicate_effect"
         assert "after a crash before its result was saved" in failure.violations[0].message
         assert failure.replay_file is not None and replay(failure.replay_file).reproduced
+
+    def test_the_sound_agent_holds_when_refunds_time_out(self, tmp_path: Path) -> None:
+        """A refund that took effect and whose answer was lost is sent again under the
+        same key: the service applies it once."""
+        report = _campaign(refund.target, tmp_path, 30, _TIMEOUTS)
+        assert report.held, [f.violations for f in report.failures]
+
+    def test_a_refund_sent_again_after_a_timeout_is_a_duplicate(self, tmp_path: Path) -> None:
+        """The same send on a service that ignores keys: two refunds of one action."""
+        report = _campaign(refund.refund_without_key, tmp_path, 30, _TIMEOUTS)
+        assert not report.held
+        failure = report.failures[0]
+        assert failure.rule == "no_duplicate_effect"
+        assert "a retry of refund (step 1/call-1)" in failure.violations[0].message
+
+    def test_a_model_retry_after_a_timeout_is_the_same_action(self, tmp_path: Path) -> None:
+        """A tool that answers a timeout with ModelRetry, whose model sends call-1 again
+        with 400: under the call's one key and one action, so on a service that ignores
+        keys the second refund is a duplicate (the key and action once moved with the
+        model's answer, and it went unseen)."""
+        target = pydantic_ai_target(_retrying_agent, script=refund.CHANGES_ITS_MIND,
+                                    prompt=refund.PROMPT, name="retrying",
+                                    tools={"orders.get": {"repeatable": True},
+                                           "payments.refund": refund.IGNORES_KEYS},
+                                    gates={"refund": "payments.refund"})
+        report = _campaign(target, tmp_path, 30, _TIMEOUTS)
+        assert not report.held
+        failure = report.failures[0]
+        assert failure.rule == "no_duplicate_effect"
+        message = failure.violations[0].message
+        assert re.search(r"under one key 'x\d+/refund/1/call-1'", message), message
+        assert '{"amount":40,"order_id":"o-1"}' in message
+        assert '{"amount":400,"order_id":"o-1"}' in message
 
     @pytest.mark.slow
     def test_the_sound_agent_holds_at_the_cli_defaults(self) -> None:

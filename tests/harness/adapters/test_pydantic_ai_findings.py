@@ -28,7 +28,8 @@ PINNED = "1.107.10"
 
 
 class Calls:
-    """Tools that record every call; the refund is declined `failures` times first."""
+    """Tools that record every call; the refund fails (transient: it never reached the
+    bank) `failures` times first."""
 
     def __init__(self, failures: int = 0) -> None:
         self.calls: list[tuple[str, dict[str, Any], str]] = []
@@ -38,7 +39,7 @@ class Calls:
         def call(input: Mapping[str, Any], key: str) -> Success | Failure:
             if name == "payments.refund" and self.failures > 0:
                 self.failures -= 1
-                return Failure("permanent", "declined")
+                return Failure("transient", "service unavailable")
             self.calls.append((name, dict(input), key))
             return Success({"ok": True})
         return call
@@ -87,8 +88,9 @@ class TestApprovalIsAPlainBoolean:
         assert amounts == [5]
 
     def test_by_hand_the_app_refunds_an_amount_no_human_approved(self) -> None:
-        """The refund of 40 is approved and declined by the bank; the model sends call-1 again
-        with 400, and the app answers it from its store: 400 is refunded."""
+        """The refund of 40 is approved and does not reach the bank; asked to retry, the model
+        sends call-1 again with 400, and the app answers it from its store: 400 is refunded,
+        under the call's key."""
         calls = Calls(failures=1)
         target = refund.approval_by_call_id
         machine = target(target.definition, {name: calls.tool(name) for name in
@@ -98,7 +100,7 @@ class TestApprovalIsAPlainBoolean:
         assert machine.deliver("x1", grant(machine), 0) == "accepted"
         assert machine.observe("x1").state == "done"
         assert [(i, k) for t, i, k in calls.calls if t == "payments.refund"] == [
-            ({"order_id": "o-1", "amount": 400}, "x1/refund/2/call-1")]
+            ({"order_id": "o-1", "amount": 400}, "x1/refund/1/call-1")]
 
     def test_found_by_a_campaign(self, tmp_path: Path) -> None:
         target = refund.approval_by_call_id
@@ -110,7 +112,7 @@ class TestApprovalIsAPlainBoolean:
         assert '"amount":400' in failure.violations[0].message
         assert failure.counterexample is not None and failure.replay_file is not None
         trace = "\n".join(failure.counterexample.trace())
-        assert "payments.refund takes effect (key x1/refund/2/call-1)" in trace
+        assert "payments.refund takes effect (key x1/refund/1/call-1)" in trace
         causes = [r.cause for r in failure.counterexample.result.history
                   if type(r) is Applied and r.tool == "payments.refund"]
         assert any("pydantic-ai#5536" in cause for cause in causes), causes
