@@ -14,14 +14,18 @@ effect and takes it from there on a resume. Each naive variant breaks one of tho
 - `ignores_keys`: a payment service that ignores keys, so a resume after a crash that came
   after the refund and before the state was saved refunds again.
 
-And two shapes the SDK's own documents show, whose findings are the SDK's
+And two shapes the SDK's own documents show
 (tests/harness/adapters/test_openai_agents_findings.py):
 
 - `documented_example`: the human-in-the-loop example's shape, a plain `@function_tool(
-  needs_approval=True)` whose body is the effect: a saved state resumed twice (a crash after
-  the effect, or a second worker) runs the tool twice;
+  needs_approval=True)` whose body is the effect: the SDK resumes the saved state after a
+  crash that came after the effect and before the state was saved, and the tool runs twice
+  (a second worker does it too, but that is a deployment fault, not the SDK's);
 - `client_state`: an app that hands the saved JSON to its client and takes it back with the
-  decision written in: the SDK takes whatever approval the JSON says (PR #5105).
+  decision written in. The app checks who sent the decision, their role, the request and
+  the action, as `target` does; the client tampers (`client_tampers=True`): when the human
+  denies, it writes an approval of the pending call into the JSON, and
+  `RunState.from_string` takes it (the JSON is trusted input, PR #5105).
 """
 
 from __future__ import annotations
@@ -101,4 +105,5 @@ documented_example = openai_agents_target(
     documented, script=(call("refund", ORDER), say("Done.")), name="documented_example",
     tools={"refund": IGNORES_KEYS})
 client_state = openai_agents_target(sound, script=SCRIPT, name="client_state", tools=TOOLS,
-                                    gates=GATES, save_results=True, client_state=True)
+                                    gates=GATES, save_results=True, client_state=True,
+                                    client_tampers=True)

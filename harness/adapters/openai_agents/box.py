@@ -10,9 +10,11 @@ import contextvars
 import importlib
 import json
 import logging
+import threading
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from harness.adapters.openai_agents.common import ERROR_TEXT
 from harness.adapters.peers import AdapterError
 from harness.adapters.replay_units import ToolFailed, Unit, UnitCalls
 from harness.sim.world import canonical
@@ -122,7 +124,8 @@ class AgentBox:
 
     def saving(self, write: Any, *arguments: Any) -> None:
         """Writes an execution's state past `before_state_write` and `after_state_write`."""
-        assert self._calls is not None
+        if self._calls is None:
+            raise AdapterError("no state is written while the agent is read")
         self._calls.saving("state_write", write, *arguments)
         self.saved()
 
@@ -167,8 +170,7 @@ def wrap_tools(tools: list[Any], box: AgentBox, machine: OpenAIAgentsMachine,
                     box.ended("done")
                     return json.dumps(output, sort_keys=True, default=str)
                 result = await _body(context, arguments)
-                failed = isinstance(result, str) and result.startswith(
-                    "An error occurred while running the tool")
+                failed = isinstance(result, str) and result.startswith(ERROR_TEXT)
                 box.ended("failed" if failed else "done")
                 return result
             finally:
@@ -184,25 +186,31 @@ _MINTING = ("agents.run", "agents.run_context", "agents.run_state", "agents.item
             "agents.run_internal.items")
 
 
+#: Held while the SDK's `uuid4` is rebound: one run at a time patches the modules, and a
+#: second worker nested in the same thread takes it again (re-entrant).
+_PATCHING = threading.RLock()
+
+
 @contextlib.contextmanager
 def harnessed(machine: OpenAIAgentsMachine) -> Iterator[None]:
     """Mints the SDK's `uuid4` ids from the run's counter while it runs: the same seed gives
     the same ids (tracing, the other source, is off in every run the harness makes). The
-    SDK's logger is quiet meanwhile."""
+    SDK's logger is quiet meanwhile. The modules are patched under a lock and restored
+    exactly as they were found, a nested run's patch included."""
     modules = [importlib.import_module(name) for name in _MINTING]
-    saved = [getattr(module, "uuid4", None) for module in modules]
-    # the SDK logs a simulated crash in a tool as a fatal error of its own: the harness says
-    # what happened
-    logger = logging.getLogger("openai.agents")
-    quiet = logger.disabled
-    logger.disabled = True
-    for module in modules:
-        if hasattr(module, "uuid4"):
+    with _PATCHING:
+        found = [(module, module.__dict__["uuid4"]) for module in modules
+                 if "uuid4" in module.__dict__]
+        # the SDK logs a simulated crash in a tool as a fatal error of its own: the harness
+        # says what happened
+        logger = logging.getLogger("openai.agents")
+        quiet = logger.disabled
+        logger.disabled = True
+        for module, _ in found:
             module.uuid4 = machine.store.mint  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
-        logger.disabled = quiet
-        for module, original in zip(modules, saved, strict=True):
-            if original is not None:
+        try:
+            yield
+        finally:
+            logger.disabled = quiet
+            for module, original in found:
                 module.uuid4 = original  # type: ignore[attr-defined]

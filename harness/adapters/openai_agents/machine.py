@@ -23,6 +23,7 @@ from harness.adapters.openai_agents.common import (
 )
 from harness.adapters.openai_agents.model import model_class
 from harness.adapters.openai_agents.store import Saved, Store
+from harness.adapters.replay_units import Process
 from harness.sim.machine import ApprovalWait, Observation, Probe
 from reference_machine import APPROVAL_DENIED, APPROVAL_GRANTED, Event, Tool
 
@@ -34,7 +35,7 @@ __all__ = ["OpenAIAgentsMachine", "client_edit"]
 _DECISIONS = (APPROVAL_GRANTED, APPROVAL_DENIED)
 
 
-class OpenAIAgentsMachine:
+class OpenAIAgentsMachine(Process):
     """One worker running an agent under the harness (see the module)."""
 
     crash_points: Sequence[str] = CRASH_POINTS
@@ -42,7 +43,7 @@ class OpenAIAgentsMachine:
     def __init__(self, target: OpenAIAgentsTarget, tools: Mapping[str, Tool], probe: Probe,
                  store: Store | None = None,
                  moves: dict[str, list[tuple[str, str]]] | None = None) -> None:
-        self.target, self._tools, self._probe = target, tools, probe
+        self.target, self._tools, self.probe = target, tools, probe
         points = CRASH_POINTS + (RESULT_POINTS if target.save_results else ())
         self.crash_points = tuple(p for p in points if tools or p != "after_tool_call")
         self.store = store if store is not None else Store()
@@ -64,15 +65,6 @@ class OpenAIAgentsMachine:
         self.agent = built.clone(model=model, tools=wrap_tools(list(built.tools), self.box,
                                                                self, routed))
 
-    def passing(self, point: str) -> None:
-        """The process passes a crash point: the simulator may crash it there."""
-        if self.dead:
-            raise Dead
-        try:
-            self._probe(point)
-        except SimulatedCrash:
-            self.dead, self.died_at = True, point
-            raise
 
     # running the agent
 
@@ -147,15 +139,13 @@ class OpenAIAgentsMachine:
         if saved is None or saved.status != "waiting":
             return "rejected:no approval pending"
         granted = event.type == APPROVAL_GRANTED
+        # the app knows who sent the decision and what it asked, wherever the state is held
+        problem = self._not_genuine(execution_id, event, saved)
+        if problem:
+            return f"rejected:{problem}"
         if self.target.client_state:
-            # the client holds the state and sends it back with its decision written in: the
-            # app has nothing to check it against, and the SDK reads the approval from it
-            text = client_edit(saved.json, self.agent.name, saved.tool, saved.call_id,
-                               granted)
+            text, granted = self._from_client(saved, granted)
         else:
-            problem = self._not_genuine(execution_id, event, saved)
-            if problem:
-                return f"rejected:{problem}"
             state = await self._load(saved.json)
             found = [each for each in state.get_interruptions()
                      if str(each.call_id) == saved.call_id]
@@ -172,6 +162,15 @@ class OpenAIAgentsMachine:
         resumed = await self._load(text)
         await self._run(execution_id, resumed, now, [_decided_move(decided)])
         return "accepted"
+
+    def _from_client(self, saved: Saved, granted: bool) -> tuple[str, bool]:
+        """Gives the JSON the client sends back with the human's decision, and the decision
+        the SDK will read off it. The client holds the state and writes the decision into
+        it; a client that tampers (`client_tampers`) writes an approval of the pending call
+        whatever the human decided, and nothing in the JSON lets the app tell."""
+        written = granted or self.target.client_tampers
+        return client_edit(saved.json, self.agent.name, saved.tool, saved.call_id,
+                           written), written
 
     def wait_of(self, execution_id: str, saved: Saved) -> ApprovalWait:
         """Gives the approval request a saved state waits on: its hash is the tool's and its
@@ -223,7 +222,7 @@ class OpenAIAgentsMachine:
     def worker(self) -> OpenAIAgentsMachine | None:
         if self.target.one_runner_per_execution:
             return None  # the deployment never resumes one execution in two workers
-        return OpenAIAgentsMachine(self.target, self._tools, self._probe, store=self.store,
+        return OpenAIAgentsMachine(self.target, self._tools, self.probe, store=self.store,
                                    moves=self._moves)
 
     def observe(self, execution_id: str) -> Observation:

@@ -37,14 +37,18 @@ class OpenAIAgentsTarget:
                  script: Sequence[ToolCall | Say], name: str | None,
                  tools: Mapping[str, Mapping[str, Any]] | None, input: Any,
                  roles: Sequence[str], gates: Mapping[str, str] | None, save_results: bool,
-                 client_state: bool, one_runner_per_execution: bool, max_turns: int,
-                 module: str | None) -> None:
+                 client_state: bool, client_tampers: bool, one_runner_per_execution: bool,
+                 max_turns: int, module: str | None) -> None:
         _require_agents()
         self.build_agent, self.input = build_agent, input
         self.roles = tuple(sorted(roles))
         if not self.roles:
             raise AdapterError("roles is empty: name who may approve, roles=('approver',)")
+        if client_tampers and not client_state:
+            raise AdapterError("client_tampers=True needs client_state=True: a client can "
+                               "tamper only with a state it holds")
         self.save_results, self.client_state = save_results, client_state
+        self.client_tampers = client_tampers
         self.one_runner_per_execution, self.max_turns = one_runner_per_execution, max_turns
         declared = {tool: dict(each) for tool, each in (tools or {}).items()}
         agent = build_agent(AgentBox({}, None))
@@ -168,7 +172,8 @@ def openai_agents_target(build_agent: Callable[[AgentBox], Any], *,
                          tools: Mapping[str, Mapping[str, Any]] | None = None,
                          input: Any = None, roles: Sequence[str] = ("approver",),
                          gates: Mapping[str, str] | None = None, save_results: bool = False,
-                         client_state: bool = False, one_runner_per_execution: bool = False,
+                         client_state: bool = False, client_tampers: bool = False,
+                         one_runner_per_execution: bool = False,
                          max_turns: int = 20) -> OpenAIAgentsTarget:
     """Wraps an OpenAI Agents SDK agent (see the package). `build_agent(box)` gives the
     `Agent` (its model is replaced by the scripted one that plays `script`), `tools` the
@@ -178,12 +183,15 @@ def openai_agents_target(build_agent: Callable[[AgentBox], Any], *,
     approval calls from its body (default: the one of its own name), `save_results` whether
     the app saves each call's result right after its effect and takes it from there when
     the call is made again, `client_state` whether the app hands the saved state to its
-    client and takes it back with the decision written in (PR #5105's warning), and
+    client and takes it back with the decision written in (the app still checks who sent
+    the decision, their role, the request and the action), `client_tampers` whether that
+    client writes an approval into the JSON whenever the human denies (the JSON is trusted
+    input to `RunState.from_string`: PR #5105), and
     `one_runner_per_execution` the deployment's contract that one execution is never
     resumed by two workers at once (no second worker then runs it)."""
     return OpenAIAgentsTarget(build_agent, script=script, name=name, tools=tools, input=input,
                               roles=roles, gates=gates, save_results=save_results,
-                              client_state=client_state,
+                              client_state=client_state, client_tampers=client_tampers,
                               one_runner_per_execution=one_runner_per_execution,
                               max_turns=max_turns,
                               module=sys._getframe(1).f_globals.get("__name__"))

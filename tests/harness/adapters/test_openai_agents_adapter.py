@@ -181,7 +181,7 @@ class TestByHand:
             if point == "before_state_write" and points.count(point) == 2:
                 raise SimulatedCrash(point)
 
-        machine._probe = probe
+        machine.probe = probe
         with pytest.raises(SimulatedCrash, match="before_state_write"):
             run(machine.deliver("x", event, 0))
         machine.crash()
@@ -200,6 +200,34 @@ class TestByHand:
         assert again.approval.action_hash == first.action_hash
         run(machine.deliver("x", grant(machine, "x", 2), 0))
         assert calls.made("payments.refund") == ["x/refund/1", "x/refund/1"]
+
+    @pytest.mark.parametrize(("changes", "why"), [
+        ({"source": "agent"}, "from a human"),
+        ({"payload": {"role": "intern"}}, "may not decide"),
+        ({"answers": "x/awaiting_refund/old"}, "not the request pending"),
+        ({"payload": {"role": "approver", "action_hash": "0" * 64}}, "another action"),
+    ])
+    def test_a_client_held_state_does_not_spare_the_checks(self, changes: dict[str, Any],
+                                                           why: str) -> None:
+        calls = Calls()
+        machine = machine_of(refund.client_state, calls)
+        run(machine.start("x", {}, 0))
+        answer = run(machine.deliver("x", grant(machine, "x", **changes), 0))
+        assert answer is not None and answer.startswith("rejected:") and why in answer
+        assert calls.made("payments.refund") == []
+
+    def test_the_sdks_ids_are_restored_exactly_even_nested(self) -> None:
+        import agents.run_state
+
+        from harness.adapters.openai_agents.box import harnessed
+        machine, other = machine_of(refund.target, Calls()), machine_of(refund.target, Calls())
+        original = agents.run_state.uuid4
+        with harnessed(machine):
+            assert agents.run_state.uuid4 == machine.store.mint
+            with harnessed(other):  # another run, nested in the same thread
+                assert agents.run_state.uuid4 == other.store.mint
+            assert agents.run_state.uuid4 == machine.store.mint
+        assert agents.run_state.uuid4 is original
 
     def test_a_second_worker_resumes_the_same_saved_state(self) -> None:
         calls = Calls()
@@ -288,6 +316,11 @@ class TestRefused:
         with pytest.raises(AdapterError, match="has no tool for"):
             openai_agents_target(refund.sound, script=[call("wire", {})], tools=refund.TOOLS,
                                  gates=refund.GATES)
+
+    def test_a_client_that_tampers_with_a_state_it_does_not_hold(self) -> None:
+        with pytest.raises(AdapterError, match="needs client_state=True"):
+            openai_agents_target(refund.sound, script=refund.SCRIPT, tools=refund.TOOLS,
+                                 gates=refund.GATES, client_tampers=True)
 
     def test_an_approval_tool_whose_effect_is_not_declared(self) -> None:
         with pytest.raises(AdapterError, match="which tools= does not declare"):
