@@ -3,7 +3,8 @@
 
 `graph` is a `pydantic_graph.graph.Graph` of `BaseNode` classes (pydantic-graph 1.x: 2.0
 removed the persistence). One execution is one graph run, on its own `FileStatePersistence`
-file in a folder the machine removes as the simulated run ends:
+file, kept in memory: pydantic-graph's own code reads, writes and serialises it, and nothing
+reaches the real disk, so no run leaves a file behind, in any process:
 
 - **The definition is read off the graph**, from pydantic-graph's own reading of each
   node's `run` return annotation (`graph.node_defs`): each node class is a state, the start
@@ -11,7 +12,8 @@ file in a folder the machine removes as the simulated run ends:
   nodes (`next_node_edges`, `end_edge`; a bare `BaseNode`, any node) are its moves. The moves
   a run makes inside one call are told in each observation (`moves`). A node that fails on
   a tool (`ToolFailed` out of its run: pydantic-graph saves its snapshot `error`) waits for
-  `retry`.
+  `retry`, which goes to its next nodes (back to itself only under `recovery="rerun"`: a
+  retry that fails again otherwise saves no new snapshot, and no move is seen).
 - **Effects go through the simulated tools**: a node calls `ctx.deps.call(tool, input,
   key=None)` (the box is `ctx.deps` unless `deps=` says otherwise); the key defaults to
   `{run}/{node}/{place}`, the node's place in the run (1 for the start node, n + 1 for what

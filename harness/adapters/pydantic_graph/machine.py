@@ -1,10 +1,10 @@
 """The machine wrapper: one worker driving pydantic-graph runs under the simulator
-(`PydanticGraphMachine`), each run on its own `FileStatePersistence` file."""
+(`PydanticGraphMachine`), each run on its own `FileStatePersistence` file (kept in memory:
+nothing to remove as the simulated run ends)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -14,6 +14,7 @@ from harness.adapters.peers import AdapterError
 from harness.adapters.pydantic_graph.box import NodeBox, ToolFailed, harnessed
 from harness.adapters.pydantic_graph.common import CRASH_POINTS, END, FAILED_EVENT, Dead
 from harness.adapters.pydantic_graph.persistence import Disk, persistence_class
+from harness.adapters.replay_units import Process
 from harness.sim.machine import Observation, Probe
 from reference_machine import Event, Tool
 
@@ -26,7 +27,7 @@ __all__ = ["PydanticGraphMachine"]
 _STUCK = ("pending", "running", "success")
 
 
-class PydanticGraphMachine:
+class PydanticGraphMachine(Process):
     """One worker running a pydantic-graph graph's runs under the harness (see the
     package)."""
 
@@ -34,37 +35,16 @@ class PydanticGraphMachine:
 
     def __init__(self, target: PydanticGraphTarget, tools: Mapping[str, Tool], probe: Probe,
                  disk: Disk | None = None) -> None:
-        self.target, self._tools, self._probe = target, tools, probe
+        self.target, self._tools, self.probe = target, tools, probe
         self.crash_points = tuple(point for point in CRASH_POINTS
                                   if tools or point != "after_tool_call")
-        self.owner = disk is None  # the first worker made the folder, and removes it
-        self.disk = disk if disk is not None else Disk(target.new_folder())
+        self.disk = disk if disk is not None else Disk()  # a second worker shares it
         self.dead = False
         self.died_at = ""
         self.box = NodeBox(tools, self, minted=target.recovery == "rerun")
         # per run, the moves (state ids) made since it was last observed: lost in a crash
         self._moves: dict[str, list[tuple[str, str]]] = {}
 
-    def close(self) -> None:
-        """The run has ended (the simulator calls it once): the worker that made the folder
-        removes it, with every run's file, and the process's folder once it is empty (a
-        worker process ends with os._exit: no finalizer runs there)."""
-        if self.owner:
-            for path in self.disk.accepted.values():
-                path.unlink(missing_ok=True)
-            with contextlib.suppress(OSError):
-                self.disk.folder.rmdir()
-                self.disk.folder.parent.rmdir()
-
-    def passing(self, point: str) -> None:
-        """The process passes a crash point: the simulator may crash it there."""
-        if self.dead:
-            raise Dead
-        try:
-            self._probe(point)
-        except SimulatedCrash:
-            self.dead, self.died_at = True, point
-            raise
 
     def moved(self, execution_id: str, source: str, target: str | None) -> None:
         """A node's run returned `target` (None: `End`) and it reached the file."""
@@ -213,7 +193,7 @@ class PydanticGraphMachine:
     def worker(self) -> PydanticGraphMachine | None:
         if self.target.one_runner_per_run:
             return None  # the deployment never runs one run in two workers at once
-        return PydanticGraphMachine(self.target, self._tools, self._probe, disk=self.disk)
+        return PydanticGraphMachine(self.target, self._tools, self.probe, disk=self.disk)
 
     def observe(self, execution_id: str) -> Observation:
         moves = tuple(self._moves.pop(execution_id, ()))

@@ -1,7 +1,7 @@
-"""What survives a crash (`Disk`: one `FileStatePersistence` file per run, the runs accepted,
-the harness's journal) and the persistence the adapter gives pydantic-graph
-(`persistence_class`): the real `FileStatePersistence`, its writes brought to the file past
-the crash points, its lock kept where a crash leaves it."""
+"""What survives a crash (`Disk`: one `FileStatePersistence` file per run, kept in memory as a
+`RunFile`, the runs accepted, the harness's journal) and the persistence the adapter gives
+pydantic-graph (`persistence_class`): the real `FileStatePersistence`, its writes brought to
+the file past the crash points, its lock kept where a crash leaves it."""
 
 from __future__ import annotations
 
@@ -11,17 +11,47 @@ import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from harness.adapters.replay_units import Dead, Journal, Unit
 
 if TYPE_CHECKING:
     from harness.adapters.pydantic_graph.machine import PydanticGraphMachine
 
-__all__ = ["PINNED_TIME", "Disk", "persistence_class"]
+__all__ = ["PINNED_TIME", "Disk", "RunFile", "persistence_class"]
 
 #: The time pydantic-graph stamps on a snapshot (`start_ts`, an end's `ts`) under the harness.
 PINNED_TIME = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+class RunFile:
+    """One run's `FileStatePersistence` file, held in memory: the `Path` methods
+    pydantic-graph's own `_load_sync` and `_save_sync` call (`read_bytes`, `write_bytes`), so
+    its serialisation runs as it is and nothing reaches the real disk (a run killed, a worker
+    process that ends with `os._exit`, leave nothing behind). A write replaces the whole
+    content at once, as `write_bytes` does."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.content: bytes | None = None  # None: never written (FileNotFoundError)
+
+    def exists(self) -> bool:
+        return self.content is not None
+
+    def read_bytes(self) -> bytes:
+        if self.content is None:
+            raise FileNotFoundError(f"{self.name}: not written yet")
+        return self.content
+
+    def write_bytes(self, data: bytes) -> int:
+        self.content = bytes(data)
+        return len(self.content)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"RunFile({self.name!r})"
 
 
 class Disk:
@@ -31,9 +61,8 @@ class Disk:
     node's runs: the journal, each snapshot's place in its run and the failures at each
     place. Those only explain and name keys: pydantic-graph never reads them."""
 
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.accepted: dict[str, Path] = {}  # execution id -> its run's file, in start order
+    def __init__(self) -> None:
+        self.accepted: dict[str, RunFile] = {}  # execution id -> its run's file, start order
         self.seen: set[str] = set()
         self.locks: set[str] = set()  # files whose lock is held
         self.journal = Journal()
@@ -41,10 +70,10 @@ class Disk:
         self.places: dict[tuple[str, str], int] = {}  # (execution, snapshot id) -> place
         self.failures: dict[tuple[str, int], int] = {}  # (execution, place) -> failures
 
-    def file(self, execution_id: str) -> Path:
+    def file(self, execution_id: str) -> RunFile:
         """Gives the file of a run, a new one for a run not seen yet."""
         found = self.accepted.get(execution_id)
-        return found if found is not None else self.folder / f"run-{len(self.accepted) + 1}.json"
+        return found if found is not None else RunFile(f"run-{len(self.accepted) + 1}.json")
 
     def mint(self, node_id: str) -> str:
         """Gives pydantic-graph's next snapshot id (a uuid4 in production): `{node}:{n}`,
@@ -67,15 +96,15 @@ def persistence_class() -> type:
     from pydantic_graph.persistence.file import FileStatePersistence
 
     class HarnessPersistence(FileStatePersistence):
-        """pydantic-graph's `FileStatePersistence` as it is, with each write brought to the
-        file past the crash points `before_save` and `after_save` (nothing reaches it once
-        the process died), `after_running` between a node's `running` write and its run, and
-        the file lock kept in the disk, held for good by a process that died holding it (a
-        real one leaves its lock file behind)."""
+        """pydantic-graph's `FileStatePersistence` as it is, on a file kept in memory
+        (`RunFile`), with each write brought to the file past the crash points `before_save`
+        and `after_save` (nothing reaches it once the process died), `after_running` between
+        a node's `running` write and its run, and the file lock kept in the disk, held for
+        good by a process that died holding it (a real one leaves its lock file behind)."""
 
-        def __init__(self, json_file: Path, machine: PydanticGraphMachine,
+        def __init__(self, json_file: RunFile, machine: PydanticGraphMachine,
                      execution_id: str) -> None:
-            super().__init__(json_file)
+            super().__init__(cast(Path, json_file))  # a Path to pydantic-graph's code
             self.machine, self.execution_id = machine, execution_id
             self.ran: Unit | None = None  # the node that ran last: its successor saves it
             self.saves: Unit | None = None  # the unit the next write saves the result of

@@ -5,14 +5,8 @@ from __future__ import annotations
 
 import copy
 import importlib
-import itertools
-import os
-import shutil
 import sys
-import tempfile
-import weakref
-from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.adapters.peers import AdapterError, safe_ids
@@ -58,7 +52,6 @@ class PydanticGraphTarget:
         self.state_ids = safe_ids([*nodes, END])
         self.initial = self.state_ids[first.get_node_id()]
         self.definition = self._definition(nodes, tools or {})
-        self._folders: tuple[int, Path, Iterator[int]] | None = None
         self.snapshot_types: Any = None  # the persistence's type adapter, made once
 
     def start_node(self) -> Any:
@@ -75,19 +68,6 @@ class PydanticGraphTarget:
             return box
         return self.deps(box) if callable(self.deps) else self.deps
 
-    def new_folder(self) -> Path:
-        """Gives a new folder for one simulated run's files (the machine removes it as the
-        run ends), in a folder of this process's."""
-        if (self._folders is None or self._folders[0] != os.getpid()
-                or not self._folders[1].is_dir()):
-            folder = Path(tempfile.mkdtemp(prefix="fsmharness-pydantic-graph-"))
-            self._folders = (os.getpid(), folder, itertools.count(1))
-            weakref.finalize(self, shutil.rmtree, folder, True)  # what a machine left
-        _, folder, numbers = self._folders
-        made = folder / f"run-{next(numbers)}"
-        made.mkdir()
-        return made
-
     def _definition(self, nodes: Sequence[str], tools: Mapping[str, Mapping[str, Any]]
                     ) -> WorkflowDefinition:
         ids = self.state_ids
@@ -95,9 +75,13 @@ class PydanticGraphTarget:
                                                          "outcome": "success"}}
         for node in nodes:
             targets = [ids[t] for t in self.next_nodes[node]]
+            # a node failed on a tool waits for its retry, which may take the run on; back to
+            # itself only where that can be seen: a retry that fails again under `requeue` or
+            # `resume` saves no new snapshot (the observed version stays), under `rerun` it
+            # starts the node on a new one
+            again = [ids[node]] if self.recovery == "rerun" else []
             state: dict[str, Any] = {
-                # a node failed on a tool waits for its retry, which may take the run on
-                "on": {FAILED_EVENT: [{"target": t} for t in dict.fromkeys([ids[node],
+                "on": {FAILED_EVENT: [{"target": t} for t in dict.fromkeys([*again,
                                                                            *targets])]}}
             if targets:
                 state["always"] = [{"target": t} for t in targets]

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,8 +100,12 @@ class TestDefinitionReadOffTheGraph:
         spec = definition.spec.states
         assert [t.target for t in spec["Charge"].always] == ["Notify", "Escalate"]
         assert [t.target for t in spec["Notify"].always] == ["__end__"]
-        assert {t.target for t in spec["Charge"].on["retry"]} == {"Charge", "Notify",
-                                                                  "Escalate"}
+        # a retry that fails again saves no new snapshot: no move back to itself is seen
+        assert [t.target for t in spec["Charge"].on["retry"]] == ["Notify", "Escalate"]
+        rerun = refund.key_by_snapshot_id.definition.spec.states
+        # under `rerun` it starts the node on a new snapshot (the version goes up)
+        assert [t.target for t in rerun["Charge"].on["retry"]] == ["Charge", "Notify",
+                                                                   "Escalate"]
 
     def test_a_loop_is_read_with_guards_that_keep_it_loadable(self) -> None:
         """The docs' never_42 graph: Increment and Check42 call each other."""
@@ -151,8 +156,6 @@ class TestByHand:
                               ("Notify", "__end__"))
         assert calls.keys("payments.refund") == ["x/Charge/2"]
         assert made.start("x", {}, 0) == "ignored:duplicate"
-        made.close()
-        assert not made.disk.folder.exists()
 
     @pytest.mark.parametrize("point", CRASH_POINTS)
     def test_a_crash_anywhere_in_the_charge_is_recovered_under_one_key(self, point: str
@@ -162,7 +165,7 @@ class TestByHand:
                "after_save": 5}[point]
         calls = Calls(crash_at=point, nth=nth)
         made = machine(calls)
-        with pytest.raises(SimulatedCrash):
+        with pytest.raises(SimulatedCrash, match=f"simulated crash at {point}"):
             made.start("x", {}, 0)
         made.crash()
         made.recover(0)
@@ -175,7 +178,7 @@ class TestByHand:
             self) -> None:
         calls = Calls(crash_at="after_tool_call")
         made = machine(calls)
-        with pytest.raises(SimulatedCrash):
+        with pytest.raises(SimulatedCrash, match="simulated crash at after_tool_call"):
             made.start("x", {}, 0)
         assert statuses(made) == ["LookUp:1=success", "Charge:2=running"]
         assert made.observe("x").state == "Charge"
@@ -207,7 +210,7 @@ class TestByHand:
     def test_rerun_gives_the_node_a_new_snapshot_id_in_the_same_place(self) -> None:
         calls = Calls(crash_at="after_tool_call")
         made = machine(calls, refund.key_by_snapshot_id)
-        with pytest.raises(SimulatedCrash):
+        with pytest.raises(SimulatedCrash, match="simulated crash at after_tool_call"):
             made.start("x", {}, 0)
         made.crash()
         made.recover(0)
@@ -229,8 +232,7 @@ class TestSoundGraph:
         coverage = report.summary()["coverage"]
         assert coverage["crash_points"]["missing"] == []
         taken = coverage["transitions"]
-        # every move the graph can make; only the retries that stay put are missing
-        assert all(event == "retry" for _, event, _ in taken["missing"]), taken
+        assert taken["missing"] == [] and taken["reached"] == 10, taken  # every move
 
     def test_the_same_seed_gives_the_same_history_in_any_process(self, tmp_path: Path) -> None:
         script = tmp_path / "history.py"
@@ -354,6 +356,25 @@ def test_the_observed_moves_cover_a_run_done_in_one_call() -> None:
     assert seen.moves == (("LookUp", "Charge"), ("Charge", "Notify"), ("Notify", "__end__"))
 
 
+@pytest.mark.parametrize(("isolate", "processes"), [(False, 1), (True, 2)],
+                         ids=["in-process", "two-processes"])
+def test_a_campaign_in_this_process_leaves_no_file_behind(
+        isolate: bool, processes: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # forked workers inherit it
+    report = campaign(refund.target, runs=8, isolate=isolate, processes=processes)
+    assert report.held, [f.violations for f in report.failures]
+    assert sorted(p.name for p in tmp_path.rglob("*")) == []
+
+
+def test_nothing_reaches_the_disk() -> None:
+    """The run's file is held in memory, written by pydantic-graph's own `_save_sync`."""
+    made = machine(Calls())
+    made.start("x", {}, 0)
+    file = made.disk.accepted["x"]
+    assert not isinstance(file, Path) and str(file) == "run-1.json"
+    assert json.loads(file.read_bytes())[-1]["kind"] == "end"
+
+
 class TestCli:
     def fuzz_cli(self, *args: str, env: Mapping[str, str] | None = None
                  ) -> subprocess.CompletedProcess[str]:
@@ -361,12 +382,19 @@ class TestCli:
                               cwd=ROOT, capture_output=True, text=True, check=False,
                               env=None if env is None else {**os.environ, **env})
 
-    def test_a_campaign_leaves_no_file_behind(self, tmp_path: Path) -> None:
+    @pytest.mark.parametrize("options", [("-n", "1"), ("-n", "2"),
+                                         ("-n", "2", "--step-timeout", "0.001")],
+                             ids=["forked", "two-processes", "killed-by-the-watchdog"])
+    def test_a_campaign_leaves_no_file_behind(self, options: tuple[str, ...],
+                                              tmp_path: Path) -> None:
         scratch = tmp_path / "tmp"
         scratch.mkdir()
-        done = self.fuzz_cli("scenarios.pydantic_graph.refund:target", "--runs", "6", "-n",
-                             "2", "--no-report", env={"TMPDIR": str(scratch)})
-        assert done.returncode == 0, done.stdout + done.stderr
+        done = self.fuzz_cli("scenarios.pydantic_graph.refund:target", "--runs", "6",
+                             *options, "--no-report", env={"TMPDIR": str(scratch)})
+        # a run the watchdog kills fails its seed: the verdict does not matter here
+        assert "Traceback" not in done.stderr, done.stderr
+        if "--step-timeout" not in options:
+            assert done.returncode == 0, done.stdout + done.stderr
         assert sorted(p.name for p in scratch.rglob("*")) == []
 
     def test_sound_holds_and_naive_fails(self, tmp_path: Path) -> None:
@@ -387,4 +415,3 @@ def test_the_file_is_pydantic_graphs_own() -> None:
     data = json.loads(made.disk.accepted["x"].read_bytes())
     assert [each["kind"] for each in data] == ["node", "node", "node", "end"]
     assert data[1]["node"] == {"amount": 40, "node_id": "Charge"}
-    made.close()
