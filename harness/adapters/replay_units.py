@@ -33,15 +33,24 @@ The causes reach the history on each `Applied` record (`action`, `cause`), and
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import contextlib
+import threading
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, TypeVar
 
+from fault_injection import SimulatedCrash
 from harness.adapters.peers import AdapterError
 from harness.sim.world import MadeBy, canonical
 from reference_machine import Failure, Tool
 
-__all__ = ["Dead", "Journal", "ToolFailed", "Unit", "UnitCalls", "UnitHost"]
+__all__ = ["FOREVER", "Dead", "Journal", "LentLock", "Process", "ToolFailed", "Unit", "UnitCalls",
+           "UnitHost"]
+
+T = TypeVar("T")
+
+#: How long a wait for a human lasts where nothing times it out: ten years, in ms.
+FOREVER = 10 * 365 * 24 * 3_600_000
 
 
 class Dead(BaseException):
@@ -55,6 +64,65 @@ class ToolFailed(Exception):
     def __init__(self, tool: str, category: str, message: str = "") -> None:
         super().__init__(f"{tool} failed: {category}{': ' + message if message else ''}")
         self.tool, self.category = tool, category
+
+
+class Process:
+    """The simulated process an adapter's machine is: it dies at a crash point the
+    simulator's probe strikes (`passing`), and does nothing after (`Dead`). A machine sets
+    `probe` and starts alive."""
+
+    dead: bool = False
+    died_at: str = ""  # the crash point it died at
+    probe: Callable[[str], None]
+
+    def passing(self, point: str) -> None:
+        """The process passes a crash point: the simulator may crash it there."""
+        if self.dead:
+            raise Dead
+        try:
+            self.probe(point)
+        except SimulatedCrash:
+            self.dead, self.died_at = True, point
+            raise
+
+
+class LentLock:
+    """A re-entrant lock over a library's runtime while an adapter has patched it, which its
+    holder may lend to a thread it waits on (`in_thread`): an async library's run, or a
+    second worker acting at a crash point of the first's, runs there one at a time, in the
+    same order in every run, under the holder's hold."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._lent = 0  # the thread acting for the holder, which waits on it
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        if self._lent == threading.get_ident():
+            yield
+            return
+        with self._lock:
+            yield
+
+    def in_thread(self, work: Callable[[], T]) -> T:
+        """Runs `work` in a thread of its own, waited for; what it raises is raised here."""
+        done: list[T] = []
+        failed: list[BaseException] = []
+
+        def run() -> None:
+            lent, self._lent = self._lent, threading.get_ident()
+            try:
+                done.append(work())
+            except BaseException as error:  # raised again in the waiting thread
+                failed.append(error)
+            finally:
+                self._lent = lent
+        thread = threading.Thread(target=run, name="fsmharness-adapter-run")
+        thread.start()
+        thread.join()
+        if failed:
+            raise failed[0]
+        return done[0]
 
 
 class Unit(NamedTuple):

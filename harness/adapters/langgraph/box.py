@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import importlib
 import json
-import threading
 import types
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
@@ -17,7 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from harness.adapters.peers import AdapterError
-from harness.adapters.replay_units import ToolFailed, Unit, UnitCalls
+from harness.adapters.replay_units import LentLock, ToolFailed, Unit, UnitCalls
 from reference_machine import Tool
 
 if TYPE_CHECKING:
@@ -207,47 +206,19 @@ class _NoSleep:
         pass
 
 
-_PATCHING = threading.RLock()
+_RUNTIME = LentLock()  # held while LangGraph's runtime is patched
 _DEPTH = [0]
-_LENT = [0]  # the thread acting for the lock's owner, which waits on it (`in_turn`)
-
-
-@contextlib.contextmanager
-def _patching() -> Iterator[None]:
-    """Holds the lock on LangGraph's patched runtime; a thread `in_turn` runs for the
-    thread that holds it, while that one waits, acts under its hold."""
-    if _LENT[0] == threading.get_ident():
-        yield
-        return
-    with _PATCHING:
-        yield
 
 
 def in_turn(work: Callable[[], T]) -> T:
     """Runs `work`, which runs an event loop, here; or, when this thread already runs one (a
     second worker acting at a crash point of the first's async call), in a thread of its
-    own, waited for: one at a time, in the same order in every run."""
+    own, waited for, under this one's hold of the patched runtime."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return work()
-    done: list[T] = []
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        lent, _LENT[0] = _LENT[0], threading.get_ident()
-        try:
-            done.append(work())
-        except BaseException as error:  # raised again in the waiting thread
-            failed.append(error)
-        finally:
-            _LENT[0] = lent
-    thread = threading.Thread(target=run, name="fsmharness-langgraph-worker")
-    thread.start()
-    thread.join()
-    if failed:
-        raise failed[0]
-    return done[0]
+    return _RUNTIME.in_thread(work)
 
 
 @contextlib.contextmanager
@@ -258,7 +229,7 @@ def harnessed(tools: Mapping[str, Tool], box: GraphBox) -> Iterator[None]:
     retry: Any = importlib.import_module("langgraph.pregel._retry")
     runner: Any = importlib.import_module("langgraph.pregel._runner").PregelRunner
     tool_node: Any = _module("langgraph.prebuilt.tool_node")
-    with _patching(), _minted_by(box):
+    with _RUNTIME.held(), _minted_by(box):
         saved = (executor.get_executor_for_config, retry.time, runner.commit)
         base = _base_tool()
         invoke = base.invoke if base is not None else None

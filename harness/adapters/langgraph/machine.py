@@ -23,6 +23,7 @@ from harness.adapters.langgraph.common import (
 from harness.adapters.langgraph.moves import Moves
 from harness.adapters.langgraph.saver import Disk, saver_class
 from harness.adapters.peers import AdapterError
+from harness.adapters.replay_units import Process
 from harness.sim.machine import Observation, Probe
 from reference_machine import Event, Tool
 
@@ -34,7 +35,7 @@ __all__ = ["LangGraphMachine"]
 T = TypeVar("T")
 
 
-class LangGraphMachine:
+class LangGraphMachine(Process):
     """One worker running a LangGraph graph under the harness (see the module)."""
 
     crash_points: Sequence[str] = CRASH_POINTS
@@ -42,7 +43,7 @@ class LangGraphMachine:
     def __init__(self, target: LangGraphTarget, tools: Mapping[str, Tool], probe: Probe,
                  disk: Disk | None = None,
                  moves: dict[str, list[tuple[str, str]]] | None = None) -> None:
-        self.target, self._tools, self._probe = target, tools, probe
+        self.target, self._tools, self.probe = target, tools, probe
         self.durability = target.durability
         # the points a run can pass: after a tool call only where the graph has tools; a
         # checkpoint ahead of its writes only where writes wait (with `exit` they land at once)
@@ -122,16 +123,6 @@ class LangGraphMachine:
                 each.unlink(missing_ok=True)
             with contextlib.suppress(OSError):  # the process's folder, once it is empty
                 path.parent.rmdir()
-
-    def passing(self, point: str) -> None:
-        """The process passes a crash point: the simulator may crash it there."""
-        if self.dead:
-            raise Dead
-        try:
-            self._probe(point)
-        except SimulatedCrash:
-            self.dead, self.died_at = True, point
-            raise
 
     def _config(self, execution_id: str) -> dict[str, Any]:
         return {"configurable": {"thread_id": execution_id},
@@ -294,7 +285,7 @@ class LangGraphMachine:
     def worker(self) -> LangGraphMachine | None:
         if self.target.one_runner_per_thread:
             return None  # the deployment never runs a thread in two workers at once
-        return LangGraphMachine(self.target, self._tools, self._probe, disk=self.disk,
+        return LangGraphMachine(self.target, self._tools, self.probe, disk=self.disk,
                                 moves=self._moves)
 
     def _stored(self, execution_id: str) -> bool:

@@ -33,6 +33,7 @@ from harness.adapters.langgraph.reading import (
 )
 from harness.adapters.langgraph.saver import sqlite_saver
 from harness.adapters.peers import AdapterError, safe_ids
+from harness.adapters.replay_units import FOREVER
 from harness.sim.machine import Probe
 from reference_machine import (
     DefinitionError,
@@ -43,9 +44,6 @@ from reference_machine import (
 )
 
 __all__ = ["LangGraphTarget", "langgraph_target"]
-
-
-_FOREVER = 10 * 365 * 24 * 3_600_000  # an interrupt waits for its human: no timeout
 
 
 class LangGraphTarget:
@@ -156,7 +154,7 @@ class LangGraphTarget:
             state: dict[str, Any] = {"on": {FAILED_EVENT: onward} if node in self.failing
                                      else {}}
             if node in asking:
-                state.update(type="wait", after={"delay": _FOREVER, "target": ids[END]})
+                state.update(type="wait", after={"delay": FOREVER, "target": ids[END]})
                 state["on"][ANSWER_EVENT] = again if node in self.asks_again else onward
             elif targets:
                 state["always"] = _always(moves[node], ids)

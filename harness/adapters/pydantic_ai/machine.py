@@ -12,7 +12,7 @@ from fault_injection import SimulatedCrash
 from harness.adapters.peers import AdapterError
 from harness.adapters.pydantic_ai.model import in_thread, pinned, scripted
 from harness.adapters.pydantic_ai.store import Disk, Record, Request
-from harness.adapters.replay_units import Dead, ToolFailed, Unit, UnitCalls
+from harness.adapters.replay_units import Dead, Process, ToolFailed, Unit, UnitCalls
 from harness.sim.machine import ApprovalWait, Observation, Probe
 from reference_machine import APPROVAL_DENIED, APPROVAL_GRANTED, Event, Tool
 
@@ -83,13 +83,13 @@ class AgentBox:
         return current[0], self._calls
 
 
-class PydanticAIMachine:
+class PydanticAIMachine(Process):
     """One worker of the app (see the module and `pydantic_ai_target`)."""
 
     def __init__(self, target: PydanticAITarget, tools: Mapping[str, Tool], probe: Probe,
                  disk: Disk | None = None,
                  moves: dict[str, list[tuple[str, str]]] | None = None) -> None:
-        self.target, self._tools, self._probe = target, tools, probe
+        self.target, self._tools, self.probe = target, tools, probe
         self.crash_points: Sequence[str] = CRASH_POINTS
         self.disk = disk if disk is not None else Disk()
         self.dead, self.died_at = False, ""
@@ -102,15 +102,6 @@ class PydanticAIMachine:
         self._now = 0
         self.agent = target.agent(self.box)
 
-    # -- the simulator's crash points
-    def passing(self, point: str) -> None:
-        if self.dead:
-            raise Dead
-        try:
-            self._probe(point)
-        except SimulatedCrash:
-            self.dead, self.died_at = True, point
-            raise
 
     # -- the protocol
     def start(self, execution_id: str, context: Mapping[str, Any], now: int) -> str | None:
@@ -178,7 +169,7 @@ class PydanticAIMachine:
     def worker(self) -> PydanticAIMachine | None:
         if self.target.one_runner_per_execution:
             return None  # the deployment never runs an execution in two workers at once
-        return PydanticAIMachine(self.target, self._tools, self._probe, disk=self.disk,
+        return PydanticAIMachine(self.target, self._tools, self.probe, disk=self.disk,
                                  moves=self._moves)
 
     def observe(self, execution_id: str) -> Observation:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import importlib
-import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from harness.adapters.pydantic_ai.store import Disk
+from harness.adapters.replay_units import LentLock
 
 __all__ = ["Call", "Script", "in_thread", "pinned", "scripted"]
 
@@ -129,20 +129,8 @@ def _pinned_uuid() -> uuid.UUID:
 
 
 #: Held while pydantic-ai's functions are swapped: one harness run at a time in the process.
-_PINNING = threading.RLock()
-_LENT = [0]  # the thread acting for the lock's holder, which waits on it (`in_thread`)
+_PINNING = LentLock()  # held while pydantic-ai's functions are swapped
 _PINS = "_fsmharness_pins"  # the name the stand-ins find their functions under
-
-
-@contextlib.contextmanager
-def _holding() -> Iterator[None]:
-    """Holds the lock on pydantic-ai's swapped functions; a thread `in_thread` runs for the
-    thread that holds it, while that one waits, acts under its hold."""
-    if _LENT[0] == threading.get_ident():
-        yield
-        return
-    with _PINNING:
-        yield
 
 
 def in_thread(run: Callable[..., Any], *arguments: Any) -> Any:
@@ -150,25 +138,9 @@ def in_thread(run: Callable[..., Any], *arguments: Any) -> Any:
     owns an event loop, and a second worker may run inside the first's crash point, in the
     first's loop), with the caller's context; it holds the pins' lock for the caller, so
     no other thread swaps them meanwhile. Gives what `run` gave, or raises what it raised."""
-    done: list[tuple[bool, Any]] = []
     context = contextvars.copy_context()
-
-    def body() -> None:
-        lent, _LENT[0] = _LENT[0], threading.get_ident()
-        try:
-            done.append((True, context.run(run, *arguments)))
-        except BaseException as error:  # handed to the caller, as the run raised it
-            done.append((False, error))
-        finally:
-            _LENT[0] = lent
-    with _holding():
-        thread = threading.Thread(target=body, name="fsmharness-pydantic-ai-run")
-        thread.start()
-        thread.join()
-    ok, value = done[0]
-    if not ok:
-        raise value
-    return value
+    with _PINNING.held():
+        return _PINNING.in_thread(lambda: context.run(run, *arguments))
 
 
 @contextlib.contextmanager
@@ -179,7 +151,7 @@ def pinned(disk: Disk, now: int) -> Iterator[None]:
     default factories, so their code is swapped, not their names. A lock keeps other
     threads from swapping them meanwhile (runs nest in one thread, or in a thread lent the
     hold); the code and what the stand-ins read are put back and removed after."""
-    with _holding():
+    with _PINNING.held():
         utils: Any = importlib.import_module("pydantic_ai._utils")
         uuids: Any = _module("pydantic_ai._uuid")
         targets: list[tuple[Any, ...]] = [

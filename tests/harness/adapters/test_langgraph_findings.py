@@ -115,7 +115,7 @@ class TestSyncCheckpointUnordered:  # langchain-ai/langgraph#8039
                 raise SimulatedCrash(point)
             probe(point)
 
-        machine._probe = crash_at_step2_writes
+        machine.probe = crash_at_step2_writes
         with pytest.raises(SimulatedCrash):
             machine.start("t", {}, 0)
         machine.crash()
@@ -133,11 +133,11 @@ class TestSyncCheckpointUnordered:  # langchain-ai/langgraph#8039
                     "step1", "step2"]:
                 raise SimulatedCrash(point)
 
-        machine._probe = crash_before_step2_checkpoint
+        machine.probe = crash_before_step2_checkpoint
         with pytest.raises(SimulatedCrash):
             machine.start("t", {}, 0)
         machine.crash()
-        machine._probe = calls.probe
+        machine.probe = calls.probe
         machine._disconnect()
         machine._open()
         # the thread has not finished, yet LangGraph shows nothing next
