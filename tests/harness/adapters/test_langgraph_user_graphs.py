@@ -186,7 +186,8 @@ class TestAsyncGraphs:
         assert replay(failure.replay_file, machine=target).reproduced
 
     def test_two_processes_give_the_same_history(self) -> None:
-        script = (f"import sys; sys.path[:0] = [{str(ROOT)!r}, {str(Path(__file__).parent)!r}]\n"
+        paths = [str(ROOT), str(Path(__file__).parent), str(ROOT / "tests" / "support")]
+        script = (f"import sys; sys.path[:0] = {paths!r}\n"
                   "from test_langgraph_user_graphs import async_refund, ASYNC_TOOLS\n"
                   "from harness import SimOptions, Simulator\n"
                   "from harness.adapters import langgraph_target\n"
