@@ -42,10 +42,16 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 from fault_injection import SimulatedCrash
 from harness.adapters.peers import AdapterError
 from harness.sim.world import MadeBy, canonical
-from reference_machine import Failure, Tool
+from reference_machine import (
+    DefinitionError,
+    Failure,
+    Tool,
+    WorkflowDefinition,
+    load_definition,
+)
 
 __all__ = ["FOREVER", "Dead", "Journal", "LentLock", "Process", "ToolFailed", "Unit", "UnitCalls",
-           "UnitHost"]
+           "UnitHost", "chain", "load_read"]
 
 T = TypeVar("T")
 
@@ -341,3 +347,40 @@ class UnitCalls:
             self.journal.saved(unit)
         host.passing(f"after_{kind}")
         return written
+
+
+def chain(error: BaseException) -> list[BaseException]:
+    """Gives the exception, its causes and contexts, and those inside its groups: what a
+    framework wrapped around the exception a unit raised."""
+    found: list[BaseException] = []
+    todo = [error]
+    while todo:
+        each = todo.pop()
+        if any(each is seen for seen in found):
+            continue
+        found.append(each)
+        todo += [e for e in (each.__cause__, each.__context__) if e is not None]
+        todo += list(getattr(each, "exceptions", ()) or ())
+    return found
+
+
+def load_read(spec: dict[str, Any], read_off: str) -> WorkflowDefinition:
+    """Loads the definition an adapter read off the user's `read_off` (a graph, an agent).
+    The user's code routes, so its eventless moves are unguarded; one that loops (an agent
+    calling tools until done) gets guards that only keep the format from refusing the loop
+    as an eventless cycle. What else does not load is refused, naming why."""
+    try:
+        try:
+            return load_definition(spec)
+        except DefinitionError as error:
+            if "eventless-cycle" not in str(error):
+                raise
+        spec.setdefault("context", {}).setdefault("route", "")
+        for state in spec["states"].values():
+            for move in state.get("always", ()):
+                move["guard"] = f"context.route == {move['target']!r}"
+        return load_definition(spec)
+    except DefinitionError as error:
+        said = "; ".join(line.strip() for line in str(error).splitlines()[1:])
+        raise AdapterError(f"the definition read off the {read_off} does not load: {said}"
+                           ) from error

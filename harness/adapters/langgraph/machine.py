@@ -23,7 +23,7 @@ from harness.adapters.langgraph.common import (
 from harness.adapters.langgraph.moves import Moves
 from harness.adapters.langgraph.saver import Disk, saver_class
 from harness.adapters.peers import AdapterError
-from harness.adapters.replay_units import Process
+from harness.adapters.replay_units import Process, chain
 from harness.sim.machine import Observation, Probe
 from reference_machine import Event, Tool
 
@@ -366,11 +366,4 @@ def _failed(snapshot: Any) -> str:
 
 
 def _tool_failure(error: BaseException) -> bool:
-    seen: set[int] = set()
-    found: BaseException | None = error
-    while found is not None and id(found) not in seen:
-        if isinstance(found, ToolFailed):
-            return True
-        seen.add(id(found))
-        found = found.__cause__ or found.__context__
-    return False
+    return any(isinstance(each, ToolFailed) for each in chain(error))

@@ -33,14 +33,12 @@ from harness.adapters.langgraph.reading import (
 )
 from harness.adapters.langgraph.saver import sqlite_saver
 from harness.adapters.peers import AdapterError, safe_ids
-from harness.adapters.replay_units import FOREVER
+from harness.adapters.replay_units import FOREVER, load_read
 from harness.sim.machine import Probe
 from reference_machine import (
-    DefinitionError,
     Event,
     Tool,
     WorkflowDefinition,
-    load_definition,
 )
 
 __all__ = ["LangGraphTarget", "langgraph_target"]
@@ -187,17 +185,7 @@ def _loaded(name: str, tools: Mapping[str, Mapping[str, Any]],
             "events": {FAILED_EVENT: {"sources": ["system"]},
                        ANSWER_EVENT: {"sources": ["human"], "payload": answer}},
             "states": states}
-    try:
-        return load_definition(spec)
-    except DefinitionError as error:
-        if "eventless-cycle" not in str(error):
-            said = "; ".join(line.strip() for line in str(error).splitlines()[1:])
-            raise AdapterError(f"the definition read off the graph does not load: {said}"
-                               ) from error
-    for state in states.values():
-        for move in state.get("always", ()):
-            move["guard"] = f"context.route == {move['target']!r}"
-    return load_definition(spec)
+    return load_read(spec, "graph")
 
 
 def _require_langgraph() -> None:

@@ -14,14 +14,13 @@ from harness.adapters.openai_agents.common import DONE, FOREVER, RUNNING, asking
 from harness.adapters.openai_agents.machine import OpenAIAgentsMachine
 from harness.adapters.openai_agents.model import Say, ToolCall, checked
 from harness.adapters.peers import AdapterError
+from harness.adapters.replay_units import load_read
 from harness.sim.machine import Probe
 from reference_machine import (
     APPROVAL_DENIED,
     APPROVAL_GRANTED,
-    DefinitionError,
     Tool,
     WorkflowDefinition,
-    load_definition,
     step_action_hash,
 )
 
@@ -151,12 +150,7 @@ def _definition(name: str, tools: Mapping[str, Mapping[str, Any]], gates: Mappin
             "on": {"step.succeeded": RUNNING, "step.failed": RUNNING}}
     spec = {"name": name, "version": 1, "context": {"route": ""},
             "tools": {tool: dict(each) for tool, each in tools.items()}, "states": states}
-    try:
-        return load_definition(spec)
-    except DefinitionError as error:
-        said = "; ".join(line.strip() for line in str(error).splitlines()[1:])
-        raise AdapterError(f"the definition read off the agent does not load: {said}"
-                           ) from error
+    return load_read(spec, "agent")
 
 
 def _require_agents() -> None:

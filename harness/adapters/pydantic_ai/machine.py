@@ -12,7 +12,7 @@ from fault_injection import SimulatedCrash
 from harness.adapters.peers import AdapterError
 from harness.adapters.pydantic_ai.model import in_thread, pinned, scripted
 from harness.adapters.pydantic_ai.store import Disk, Record, Request
-from harness.adapters.replay_units import Dead, Process, ToolFailed, Unit, UnitCalls
+from harness.adapters.replay_units import Dead, Process, ToolFailed, Unit, UnitCalls, chain
 from harness.sim.machine import ApprovalWait, Observation, Probe
 from reference_machine import APPROVAL_DENIED, APPROVAL_GRANTED, Event, Tool
 
@@ -380,28 +380,14 @@ class PydanticAIMachine(Process):
 
 
 def _is_crash(error: BaseException) -> bool:
-    return any(isinstance(each, (SimulatedCrash, Dead)) for each in _chain(error))
-
-
-def _chain(error: BaseException) -> list[BaseException]:
-    """Gives the exception, its causes and contexts, and those inside its groups."""
-    found: list[BaseException] = []
-    todo = [error]
-    while todo:
-        each = todo.pop()
-        if any(each is seen for seen in found):
-            continue
-        found.append(each)
-        todo += [e for e in (each.__cause__, each.__context__) if e is not None]
-        todo += list(getattr(each, "exceptions", ()) or ())
-    return found
+    return any(isinstance(each, (SimulatedCrash, Dead)) for each in chain(error))
 
 
 def _ended_run(error: BaseException) -> bool:
     """Tells whether an exception out of a run is the run's own end (a tool's failure it did
     not handle, a model that broke its retries), not a bug in the harness or the app."""
     return any(isinstance(each, ToolFailed) or type(each).__name__ == "UnexpectedModelBehavior"
-               for each in _chain(error))
+               for each in chain(error))
 
 
 def _explained(tools: Mapping[str, Tool]) -> dict[str, Tool]:

@@ -20,12 +20,11 @@ from harness.adapters.pydantic_ai.machine import (
     PydanticAIMachine,
 )
 from harness.adapters.pydantic_ai.model import Script
+from harness.adapters.replay_units import load_read
 from harness.sim.machine import Probe
 from reference_machine import (
-    DefinitionError,
     Tool,
     WorkflowDefinition,
-    load_definition,
     step_action_hash,
 )
 
@@ -151,12 +150,7 @@ class PydanticAITarget:
         spec = {"name": self.name, "version": 1, "context": {"route": ""},
                 "tools": {tool: dict(each) for tool, each in declared.items()},
                 "states": states}
-        try:
-            return load_definition(spec)
-        except DefinitionError as error:
-            said = "; ".join(line.strip() for line in str(error).splitlines()[1:])
-            raise AdapterError(f"the definition read off the agent does not load: {said}"
-                               ) from error
+        return load_read(spec, "agent")
 
     def __call__(self, definition: WorkflowDefinition, tools: Mapping[str, Tool],
                  probe: Probe) -> PydanticAIMachine:

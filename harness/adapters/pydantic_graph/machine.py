@@ -14,7 +14,7 @@ from harness.adapters.peers import AdapterError
 from harness.adapters.pydantic_graph.box import NodeBox, ToolFailed, harnessed
 from harness.adapters.pydantic_graph.common import CRASH_POINTS, END, FAILED_EVENT, Dead
 from harness.adapters.pydantic_graph.persistence import Disk, persistence_class
-from harness.adapters.replay_units import Process
+from harness.adapters.replay_units import Process, chain
 from harness.sim.machine import Observation, Probe
 from reference_machine import Event, Tool
 
@@ -219,11 +219,4 @@ def _lost(error: BaseException) -> bool:
 
 
 def _tool_failure(error: BaseException) -> bool:
-    seen: set[int] = set()
-    found: BaseException | None = error
-    while found is not None and id(found) not in seen:
-        if isinstance(found, ToolFailed):
-            return True
-        seen.add(id(found))
-        found = found.__cause__ or found.__context__
-    return False
+    return any(isinstance(each, ToolFailed) for each in chain(error))

@@ -13,8 +13,9 @@ from harness.adapters.peers import AdapterError, safe_ids
 from harness.adapters.pydantic_graph.box import NodeBox
 from harness.adapters.pydantic_graph.common import CRASH_POINTS, END, FAILED_EVENT, RECOVERIES
 from harness.adapters.pydantic_graph.machine import PydanticGraphMachine
+from harness.adapters.replay_units import load_read
 from harness.sim.machine import Probe
-from reference_machine import DefinitionError, Tool, WorkflowDefinition, load_definition
+from reference_machine import Tool, WorkflowDefinition
 
 __all__ = ["PydanticGraphTarget", "pydantic_graph_target"]
 
@@ -124,17 +125,7 @@ def _loaded(name: str, tools: Mapping[str, Mapping[str, Any]],
     spec = {"name": name, "version": 1, "context": {"route": ""},
             "tools": {tool: dict(each) for tool, each in tools.items()},
             "events": {FAILED_EVENT: {"sources": ["system"]}}, "states": states}
-    try:
-        return load_definition(spec)
-    except DefinitionError as error:
-        if "eventless-cycle" not in str(error):
-            said = "; ".join(line.strip() for line in str(error).splitlines()[1:])
-            raise AdapterError(f"the definition read off the graph does not load: {said}"
-                               ) from error
-    for state in states.values():
-        for move in state.get("always", ()):
-            move["guard"] = f"context.route == {move['target']!r}"
-    return load_definition(spec)
+    return load_read(spec, "graph")
 
 
 def _require_pydantic_graph() -> Any:
