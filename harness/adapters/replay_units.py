@@ -69,7 +69,10 @@ class ToolFailed(Exception):
 
     def __init__(self, tool: str, category: str, message: str = "") -> None:
         super().__init__(f"{tool} failed: {category}{': ' + message if message else ''}")
-        self.tool, self.category = tool, category
+        self.tool, self.category, self.message = tool, category, message
+
+    def __reduce__(self) -> tuple[Any, ...]:  # an engine that records it pickles it
+        return (type(self), (self.tool, self.category, self.message))
 
 
 class Process:
@@ -109,6 +112,16 @@ class LentLock:
             return
         with self._lock:
             yield
+
+    @contextlib.contextmanager
+    def lent_here(self) -> Iterator[None]:
+        """Lends the hold to this thread while the holder waits on it (a thread a library
+        runs the holder's work on, such as DBOS's recovery)."""
+        lent, self._lent = self._lent, threading.get_ident()
+        try:
+            yield
+        finally:
+            self._lent = lent
 
     def in_thread(self, work: Callable[[], T]) -> T:
         """Runs `work` in a thread of its own, waited for; what it raises is raised here."""
