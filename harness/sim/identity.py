@@ -37,10 +37,16 @@ def machine_path(factory: object) -> str:
     if factory is ReferenceMachine:
         return "harness:ReferenceMachine"
     if module and not isinstance(factory, type | FunctionType):
-        # an instance (an adapter's target): the module-level name it is bound to
-        names = [name for name, value in vars(sys.modules.get(module, sys)).items()
-                 if value is factory]
-        return f"{module}:{names[0]}" if names else ""
+        # an instance (an adapter's target): the module-level name it is bound to, in its
+        # module, else in the first loaded module that binds it (made by a helper elsewhere)
+        for where in (module, *sorted(sys.modules)):
+            if where in ("__main__", "__mp_main__"):  # not importable back by that name
+                continue
+            bound = getattr(sys.modules.get(where), "__dict__", None) or {}
+            names = [name for name, value in list(bound.items()) if value is factory]
+            if names:
+                return f"{where}:{names[0]}"
+        return ""
     if not module or not qualname or "<" in qualname:
         return ""
     return f"{module}:{qualname}"
