@@ -4,13 +4,15 @@ two ways of keeping a human's decision (`APPROVALS`)."""
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fault_injection import SimulatedCrash
 from harness.adapters.peers import AdapterError
-from harness.adapters.pydantic_ai.model import in_thread, pinned, scripted
+from harness.adapters.pydantic_ai import on_dbos
+from harness.adapters.pydantic_ai.model import in_thread, lent_here, pinned, scripted
 from harness.adapters.pydantic_ai.store import Disk, Record, Request
 from harness.adapters.replay_units import Dead, Process, ToolFailed, Unit, UnitCalls, chain
 from harness.sim.machine import ApprovalWait, Observation, Probe
@@ -31,8 +33,12 @@ APPROVALS = ("bound", "by_call_id")
 RUNNING, DONE, FAILED = "running", "done", "failed"
 _LOOPS_MAX = 20  # decisions the app applies by itself in one call, at most
 
-_CURRENT: contextvars.ContextVar[tuple[Unit, str] | None] = contextvars.ContextVar(
+#: The tool call running now: its unit, why it may run unapproved, the calls it makes
+_CURRENT: contextvars.ContextVar[tuple[Unit, str, UnitCalls] | None] = contextvars.ContextVar(
     "fsmharness_pydantic_ai_call", default=None)
+#: Who re-runs a tool call on DBOS after a crash, and why
+_DBOS_RERUN = ("DBOS's recovery (a function tool is no DBOS step: DBOS records no result of "
+               "it, and re-runs it whenever it recovers the agent run)")
 
 
 class AgentBox:
@@ -68,7 +74,8 @@ class AgentBox:
             raise AdapterError(f"tries={tries}: a call is sent at least once")
         for attempt in range(1, tries + 1):
             try:
-                return calls.call(unit, tool, input, key)
+                with lent_here():  # on DBOS, a tool runs on a thread the harness waits on
+                    return calls.call(unit, tool, input, key)
             except ToolFailed as error:
                 if error.category not in retry_on or attempt == tries:
                     raise
@@ -78,9 +85,10 @@ class AgentBox:
 
     def _running(self) -> tuple[Unit, UnitCalls]:
         current = _CURRENT.get()
-        if current is None or self._calls is None:
+        if current is None:
             raise AdapterError("box.call works inside a tool call of the agent only")
-        return current[0], self._calls
+        return current[0], current[2]  # the worker's that runs the call (on DBOS, maybe not
+        # the one whose box the agent was built with)
 
 
 class PydanticAIMachine(Process):
@@ -90,17 +98,26 @@ class PydanticAIMachine(Process):
                  disk: Disk | None = None,
                  moves: dict[str, list[tuple[str, str]]] | None = None) -> None:
         self.target, self._tools, self.probe = target, tools, probe
-        self.crash_points: Sequence[str] = CRASH_POINTS
+        self.crash_points: Sequence[str] = target.crash_points
         self.disk = disk if disk is not None else Disk()
         self.dead, self.died_at = False, ""
-        self._calls = UnitCalls(_explained(tools), self, self.disk.journal, "pydantic-ai",
-                                after_effect="after_tool_call")
+        self.on_dbos = target.durable == "dbos"
+        self._calls = UnitCalls(_explained(tools), self, self.disk.journal,
+                                "DBOS" if self.on_dbos else "pydantic-ai",
+                                after_effect="after_tool_call",
+                                rerun_by=_DBOS_RERUN if self.on_dbos else "")
+        if self.on_dbos:
+            if self.disk.life is None:
+                self.disk.life = on_dbos.DBOSLife()
+            self.disk.life.start()
         self.box = AgentBox(self._calls)
         self._moves = moves if moves is not None else {}
         self._where: dict[str, str] = {}  # the state each execution was last moved to
         self._ran: list[Unit] = []  # the tool calls the run going on made that returned
         self._now = 0
-        self.agent = target.agent(self.box)
+        self._second = False
+        # on DBOS the target's agent, registered once, runs for every worker
+        self.agent = None if self.on_dbos else target.agent(self.box)
 
 
     # -- the protocol
@@ -151,9 +168,23 @@ class PydanticAIMachine(Process):
         self._moves.clear()
         self._ran.clear()
         self._calls.crashed()
+        if self.disk.life is not None:
+            self.disk.life.stop()  # the process dies, and DBOS in it
+
+    def close(self) -> None:
+        if self.disk.life is not None:
+            self.disk.life.close()
 
     def recover(self, now: int) -> None:
         self.dead, self.died_at = False, ""
+        life = self.disk.life
+        if life is not None:  # DBOS runs again what it left pending, before the app looks
+            life.start()
+            # a second executor re-enqueues what the live one runs: DBOS's duplicate execution
+            executors = [life.executor] if self._second else life.dead_executors()
+            self._now = now
+            with pinned(self.disk, now):
+                in_thread(life.recover, self, executors, fresh=True)
         for execution_id, prompt in list(self.disk.accepted.items()):
             record = self.disk.load(execution_id)
             if record is None:  # accepted, never saved: the queue's copy runs again
@@ -169,8 +200,10 @@ class PydanticAIMachine(Process):
     def worker(self) -> PydanticAIMachine | None:
         if self.target.one_runner_per_execution:
             return None  # the deployment never runs an execution in two workers at once
-        return PydanticAIMachine(self.target, self._tools, self.probe, disk=self.disk,
-                                 moves=self._moves)
+        worker = PydanticAIMachine(self.target, self._tools, self.probe, disk=self.disk,
+                                   moves=self._moves)
+        worker._second = True  # on DBOS: a second executor, beside the live one
+        return worker
 
     def observe(self, execution_id: str) -> Observation:
         moves = tuple(self._moves.pop(execution_id, ()))
@@ -254,7 +287,8 @@ class PydanticAIMachine(Process):
                 for decision in record.decisions.values():
                     if decision["request"] == request.id:
                         decision["done"] = True
-            output = in_thread(self._agent_run, execution_id, record, results)
+            output = in_thread(self._agent_run, execution_id, record, results,
+                               fresh=self.on_dbos)
             if self.dead:
                 raise SimulatedCrash(self.died_at or "after_tool_call")
             decided = self._after_run(execution_id, record, output)
@@ -269,20 +303,29 @@ class PydanticAIMachine(Process):
             "The human denied this call.")})
 
     def _agent_run(self, execution_id: str, record: Record, results: Any) -> Any:
-        """Runs the agent once: gives its result, or the exception that ended the run."""
+        """Runs the agent once: gives its result, or the exception that ended the run. On
+        DBOS the run is a workflow, its id the execution's and the run's number."""
         from pydantic_ai._utils import disable_threads
         from pydantic_ai.messages import ModelMessagesTypeAdapter
         from pydantic_ai.models.function import FunctionModel
         history = (list(ModelMessagesTypeAdapter.validate_json(record.history))
                    if record.history else None)
-        model = FunctionModel(scripted(self.target.script, execution_id, self.disk))
-        toolsets = [_watching(each, self, execution_id) for each in self.agent.toolsets]
-        with pinned(self.disk, self._now), disable_threads(), \
-                self.agent.override(tools=[], toolsets=toolsets):
+        prompt = None if history else record.prompt
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(pinned(self.disk, self._now))
+            stack.enter_context(disable_threads())
+            agent = self.agent
+            if agent is not None:
+                toolsets = [_watching(each, self, execution_id) for each in agent.toolsets]
+                stack.enter_context(agent.override(tools=[], toolsets=toolsets))
             try:
-                return self.agent.run_sync(None if history else record.prompt,
-                                           message_history=history, model=model,
-                                           deferred_tool_results=results)
+                if agent is None:  # on DBOS
+                    return on_dbos.run_workflow(
+                        self, execution_id, on_dbos.workflow_id(execution_id, record.runs + 1),
+                        prompt, history, results)
+                model = FunctionModel(scripted(self.target.script, execution_id, self.disk))
+                return agent.run_sync(prompt, message_history=history, model=model,
+                                      deferred_tool_results=results)
             except BaseException as error:  # a crash may come wrapped in a task group's
                 if self.dead or _is_crash(error):
                     self.dead = True
@@ -296,6 +339,7 @@ class PydanticAIMachine(Process):
         """Saves where the run stopped; gives a decision the app takes by itself (a request
         for a call it has a decision for, kept by call id), or None."""
         from pydantic_ai.tools import DeferredToolRequests
+        record.runs += 1
         if isinstance(output, BaseException):
             if not _ended_run(output):
                 raise output
@@ -379,6 +423,17 @@ class PydanticAIMachine(Process):
                 f"DeferredToolResults.metadata checked in the tool)")
 
 
+def dbos_answer(messages: list[Any], info: Any) -> Any:
+    """The model of an agent on DBOS: the script of the worker that runs the workflow."""
+    from dbos import DBOS
+    machine, execution_id = on_dbos.running(DBOS.workflow_id)
+    return scripted(machine.target.script, execution_id, machine.disk)(messages, info)
+
+
+def watched(toolset: Any) -> Any:
+    return _watching(toolset, None, "")
+
+
 def _is_crash(error: BaseException) -> bool:
     return any(isinstance(each, (SimulatedCrash, Dead)) for each in chain(error))
 
@@ -415,21 +470,24 @@ def _watching_class() -> type:
         """The agent's toolset, each call told to the machine: which tool call runs (the
         unit of the kit), and the world's tool a routed tool calls instead of its code."""
 
-        def __init__(self, wrapped: Any, machine: PydanticAIMachine, execution_id: str
-                     ) -> None:
+        def __init__(self, wrapped: Any, machine: PydanticAIMachine | None,
+                     execution_id: str) -> None:
             super().__init__(wrapped)
             self.machine, self.execution_id = machine, execution_id
 
         async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: Any,
                             tool: Any) -> Any:
-            machine = self.machine
+            machine, execution_id = self.machine, self.execution_id
+            if machine is None:  # on DBOS: the worker that runs the workflow now
+                from dbos import DBOS
+                machine, execution_id = on_dbos.running(DBOS.workflow_id)
             call_id = str(ctx.tool_call_id or "")
             turn, sends = _turn(ctx.messages, call_id)
-            unit = Unit(self.execution_id, name, f"{turn}/{call_id}", sends,
+            unit = Unit(execution_id, name, f"{turn}/{call_id}", sends,
                         (("tool call id pydantic-ai generated", call_id),)
                         if call_id.startswith("pyd_ai_") else ())
-            why = machine.approved_for(self.execution_id, call_id, name, tool_args)
-            token = _CURRENT.set((unit, why))
+            why = machine.approved_for(execution_id, call_id, name, tool_args)
+            token = _CURRENT.set((unit, why, machine._calls))
             machine.calling(unit, name)
             how = "failed"
             try:
@@ -450,7 +508,9 @@ def _watching_class() -> type:
 _WATCHING: list[type] = []
 
 
-def _watching(wrapped: Any, machine: PydanticAIMachine, execution_id: str) -> Any:
+def _watching(wrapped: Any, machine: PydanticAIMachine | None, execution_id: str) -> Any:
+    """The toolset `wrapped`, watched for `machine` (None: for the worker that runs the DBOS
+    workflow of the call, found when the call is made)."""
     if not _WATCHING:
         _WATCHING.append(_watching_class())
     return _WATCHING[0](wrapped, machine, execution_id)

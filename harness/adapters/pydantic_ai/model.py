@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 from harness.adapters.pydantic_ai.store import Disk
 from harness.adapters.replay_units import LentLock
 
-__all__ = ["Call", "Script", "in_thread", "pinned", "scripted"]
+__all__ = ["Call", "Script", "in_thread", "lent_here", "pinned", "scripted"]
 
 
 class Call(NamedTuple):
@@ -133,14 +133,22 @@ _PINNING = LentLock()  # held while pydantic-ai's functions are swapped
 _PINS = "_fsmharness_pins"  # the name the stand-ins find their functions under
 
 
-def in_thread(run: Callable[..., Any], *arguments: Any) -> Any:
+def in_thread(run: Callable[..., Any], *arguments: Any, fresh: bool = False) -> Any:
     """Runs `run(*arguments)` in a thread of its own, waited for (pydantic-ai's `run_sync`
     owns an event loop, and a second worker may run inside the first's crash point, in the
-    first's loop), with the caller's context; it holds the pins' lock for the caller, so
-    no other thread swaps them meanwhile. Gives what `run` gave, or raises what it raised."""
-    context = contextvars.copy_context()
+    first's loop), with the caller's context (`fresh`: an empty one, so that a second
+    worker's work is not taken for part of the DBOS workflow it acts inside of); it holds
+    the pins' lock for the caller, so no other thread swaps them meanwhile. Gives what
+    `run` gave, or raises what it raised."""
+    context = contextvars.Context() if fresh else contextvars.copy_context()
     with _PINNING.held():
         return _PINNING.in_thread(lambda: context.run(run, *arguments))
+
+
+def lent_here() -> contextlib.AbstractContextManager[None]:
+    """Lends the pins' hold to this thread: a thread DBOS runs a harness run's work on,
+    while the holder waits on it."""
+    return _PINNING.lent_here()
 
 
 @contextlib.contextmanager

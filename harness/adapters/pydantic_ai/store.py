@@ -38,6 +38,7 @@ class Record:
     history: str = ""  # ModelMessagesTypeAdapter JSON; "" before the first save
     request: Request | None = None
     asked: int = 0  # approval requests asked so far
+    runs: int = 0  # agent runs whose outcome was saved (on DBOS, the next run's number - 1)
     decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
     seen: list[str] = field(default_factory=list)
     outcome: str = ""  # success, failure once the run ended
@@ -62,6 +63,7 @@ class Disk:
         self.journal = Journal()  # what the harness saw of each tool call's runs: it explains
         self.asked: dict[tuple[str, int], int] = {}  # the model's side: turn asks per run
         self.minted = 0
+        self.life: Any = None  # on DBOS: the system database's process (on_dbos.DBOSLife)
 
     def load(self, execution_id: str) -> Record | None:
         text = self.records.get(execution_id)

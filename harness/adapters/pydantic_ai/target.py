@@ -18,8 +18,11 @@ from harness.adapters.pydantic_ai.machine import (
     RUNNING,
     AgentBox,
     PydanticAIMachine,
+    dbos_answer,
+    watched,
 )
 from harness.adapters.pydantic_ai.model import Script
+from harness.adapters.pydantic_ai.on_dbos import RECORD_POINTS, durable_agent
 from harness.adapters.replay_units import load_read
 from harness.sim.machine import Probe
 from reference_machine import (
@@ -31,6 +34,8 @@ from reference_machine import (
 __all__ = ["PydanticAITarget", "pydantic_ai_target"]
 
 _FOREVER = 10 * 365 * 24 * 3_600_000  # an approval waits for its human: no expiry
+#: Where the agent's runs are durable: the app's saved history, or DBOS workflows
+DURABLE = ("app", "dbos")
 
 
 class PydanticAITarget:
@@ -44,8 +49,11 @@ class PydanticAITarget:
                  tools: Mapping[str, Mapping[str, Any]] | None, prompt: Any,
                  approvals: str, gates: Mapping[str, str] | None,
                  routes: Mapping[str, str] | None, roles: Sequence[str],
-                 one_runner_per_execution: bool, module: str | None) -> None:
+                 one_runner_per_execution: bool, module: str | None,
+                 durable: str = "app") -> None:
         _require_pydantic_ai()
+        if durable not in DURABLE:
+            raise AdapterError(f"durable {durable!r}: expected one of {', '.join(DURABLE)}")
         if approvals not in APPROVALS:
             raise AdapterError(f"approvals {approvals!r}: expected one of "
                                f"{', '.join(APPROVALS)}")
@@ -76,6 +84,12 @@ class PydanticAITarget:
         self.gated = {tool: ids[tool] for tool in needing}
         self.worlds = worlds
         self.definition = self._definition(declared)
+        self.durable = durable
+        self.dbos_agent: Any = None
+        if durable == "dbos":  # registered with DBOS once, before any launch
+            self.crash_points = (*CRASH_POINTS, *RECORD_POINTS)
+            self.dbos_agent = durable_agent(self.agent(AgentBox(None)),
+                                            agent.name or self.name, dbos_answer, watched)
 
     def agent(self, box: AgentBox) -> Any:
         """Gives the agent `build_agent(box)` makes."""
@@ -157,7 +171,8 @@ class PydanticAITarget:
         return PydanticAIMachine(self, tools, probe)
 
     def __repr__(self) -> str:
-        return f"<pydantic-ai target {self.name} (approvals {self.approvals})>"
+        return (f"<pydantic-ai target {self.name} (approvals {self.approvals}, durable "
+                f"{self.durable})>")
 
 
 def _needing_approval(agent: Any) -> list[str]:
@@ -185,7 +200,8 @@ def pydantic_ai_target(build_agent: Callable[[AgentBox], Any], *,
                        gates: Mapping[str, str] | None = None,
                        routes: Mapping[str, str] | None = None,
                        roles: Sequence[str] = ("approver",),
-                       one_runner_per_execution: bool = False) -> PydanticAITarget:
+                       one_runner_per_execution: bool = False,
+                       durable: str = "app") -> PydanticAITarget:
     """Wraps a pydantic-ai agent whose tools may need approval (see the package).
     `build_agent(box)` gives the `Agent`; `script` is what its model says (a `Script`, or a
     `FunctionModel` function); `tools` the world's tools; `prompt` the run's prompt (a value,
@@ -195,8 +211,11 @@ def pydantic_ai_target(build_agent: Callable[[AgentBox], Any], *,
     the tool of its name, or its route); `routes` the agent's tools whose calls go to a
     world's tool of that name instead of their code; `roles` who may decide; and
     `one_runner_per_execution` the deployment's contract that no second worker runs an
-    execution beside the first."""
+    execution beside the first; `durable` where the agent's runs are durable: `app` (the
+    app saves the history between runs) or `dbos` (each run a DBOS workflow, its model
+    requests DBOS steps, on a SQLite system database of the run's own)."""
     return PydanticAITarget(build_agent, script=script, name=name, tools=tools, prompt=prompt,
                             approvals=approvals, gates=gates, routes=routes, roles=roles,
                             one_runner_per_execution=one_runner_per_execution,
-                            module=sys._getframe(1).f_globals.get("__name__"))
+                            module=sys._getframe(1).f_globals.get("__name__"),
+                            durable=durable)
