@@ -82,12 +82,13 @@ def refund_agent(box: AgentBox) -> Agent[None, Any]:
 
 
 def refund_target(name: str, refunds: dict[str, Any], approvals: str = "bound",
-                  script: Script = SCRIPT) -> PydanticAITarget:
+                  script: Script = SCRIPT, durable: str = "app") -> PydanticAITarget:
     """Gives the refund agent as a target: `refunds` the payment service's spec."""
     return pydantic_ai_target(refund_agent, script=script, name=name, prompt=PROMPT,
                               tools={"orders.get": {**HONOURS_KEYS, "repeatable": True},
                                      "payments.refund": refunds},
-                              gates={"refund": "payments.refund"}, approvals=approvals)
+                              gates={"refund": "payments.refund"}, approvals=approvals,
+                              durable=durable)
 
 
 target = refund_target("refund_agent", HONOURS_KEYS)
