@@ -1,6 +1,6 @@
 """Graphs written the way four of LangGraph's public bug reports write them, each with the tool
 call that makes the reported behaviour a side effect the ledger sees. On langgraph 1.2.22
-(langgraph-checkpoint-sqlite 3.1.2) the harness finds each (tests/harness/adapters/
+(langgraph-checkpoint-sqlite 3.1.2) the harness finds each (tests/contract/
 test_langgraph_findings.py pins them: findings about LangGraph, not failures of fsmharness):
 
 - `error_handler_again` (langchain-ai/langgraph#9002): a node's `error_handler` runs, pages

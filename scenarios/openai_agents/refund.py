@@ -15,7 +15,7 @@ effect and takes it from there on a resume. Each naive variant breaks one of tho
   after the refund and before the state was saved refunds again.
 
 And two shapes the SDK's own documents show
-(tests/harness/adapters/test_openai_agents_findings.py):
+(tests/contract/test_openai_agents_findings.py):
 
 - `documented_example`: the human-in-the-loop example's shape, a plain `@function_tool(
   needs_approval=True)` whose body is the effect: the SDK resumes the saved state after a

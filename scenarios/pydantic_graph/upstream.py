@@ -1,6 +1,6 @@
 """Graphs written the way pydantic-graph's docs and users write them, each with the tool call
 that makes what it does a side effect the ledger sees. On pydantic-graph 1.107.10 the harness
-finds (tests/harness/adapters/test_pydantic_graph_findings.py pins it: a finding about
+finds (tests/contract/test_pydantic_graph_findings.py pins it: a finding about
 pydantic-graph, not a failure of fsmharness):
 
 - `running_snapshot_lost`: a two-node payment run on `FileStatePersistence`, recovered as
