@@ -4,6 +4,7 @@ two ways of keeping a human's decision (`APPROVALS`)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 from collections.abc import Mapping, Sequence
@@ -37,8 +38,9 @@ _LOOPS_MAX = 20  # decisions the app applies by itself in one call, at most
 _CURRENT: contextvars.ContextVar[tuple[Unit, str, UnitCalls] | None] = contextvars.ContextVar(
     "fsmharness_pydantic_ai_call", default=None)
 #: Who re-runs a tool call on DBOS after a crash, and why
-_DBOS_RERUN = ("DBOS's recovery (a function tool is no DBOS step: DBOS records no result of "
-               "it, and re-runs it whenever it recovers the agent run)")
+_DBOS_RERUN = ("DBOS's recovery (DBOS runs a recovered agent run again from its top: it "
+               "replays the model's recorded answers and runs the tool calls again; a tool "
+               "call, or a step whose result was not yet recorded, runs at least once)")
 
 
 class AgentBox:
@@ -320,9 +322,12 @@ class PydanticAIMachine(Process):
                 stack.enter_context(agent.override(tools=[], toolsets=toolsets))
             try:
                 if agent is None:  # on DBOS
-                    return on_dbos.run_workflow(
-                        self, execution_id, on_dbos.workflow_id(execution_id, record.runs + 1),
-                        prompt, history, results)
+                    workflow = on_dbos.workflow_id(execution_id, record.runs + 1)
+                    try:
+                        return on_dbos.run_workflow(self, execution_id, workflow, prompt,
+                                                    history, results)
+                    except Exception as error:  # as raised, not as DBOS recorded it
+                        return on_dbos.failure_of(workflow, error)
                 model = FunctionModel(scripted(self.target.script, execution_id, self.disk))
                 return agent.run_sync(prompt, message_history=history, model=model,
                                       deferred_tool_results=results)
@@ -427,7 +432,8 @@ def dbos_answer(messages: list[Any], info: Any) -> Any:
     """The model of an agent on DBOS: the script of the worker that runs the workflow."""
     from dbos import DBOS
     machine, execution_id = on_dbos.running(DBOS.workflow_id)
-    return scripted(machine.target.script, execution_id, machine.disk)(messages, info)
+    with on_dbos.noting(DBOS.workflow_id):
+        return scripted(machine.target.script, execution_id, machine.disk)(messages, info)
 
 
 def watched(toolset: Any) -> Any:
@@ -478,9 +484,11 @@ def _watching_class() -> type:
         async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: Any,
                             tool: Any) -> Any:
             machine, execution_id = self.machine, self.execution_id
+            workflow = None
             if machine is None:  # on DBOS: the worker that runs the workflow now
                 from dbos import DBOS
-                machine, execution_id = on_dbos.running(DBOS.workflow_id)
+                workflow = DBOS.workflow_id
+                machine, execution_id = on_dbos.running(workflow)
             call_id = str(ctx.tool_call_id or "")
             turn, sends = _turn(ctx.messages, call_id)
             unit = Unit(execution_id, name, f"{turn}/{call_id}", sends,
@@ -490,12 +498,20 @@ def _watching_class() -> type:
             token = _CURRENT.set((unit, why, machine._calls))
             machine.calling(unit, name)
             how = "failed"
-            try:
+            call = super().call_tool
+
+            async def perform() -> Any:
                 world = machine.route(name)
                 if world is not None:
-                    output = machine.box.call(world, tool_args)
-                else:
-                    output = await super().call_tool(name, tool_args, ctx, tool)
+                    return machine.box.call(world, tool_args)
+                return await call(name, tool_args, ctx, tool)
+            try:
+                if workflow is None:
+                    output = await perform()
+                else:  # off DBOS's loop: a second executor acting at a crash point of the
+                    # call waits there for DBOS, whose loop must go on meanwhile
+                    with on_dbos.noting(workflow):
+                        output = await asyncio.to_thread(asyncio.run, perform())
                 how = "done"
                 return output
             finally:

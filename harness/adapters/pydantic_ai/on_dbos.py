@@ -22,12 +22,14 @@ second). Everything it writes lives in a temporary folder, removed when the run 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import shutil
+import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from fault_injection import SimulatedCrash
@@ -39,7 +41,7 @@ __all__ = ["RECORD_POINTS", "DBOSLife", "durable_agent", "running"]
 
 #: The crash points around DBOS's record of a step's output (a model's answer).
 RECORD_POINTS = ("before_record_step", "after_record_step")
-_POLL_S = 0.002  # how often the harness looks whether a recovered workflow ended
+_POLL_S = 0.005  # how often the harness looks whether a recovered workflow ended
 _RECOVERY_BOUND_S = 120.0  # a recovered workflow that runs longer is DBOS's failure
 _QUEUE_POLL_S = 0.01  # DBOS's internal queue, notifications and scheduler poll this often
 _TERMINAL = ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
@@ -62,6 +64,12 @@ _HERE: contextvars.ContextVar[tuple[Any, str, str] | None] = contextvars.Context
     "fsmharness_dbos_run", default=None)
 _ONE_DBOS = threading.Lock()  # DBOS is a process singleton: one life at a time
 _NAMES: set[str] = set()  # the DBOSAgent names registered in this process
+#: workflow id -> what stopped its run on DBOS's threads other than an exception (a crash,
+#: the harness's bound on a step's operations): DBOS records no outcome for it
+_STOPPED: dict[str, BaseException] = {}
+#: workflow id -> the exception its run ended with, as raised (DBOS records it pickled,
+#: without its causes)
+_FAILED: dict[str, BaseException] = {}
 
 
 def running(workflow_id: str | None) -> tuple[Any, str]:
@@ -80,6 +88,25 @@ def running(workflow_id: str | None) -> tuple[Any, str]:
 def recovered_by(machine: Any, workflow_id: str, execution_id: str) -> None:
     """Says that `machine` recovers workflow `workflow_id` of execution `execution_id`."""
     _RUNNING[workflow_id] = (machine, execution_id)
+
+
+@contextlib.contextmanager
+def noting(workflow_id: str | None) -> Iterator[None]:
+    """Notes what stops a run of the workflow other than an exception, so that the harness
+    waiting for it on another thread can raise it (see `DBOSLife._wait`)."""
+    try:
+        yield
+    except BaseException as error:
+        if not isinstance(error, Exception) and workflow_id:
+            _STOPPED.setdefault(workflow_id, error)
+        raise
+
+
+def failure_of(workflow_id: str, recorded: BaseException) -> BaseException:
+    """Gives the exception the workflow's run ended with as it was raised, with its causes
+    (`recorded` is DBOS's copy of it)."""
+    live = _FAILED.get(workflow_id)
+    return live if live is not None and type(live) is type(recorded) else recorded
 
 
 def workflow_id(execution_id: str, run: int) -> str:
@@ -156,7 +183,9 @@ class DBOSLife:
             raise
 
     def stop(self) -> None:
-        """The process dies: DBOS stops, its threads joined; what it recorded stays."""
+        """The process dies: DBOS stops (its executor's threads are not waited for: a run
+        still unwinding there writes nothing, see `_watch_writes`); what it recorded
+        stays."""
         if not self.live:
             return
         from dbos import DBOS
@@ -175,6 +204,8 @@ class DBOSLife:
                          if getattr(machine, "disk", None) is not None
                          and getattr(machine.disk, "life", None) is self]:
             del _RUNNING[workflow]
+            _STOPPED.pop(workflow, None)
+            _FAILED.pop(workflow, None)
 
     def recover(self, machine: Runner, executors: Sequence[str]) -> None:
         """Re-enqueues the workflows `executors` left pending, in the order of their ids,
@@ -186,10 +217,17 @@ class DBOSLife:
         pending = [each for executor in executors for each in
                    instance._sys_db.get_pending_workflows(executor, GlobalParams.app_version)]
         for each in sorted(pending, key=lambda p: p.workflow_id):
-            recovered_by(machine, each.workflow_id, execution_of(each.workflow_id))
-            running_before = _running_count(instance, each.workflow_id)
-            _recover_workflow(instance, each, list(executors))
-            self._wait(machine, each.workflow_id, running_before)
+            workflow = each.workflow_id
+            before = _RUNNING.get(workflow)  # a second executor's: the live one's run
+            recovered_by(machine, workflow, execution_of(workflow))
+            running_before = _running_count(instance, workflow)
+            _STOPPED.pop(workflow, None)
+            try:
+                _recover_workflow(instance, each, list(executors))
+                self._wait(machine, workflow, running_before)
+            finally:
+                if before is not None:  # the first run goes on, for the first executor
+                    _RUNNING[workflow] = before
 
     def _wait(self, machine: Runner, workflow: str, running_before: int) -> None:
         """Waits until DBOS ran the recovered workflow to its end and its run stopped (the
@@ -205,12 +243,15 @@ class DBOSLife:
             if machine.dead and stopped:
                 raise SimulatedCrash(machine.died_at or RECORD_POINTS[0])
             status = DBOS.get_workflow_status(workflow)
-            if (status is not None and status.status in _TERMINAL and stopped
-                    and not machine.dead):
+            ended = status is not None and status.status in _TERMINAL
+            if ended and stopped and not machine.dead:
                 return
+            if stopped and not ended and workflow in _STOPPED:  # a bound of the harness
+                raise _STOPPED.pop(workflow)
             if time.monotonic() - began > _RECOVERY_BOUND_S:
-                raise AdapterError(f"DBOS did not run the recovered workflow {workflow!r} "
-                                   f"within {_RECOVERY_BOUND_S:.0f} s")
+                raise AdapterError(f"the recovered workflow {workflow!r} did not end within "
+                                   f"{_RECOVERY_BOUND_S:.0f} s (DBOS did not run it, or the "
+                                   f"agent's code did not return)")
             time.sleep(_POLL_S)
 
     def dead_executors(self) -> list[str]:
@@ -231,12 +272,14 @@ def _watch_writes(system_db: Any) -> None:
     record, outcome = system_db.record_operation_result, system_db.update_workflow_outcome
 
     def recording(result: Any, **options: Any) -> None:
-        machine, _ = running(result.get("workflow_uuid"))
+        workflow = result.get("workflow_uuid")
+        machine, _ = running(workflow)
         if machine.dead:
             raise Dead
         if "__model.request" not in str(result.get("function_name", "")):
             return record(result, **options)
-        with lent_here():  # DBOS writes on a thread of its own; the harness waits on it
+        # DBOS writes on a thread of its own; the harness waits on it
+        with lent_here(), noting(workflow):
             machine.passing(RECORD_POINTS[0])
             record(result, **options)
             machine.passing(RECORD_POINTS[1])
@@ -245,6 +288,10 @@ def _watch_writes(system_db: Any) -> None:
     def ending(workflow: str, *arguments: Any, **options: Any) -> Any:
         if running(workflow)[0].dead:
             raise Dead
+        status = arguments[0] if arguments else options.get("status")
+        raised = sys.exc_info()[1]  # DBOS records a failure inside its `except`
+        if status == "ERROR" and raised is not None:
+            _FAILED[workflow] = raised
         return outcome(workflow, *arguments, **options)
     system_db.record_operation_result = recording
     system_db.update_workflow_outcome = ending

@@ -5,6 +5,7 @@ run beside it, and campaigns on scenarios/pydantic_ai/refund_dbos.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,12 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic_ai import Agent
+from pydantic_ai.tools import DeferredToolRequests
 
 from fault_injection import FaultKind, FaultPlan, FaultRate, SimulatedCrash
 from harness import SimOptions
 from harness.adapters.peers import AdapterError
-from harness.adapters.pydantic_ai import Call, Script, pydantic_ai_target
+from harness.adapters.pydantic_ai import AgentBox, Call, Script, pydantic_ai_target
 from harness.adapters.pydantic_ai.machine import PydanticAIMachine
+from harness.adapters.replay_units import ToolFailed
 from harness.engines.fuzz import FuzzOptions, fuzz
 from harness.engines.replay import replay
 from scenarios.pydantic_ai import refund, refund_dbos
@@ -33,6 +37,61 @@ ROOT = Path(__file__).resolve().parents[3]
 ASKS_OTHERWISE = Script(turns=refund.SCRIPT.turns, final=refund.SCRIPT.final,
                         again={1: [Call("refund", {"order_id": "o-1", "amount": 400},
                                         "call-9")]})
+
+
+MAIL = Script(turns=[[Call("look_up", {"order_id": "o-1"}, "c-0")],
+                     [Call("send", {"order_id": "o-1"}, "c-1")],
+                     [Call("audit", {"what": "sent"}, "c-2")]], final="sent")
+
+
+def mailer(box: AgentBox) -> Agent[None, Any]:
+    """A user's agent of async tools: a look-up, a send that needs approval, an audit."""
+    agent: Agent[None, Any] = Agent(None, output_type=[str, DeferredToolRequests],
+                                    name="mailer")
+
+    @agent.tool_plain
+    async def look_up(order_id: str) -> str:
+        return json.dumps(box.call("orders.get", {"order_id": order_id}), default=str)
+
+    @agent.tool_plain(requires_approval=True)
+    async def send(order_id: str) -> str:
+        box.call("payments.refund", {"order_id": order_id})
+        return "sent"
+
+    @agent.tool_plain
+    async def audit(what: str) -> str:
+        box.call("orders.get", {"order_id": what})
+        return "noted"
+    return agent
+
+
+def wrapping(box: AgentBox) -> Agent[None, Any]:
+    """A user's agent whose look-up wraps the failure it met in an error of its own."""
+    agent: Agent[None, Any] = Agent(None, output_type=[str, DeferredToolRequests],
+                                    name="wrapping")
+
+    @agent.tool_plain
+    def look_up(order_id: str) -> str:
+        try:
+            box.call("orders.get", {"order_id": order_id})
+        except ToolFailed as error:
+            raise RuntimeError("the order service refused the look-up") from error
+        return "found"
+
+    @agent.tool_plain(requires_approval=True)
+    def send(order_id: str) -> str:
+        box.call("payments.refund", {"order_id": order_id})
+        return "sent"
+    return agent
+
+
+_MAIL_TOOLS = {"orders.get": {"repeatable": True}, "payments.refund": {}}
+async_mailer = pydantic_ai_target(mailer, script=MAIL, name="async_mailer", prompt="mail",
+                                  tools=_MAIL_TOOLS, gates={"send": "payments.refund"},
+                                  durable="dbos")
+wrapping_mailer = pydantic_ai_target(wrapping, script=MAIL, name="wrapping_mailer",
+                                     prompt="mail", tools=_MAIL_TOOLS,
+                                     gates={"send": "payments.refund"}, durable="dbos")
 
 
 @pytest.fixture
@@ -73,17 +132,28 @@ class TestRecovery:
 
     def test_a_crash_before_the_answer_is_recorded_asks_the_model_again(self, made: Any
                                                                         ) -> None:
-        calls = Calls(crash_at="before_record_step", times=1)
+        """The crash strikes before DBOS records the model's refund turn: recovery asks the
+        model that turn again, and it answers otherwise (400 under call-9), which is what
+        the human is now asked to approve."""
         target = pydantic_ai_target(refund.refund_agent, script=ASKS_OTHERWISE,
                                     name="asks_otherwise", prompt=refund.PROMPT,
                                     tools={"orders.get": {"repeatable": True},
                                            "payments.refund": {}},
                                     gates={"refund": "payments.refund"}, durable="dbos")
-        machine = made(target, calls)
+        machine = made(target, Calls())
+        records = []
+
+        def probe(point: str) -> None:
+            records.append(point)
+            if point == "before_record_step" and records.count(point) == 2:
+                raise SimulatedCrash(point)  # the second answer: the refund turn
+        machine.probe = probe
         _crash_and_recover(machine, lambda: machine.start("x1", {}, 0))
-        # the look-up's answer was never recorded: the model answers turn 0 again
-        assert machine.disk.asked[("x1", 0)] == 2
-        assert machine.observe("x1").state == "awaiting_refund"
+        assert machine.disk.asked == {("x1", 0): 1, ("x1", 1): 2}
+        wait = machine.observe("x1").approval
+        assert wait is not None and wait.request_id == "x1/call-9/1"
+        assert wait.action_hash == target.action_hash("refund",
+                                                      {"order_id": "o-1", "amount": 400})
 
     def test_a_crash_after_the_answer_is_recorded_replays_it(self, made: Any) -> None:
         calls = Calls(crash_at="after_record_step", times=1)
@@ -108,11 +178,111 @@ class TestRecovery:
             if point == "after_tool_call" and not getattr(probe, "done", False):
                 probe.done = True  # type: ignore[attr-defined]
                 worker.recover(600)
-        machine.probe = probe  # type: ignore[method-assign]
-        worker.probe = lambda point: None  # type: ignore[method-assign]
+        machine.probe = probe
+        worker.probe = lambda point: None
         assert machine.deliver("x1", event, 500) == "accepted"
         assert [key for _, key in refunds(calls)] == ["x1/refund/1/call-1"] * 2
         assert machine.observe("x1").state == "done"
+
+    def test_a_second_executor_inside_a_recovered_run_of_async_tools(self, made: Any
+                                                                       ) -> None:
+        """Async tools run on DBOS's loop in a recovered run; a second executor acting at
+        their crash point needs that loop to run its own re-run, so the call runs off it:
+        no hang, the send made by the crashed run, the recovery and the second executor,
+        each credited to its worker."""
+        calls = Calls()
+        machine = made(async_mailer, calls)
+        machine.start("x1", {}, 0)
+        worker = machine.worker()
+        assert worker is not None
+        event = grant(1, machine)
+        sends = {"n": 0}
+
+        def probe(point: str) -> None:
+            if point != "after_tool_call":
+                return
+            sends["n"] += 1
+            if sends["n"] == 2 and not machine.dead:  # the send: the process dies
+                raise SimulatedCrash(point)
+            if sends["n"] == 3:  # the send again, in the recovered run
+                worker.recover(600)
+        machine.probe = probe
+        worker.probe = lambda point: None
+        _crash_and_recover(machine, lambda: machine.deliver("x1", event, 500))
+        assert [key for tool, _, key in calls.calls if tool == "payments.refund"] == [
+            "x1/send/1/c-1"] * 3
+        assert machine.observe("x1").state == "done"
+        journal = machine.disk.journal._places[("x1", "send", "1/c-1")]
+        assert (journal.runs, journal.by, journal.before) == (3, 2, 1)
+
+    def test_the_first_run_goes_on_for_the_first_executor(self, made: Any) -> None:
+        """After a second executor's re-run inside a recovered run, the first's next tool
+        call is the first's: its crash point crashes the first, not the worker."""
+        calls = Calls()
+        machine = made(async_mailer, calls)
+        machine.start("x1", {}, 0)
+        worker = machine.worker()
+        assert worker is not None
+        event = grant(1, machine)
+        seen: list[str] = []
+
+        def probe(point: str) -> None:
+            if point != "after_tool_call":
+                return
+            seen.append(point)
+            if len(seen) == 2 and not machine.dead:
+                raise SimulatedCrash(point)  # the send: the process dies
+            if len(seen) == 3:
+                worker.recover(600)  # the send again: a second executor re-runs the run
+            if len(seen) == 4:  # the first's audit, after the second's re-run
+                raise SimulatedCrash(point)
+        machine.probe = probe
+        worker.probe = lambda point: None
+        with pytest.raises(SimulatedCrash):
+            machine.deliver("x1", event, 500)
+        machine.crash()
+        with pytest.raises(SimulatedCrash):
+            machine.recover(1000)
+        assert machine.dead and not worker.dead
+
+    def test_a_bound_that_stops_a_recovered_run_is_raised_not_waited_on(self, made: Any
+                                                                        ) -> None:
+        """The harness's bound on a step (its operations, its time) stops a recovered run
+        on DBOS's thread: DBOS records no outcome, and recovery raises the bound at once
+        instead of waiting for an outcome that never comes."""
+        class Bound(BaseException):
+            pass
+        calls = Calls(crash_at="after_tool_call", times=0)
+        machine = made(refund_dbos.target, calls)
+        machine.start("x1", {}, 0)
+        calls.times = 1
+        event = grant(1, machine)
+        with pytest.raises(SimulatedCrash):
+            machine.deliver("x1", event, 500)
+        machine.crash()
+
+        def bound(point: str) -> None:
+            if point == "after_tool_call":
+                raise Bound
+        machine.probe = bound
+        with pytest.raises(Bound):
+            machine.recover(1000)
+
+    def test_a_failure_keeps_its_causes_after_a_recovery(self, made: Any) -> None:
+        """A tool that wraps the refusal it met (`raise ... from error`) ends the run as
+        failed, also when the run's failure comes back from DBOS's record after a crash
+        (DBOS pickles it without its causes)."""
+        machine = made(wrapping_mailer, Calls(fail="orders.get", failures=5))
+        crashed = {"done": False}
+
+        def probe(point: str) -> None:
+            if point == "before_record_step" and not crashed["done"]:
+                crashed["done"] = True
+                raise SimulatedCrash(point)
+        machine.probe = probe
+        _crash_and_recover(machine, lambda: machine.start("x1", {}, 0))
+        observed = machine.observe("x1")
+        assert (observed.state, observed.outcome) == ("failed", "failure")
 
     def test_one_runner_per_execution_offers_no_second_executor(self) -> None:
         target = pydantic_ai_target(refund.refund_agent, script=refund.SCRIPT, name="one_runner",
@@ -157,14 +327,16 @@ from harness import SimOptions
 from harness.sim.simulator import Simulator
 from scenarios.pydantic_ai import refund_dbos
 target = refund_dbos.refund_without_key
-run = Simulator(target.definition, SimOptions(), machine=target).run(17)
-print(hashlib.sha256("\\n".join(map(repr, run.history)).encode()).hexdigest())
+run = Simulator(target.definition, SimOptions(), machine=target).run(5)
+kinds = sorted({{getattr(getattr(r, "fault", None), "value", "") for r in run.history}} - {{""}})
+print(hashlib.sha256("\\n".join(map(repr, run.history)).encode()).hexdigest(), kinds)
 """
 
 
 def test_a_seed_gives_the_same_history_in_every_process() -> None:
-    """DBOS's threads, ids and clocks never reach the history: the same seed gives the same
-    history in two interpreters with different hash seeds."""
+    """DBOS's threads, ids and clocks never reach the history: the same seed (a run with
+    crashes and a second executor acting inside a recovered run) gives the same history in
+    two interpreters with different hash seeds."""
     digests = set()
     for seed in ("0", "1"):
         out = subprocess.run([sys.executable, "-c", _HISTORY.format(root=str(ROOT))],
@@ -172,6 +344,8 @@ def test_a_seed_gives_the_same_history_in_every_process() -> None:
                              env={**os.environ, "PYTHONHASHSEED": seed})
         digests.add(out.stdout.strip())
     assert len(digests) == 1, digests
+    said = digests.pop()
+    assert "'crash'" in said and "'second_worker'" in said, said
 
 
 def _campaign(target: Any, folder: Path, runs: int, plan: FaultPlan) -> Any:
@@ -193,7 +367,7 @@ class TestCampaigns:
         assert not report.held
         failure = report.failures[0]
         assert failure.rule == "no_duplicate_effect"
-        assert "DBOS's recovery (a function tool is no DBOS step" in (
+        assert "DBOS's recovery (DBOS runs a recovered agent run again" in (
             failure.violations[0].message)
         assert failure.replay_file is not None and replay(failure.replay_file).reproduced
 
