@@ -375,7 +375,13 @@ def _print_section(out: Console, section: dict[str, Any], quiet: bool) -> None:
         return
     unsaved = [failure for failure in section["failures"]
                if not failure.get("replay_command") and failure.get("rule") != DETERMINISTIC]
-    if any(failure.get("mutant") for failure in unsaved):
+    if unsaved and any(failure.get("rule") == DETERMINISTIC for failure in section["failures"]):
+        out.print("      (no replay file: the same seed gave two histories, so no failure of "
+                  "this campaign replays from its seed; make the machine deterministic first)",
+                  markup=False)
+    elif "--no-report" not in sys.argv[1:]:
+        return  # the replay files were written, or the report says why not
+    elif any(failure.get("mutant") for failure in unsaved):
         out.print("      (no replay file with --no-report: this failure is a guided mutant's, "
                   "which its seed alone does not run again; run without --no-report, or with "
                   "--strategy swarm)", markup=False)

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.tools import DeferredToolRequests
+from running import cli
 
 from fault_injection import FaultKind, FaultPlan, FaultRate, SimulatedCrash
 from harness import SimOptions
@@ -401,3 +402,39 @@ class TestCampaigns:
                              capture_output=True, text=True, cwd=ROOT)
         assert out.returncode == 0, out.stdout + out.stderr
         assert "transitions 7/7" in out.stdout and "crash_points 5/5" in out.stdout
+
+
+_MINTED_KEY = '''
+import uuid
+from pydantic_ai import Agent
+from pydantic_ai.tools import DeferredToolRequests
+from harness.adapters.pydantic_ai import Call, Script, pydantic_ai_target
+
+def build(box):
+    agent = Agent(None, output_type=[str, DeferredToolRequests], name="minted")
+
+    @agent.tool_plain(requires_approval=True)
+    def refund(order_id: str) -> str:
+        box.call("payments.refund", {"order_id": order_id}, key=str(uuid.uuid4()))
+        return "done"
+    return agent
+
+target = pydantic_ai_target(
+    build, script=Script(turns=[[Call("refund", {"order_id": "o-1"}, "c-1")]]),
+    tools={"payments.refund": {"idempotency_keys": True}}, gates={"refund": "payments.refund"})
+'''
+
+
+def test_a_campaign_that_is_not_deterministic_says_why_it_wrote_no_replay(tmp_path: Path
+                                                                           ) -> None:
+    """A key drawn from uuid4 changes the history from run to run and refunds twice under
+    two keys: with a report asked for, no replay file is written, and the command says it
+    is because the seeds do not replay (not that --no-report was given)."""
+    (tmp_path / "minted_key.py").write_text(_MINTED_KEY)
+    result = cli("fuzz", "minted_key:target", "--runs", "30", "--report",
+                 str(tmp_path / "report"), cwd=tmp_path, path=f"{tmp_path}:{ROOT}")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "violated deterministic" in result.stdout
+    assert "violated no_duplicate_effect" in result.stdout
+    assert "no replay file: the same seed gave two histories" in result.stdout
+    assert "--no-report" not in result.stdout
