@@ -238,7 +238,8 @@ class Journal:
         if again and call in place.first:
             who = f"{unit.name} (step {unit.step})"
             idempotent = ("make the call idempotent: a key stable across re-runs, on a "
-                          "service that honours keys")
+                          "service that honours keys; a tool that only reads: declare it "
+                          "repeatable: true")
             if place.before and place.before != place.by:
                 reasons.append(f"two workers ran {who}: a second worker took the same "
                                f"execution (a deployment that runs one runner per execution "

@@ -87,9 +87,12 @@ class PydanticAITarget:
         self.durable = durable
         self.dbos_agent: Any = None
         if durable == "dbos":  # registered with DBOS once, before any launch
+            if not agent.name:  # as pydantic-ai's DBOSAgent refuses it
+                raise AdapterError("an agent needs a unique name to run on DBOS (DBOS names "
+                                   "its workflows and steps by it): Agent(..., name='support')")
             self.crash_points = (*CRASH_POINTS, *RECORD_POINTS)
-            self.dbos_agent = durable_agent(self.agent(AgentBox(None)),
-                                            agent.name or self.name, dbos_answer, watched)
+            self.dbos_agent = durable_agent(self.agent(AgentBox(None)), agent.name,
+                                            dbos_answer, watched)
 
     def agent(self, box: AgentBox) -> Any:
         """Gives the agent `build_agent(box)` makes."""

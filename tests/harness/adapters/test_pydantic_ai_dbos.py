@@ -313,6 +313,18 @@ class TestRefusals:
                                tools={"orders.get": {}, "payments.refund": {}},
                                gates={"refund": "payments.refund"}, durable="temporal")
 
+    def test_an_agent_without_a_name_is_refused_as_dbos_refuses_it(self) -> None:
+        def nameless(box: AgentBox) -> Agent[None, Any]:
+            agent: Agent[None, Any] = Agent(None, output_type=[str, DeferredToolRequests])
+
+            @agent.tool_plain(requires_approval=True)
+            def send(order_id: str) -> str:
+                return "sent"
+            return agent
+        with pytest.raises(AdapterError, match="an agent needs a unique name to run on DBOS"):
+            pydantic_ai_target(nameless, script=MAIL, tools=_MAIL_TOOLS,
+                               gates={"send": "payments.refund"}, durable="dbos")
+
     def test_a_second_dbos_run_in_the_process_is_refused(self, made: Any) -> None:
         machine = made(refund_dbos.target, Calls())
         machine.start("x1", {}, 0)
