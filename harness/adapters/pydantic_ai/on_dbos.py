@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import contextvars
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -67,8 +66,8 @@ _NAMES: set[str] = set()  # the DBOSAgent names registered in this process
 #: workflow id -> what stopped its run on DBOS's threads other than an exception (a crash,
 #: the harness's bound on a step's operations): DBOS records no outcome for it
 _STOPPED: dict[str, BaseException] = {}
-#: workflow id -> the exception its run ended with, as raised (DBOS records it pickled,
-#: without its causes)
+#: workflow id -> the last exception a tool call or a model answer of its run raised, as
+#: raised (DBOS records the one that ends the run pickled, without its causes)
 _FAILED: dict[str, BaseException] = {}
 
 
@@ -92,12 +91,16 @@ def recovered_by(machine: Any, workflow_id: str, execution_id: str) -> None:
 
 @contextlib.contextmanager
 def noting(workflow_id: str | None) -> Iterator[None]:
-    """Notes what stops a run of the workflow other than an exception, so that the harness
-    waiting for it on another thread can raise it (see `DBOSLife._wait`)."""
+    """Notes what a tool call or a model answer of the workflow's run raised: an exception
+    as raised, with its causes (DBOS records the one that ends the run pickled, without
+    them: see `failure_of`), and what stops the run other than an exception, so that the
+    harness waiting for it on another thread can raise it (see `DBOSLife._wait`)."""
     try:
         yield
     except BaseException as error:
-        if not isinstance(error, Exception) and workflow_id:
+        if workflow_id and isinstance(error, Exception):
+            _FAILED[workflow_id] = error
+        elif workflow_id:
             _STOPPED.setdefault(workflow_id, error)
         raise
 
@@ -288,10 +291,6 @@ def _watch_writes(system_db: Any) -> None:
     def ending(workflow: str, *arguments: Any, **options: Any) -> Any:
         if running(workflow)[0].dead:
             raise Dead
-        status = arguments[0] if arguments else options.get("status")
-        raised = sys.exc_info()[1]  # DBOS records a failure inside its `except`
-        if status == "ERROR" and raised is not None:
-            _FAILED[workflow] = raised
         return outcome(workflow, *arguments, **options)
     system_db.record_operation_result = recording
     system_db.update_workflow_outcome = ending
