@@ -357,7 +357,8 @@ JUDGES: Mapping[str, _Judge] = {
 
 #: Why an invariant that needs a thing judged nothing, by the thing.
 _NEEDS = {
-    "commits": "the machine reports no commits: give it watch()",
+    "commits": ("the machine reports no commits (a machine of your own reports them with "
+                "watch(); an adapter's target cannot)"),
     "replay": "the machine offers no replay(execution_id)",
     "guards": "the definition has no guard",
     "approvals": "the definition has no approval",

@@ -32,6 +32,9 @@ CRASH = FaultPlan((FaultRate(FaultKind.CRASH, 0.02),))
 NAMES = ("no_duplicate_effect", "persist_before_effect", "approval_genuine", "replay_matches",
          "my_rule")
 
+NO_COMMITS = ("the machine reports no commits (a machine of your own reports them with "
+              "watch(); an adapter's target cannot)")
+
 
 def done(**counts: Any) -> Exercised:
     """Gives what one run exercised, as counted (crash points `after_save`, `after_refund`)."""
@@ -201,11 +204,9 @@ class TestInvariants:
                          Coverage(), FaultPlan(), NAMES)
         assert found.checked == ("my_rule",)
         assert found.moot == {"approval_genuine": "the definition has no approval"}
-        assert found.unable == {
-            "persist_before_effect": "the machine reports no commits: give it watch()",
-            "replay_matches": "the machine offers no replay(execution_id)"}
+        assert found.unable == {"persist_before_effect": NO_COMMITS,
+                                "replay_matches": "the machine offers no replay(execution_id)"}
         assert found.idle == {"no_duplicate_effect": "no effect was applied"}
         assert found.counted == "1 of 5 invariants checked"
         report = found.report()["invariants"]
-        assert report["persist_before_effect"] == {
-            "judged": 0, "unable": "the machine reports no commits: give it watch()"}
+        assert report["persist_before_effect"] == {"judged": 0, "unable": NO_COMMITS}

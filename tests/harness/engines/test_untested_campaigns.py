@@ -234,7 +234,8 @@ def test_the_bot_that_refunds_inside_one_call_is_never_held() -> None:
     # the count of invariants checked leaves out those this machine keeps from checking
     assert len(report.checked) < len(report.invariants)
     assert report.adequacy.unable["versions_increase"] == (
-        "the machine reports no commits: give it watch()")
+        "the machine reports no commits (a machine of your own reports them with watch(); "
+        "an adapter's target cannot)")
 
 
 class DeclaresAPointItNeverPasses(SoundRefund):
