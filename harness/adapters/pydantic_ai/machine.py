@@ -16,6 +16,7 @@ from harness.adapters.pydantic_ai import on_dbos
 from harness.adapters.pydantic_ai.model import in_thread, lent_here, pinned, scripted
 from harness.adapters.pydantic_ai.store import Disk, Record, Request
 from harness.adapters.replay_units import Dead, Process, ToolFailed, Unit, UnitCalls, chain
+from harness.errors import words_of
 from harness.sim.machine import ApprovalWait, Observation, Probe
 from reference_machine import APPROVAL_DENIED, APPROVAL_GRANTED, Event, Tool
 
@@ -41,6 +42,19 @@ _CURRENT: contextvars.ContextVar[tuple[Unit, str, UnitCalls] | None] = contextva
 _DBOS_RERUN = ("DBOS's recovery (DBOS runs a recovered agent run again from its top: it "
                "replays the model's recorded answers and runs the tool calls again; a tool "
                "call, or a step whose result was not yet recorded, runs at least once)")
+
+
+class ToolRaised(Exception):
+    """A tool of the agent raised an exception of its own (a bug of the agent's code, not a
+    failure of a world's tool): it names the tool, the call and the execution."""
+
+    def __init__(self, tool: str, call_id: str, execution_id: str, said: str) -> None:
+        super().__init__(f"tool {tool!r} (call {call_id} of {execution_id}) raised {said}")
+        self.tool, self.call_id, self.execution_id, self.said = (tool, call_id, execution_id,
+                                                                 said)
+
+    def __reduce__(self) -> tuple[Any, ...]:  # DBOS records it pickled
+        return (type(self), (self.tool, self.call_id, self.execution_id, self.said))
 
 
 class AgentBox:
@@ -501,10 +515,17 @@ def _watching_class() -> type:
             call = super().call_tool
 
             async def perform() -> Any:
-                world = machine.route(name)
-                if world is not None:
-                    return machine.box.call(world, tool_args)
-                return await call(name, tool_args, ctx, tool)
+                try:
+                    world = machine.route(name)
+                    if world is not None:
+                        return machine.box.call(world, tool_args)
+                    return await call(name, tool_args, ctx, tool)
+                except Exception as error:
+                    if isinstance(error, ToolFailed) or type(error).__module__.startswith(
+                            "pydantic_ai"):
+                        raise  # the world's failure, or pydantic-ai's own control flow
+                    raise ToolRaised(name, call_id, execution_id,
+                                     f"{type(error).__name__}: {words_of(error)}") from error
             try:
                 if workflow is None:
                     output = await perform()

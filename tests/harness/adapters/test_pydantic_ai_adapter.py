@@ -24,7 +24,7 @@ from fault_injection import FaultKind, FaultPlan, FaultRate, SimulatedCrash
 from harness import SimOptions
 from harness.adapters.peers import AdapterError
 from harness.adapters.pydantic_ai import AgentBox, Script, pydantic_ai_target
-from harness.adapters.pydantic_ai.machine import PydanticAIMachine
+from harness.adapters.pydantic_ai.machine import PydanticAIMachine, ToolRaised
 from harness.adapters.pydantic_ai.model import EPOCH, in_thread, pinned
 from harness.adapters.pydantic_ai.store import Disk
 from harness.adapters.replay_units import ToolFailed
@@ -438,3 +438,31 @@ def test_a_campaign_that_is_not_deterministic_says_why_it_wrote_no_replay(tmp_pa
     assert "violated no_duplicate_effect" in result.stdout
     assert "no replay file: the same seed gave two histories" in result.stdout
     assert "--no-report" not in result.stdout
+
+
+def _breaking(box: AgentBox) -> Agent[None, Any]:
+    """An agent whose look-up has a bug of its own: it raises a plain exception."""
+    agent: Agent[None, Any] = Agent(None, output_type=[str, DeferredToolRequests],
+                                    name="breaking")
+
+    @agent.tool_plain
+    def look_up(order_id: str) -> str:
+        raise RuntimeError("the CRM connection was reset")
+
+    @agent.tool_plain(requires_approval=True)
+    def refund(order_id: str, amount: int) -> str:
+        return "refunded"
+    return agent
+
+
+def test_a_tools_own_exception_names_the_tool() -> None:
+    """A bug of the agent's code is the machine's verdict, naming the tool and the call,
+    with the exception it raised as the cause."""
+    target = pydantic_ai_target(_breaking, script=refund.SCRIPT, tools={
+        "orders.get": {}, "payments.refund": {}}, gates={"refund": "payments.refund"})
+    machine = machine_of(target, Calls())
+    with pytest.raises(ToolRaised, match=r"tool 'look_up' \(call call-0 of x1\) raised "
+                                         r"RuntimeError: the CRM connection was reset"
+                       ) as raised:
+        machine.start("x1", {}, 0)
+    assert isinstance(raised.value.__cause__, RuntimeError)

@@ -20,13 +20,14 @@ from fault_injection import FaultKind, FaultPlan, FaultRate, SimulatedCrash
 from harness import SimOptions
 from harness.adapters.peers import AdapterError
 from harness.adapters.pydantic_ai import AgentBox, Call, Script, pydantic_ai_target
-from harness.adapters.pydantic_ai.machine import PydanticAIMachine
+from harness.adapters.pydantic_ai.machine import PydanticAIMachine, ToolRaised
 from harness.adapters.replay_units import ToolFailed
 from harness.engines.fuzz import FuzzOptions, fuzz
 from harness.engines.replay import replay
 from scenarios.pydantic_ai import refund, refund_dbos
 from tests.harness.adapters.test_pydantic_ai_adapter import (
     Calls,
+    _breaking,
     grant,
     machine_of,
     refunds,
@@ -283,6 +284,21 @@ class TestRecovery:
         _crash_and_recover(machine, lambda: machine.start("x1", {}, 0))
         observed = machine.observe("x1")
         assert (observed.state, observed.outcome) == ("failed", "failure")
+
+    def test_a_tools_own_exception_after_a_recovery_names_the_tool(self, made: Any
+                                                                     ) -> None:
+        """A bug of the agent's code met in a run DBOS recovered is the machine's verdict,
+        naming the tool, though DBOS recorded the run's failure pickled."""
+        target = pydantic_ai_target(_breaking, script=refund.SCRIPT, name="breaking_dbos",
+                                    tools=_MAIL_TOOLS, gates={"refund": "payments.refund"},
+                                    durable="dbos")
+        machine = made(target, Calls(crash_at="before_record_step", times=1))
+        with pytest.raises(SimulatedCrash):
+            machine.start("x1", {}, 0)
+        machine.crash()
+        with pytest.raises(ToolRaised, match=r"tool 'look_up' \(call call-0 of x1\) raised "
+                                             r"RuntimeError: the CRM connection was reset"):
+            machine.recover(1000)
 
     def test_one_runner_per_execution_offers_no_second_executor(self) -> None:
         target = pydantic_ai_target(refund.refund_agent, script=refund.SCRIPT, name="one_runner",
