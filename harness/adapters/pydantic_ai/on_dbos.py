@@ -35,6 +35,7 @@ from fault_injection import SimulatedCrash
 from harness.adapters.peers import AdapterError
 from harness.adapters.pydantic_ai.model import lent_here
 from harness.adapters.replay_units import Dead
+from harness.errors import words_of
 
 __all__ = ["RECORD_POINTS", "DBOSLife", "durable_agent", "running"]
 
@@ -107,9 +108,15 @@ def noting(workflow_id: str | None) -> Iterator[None]:
 
 def failure_of(workflow_id: str, recorded: BaseException) -> BaseException:
     """Gives the exception the workflow's run ended with as it was raised, with its causes
-    (`recorded` is DBOS's copy of it)."""
+    (`recorded` is DBOS's copy of it: unpickled without its causes, or, where pickling
+    failed, an `Exception` of the type's name and the words)."""
     live = _FAILED.get(workflow_id)
-    return live if live is not None and type(live) is type(recorded) else recorded
+    if live is None:
+        return recorded
+    said, named = words_of(recorded), type(live).__name__
+    same = ((type(recorded).__name__ == named and said == words_of(live))
+            or said == f"{named}: {words_of(live)}")
+    return live if same else recorded
 
 
 def workflow_id(execution_id: str, run: int) -> str:
@@ -166,6 +173,10 @@ class DBOSLife:
         try:
             from dbos import DBOS
             from dbos._dbos import _get_dbos_instance
+            if not self.lives:  # a new simulated run: nothing of an earlier one is known
+                _RUNNING.clear()
+                _STOPPED.clear()
+                _FAILED.clear()
             if not self.folder:
                 self.folder = tempfile.mkdtemp(prefix="fsmharness-dbos-")
             self.lives += 1

@@ -406,3 +406,19 @@ class TestCampaigns:
         message = report.failures[0].violations[0].message
         assert "two workers ran refund" in message
         assert report.failures[0].replay_file is not None
+
+
+def test_a_failure_dbos_could_not_pickle_is_judged_as_raised() -> None:
+    """Where DBOS cannot pickle the exception a run ended with, it records an `Exception`
+    of the type's name and the words; the run's failure is still the one raised."""
+    from harness.adapters.pydantic_ai import on_dbos
+    live = ToolRaised("look_up", "c-0", "x1", "RuntimeError: reset")
+    on_dbos._FAILED["x9/run/1"] = live
+    try:
+        assert on_dbos.failure_of("x9/run/1", Exception(f"ToolRaised: {live}")) is live
+        assert on_dbos.failure_of("x9/run/1", ToolRaised("look_up", "c-0", "x1",
+                                                         "RuntimeError: reset")) is live
+        other = ValueError("another failure")
+        assert on_dbos.failure_of("x9/run/1", other) is other
+    finally:
+        del on_dbos._FAILED["x9/run/1"]
