@@ -104,9 +104,11 @@ class Run:
     # -- the loop ----------------------------------------------------------------------------
 
     def execute(self) -> SimulationResult:
-        """Runs the simulation; with `freeze_clock`, `datetime.now()` and `time.time()` in the
-        machine read the machine's virtual clock (from `FROZEN_EPOCH`), not the wall."""
-        if not self.options.freeze_clock:
+        """Runs the simulation; with `freeze_clock` (or a machine factory that asks for it,
+        `freeze_clock = True`: an adapter that pins the user's clock), `datetime.now()` and
+        `time.time()` in the machine read the machine's virtual clock (from `FROZEN_EPOCH`),
+        not the wall."""
+        if not (self.options.freeze_clock or getattr(self.sim.machine, "freeze_clock", False)):
             return self._execute()
         with freezegun.freeze_time(FROZEN_EPOCH) as frozen:
             self.timekeeper.frozen = frozen
@@ -181,7 +183,9 @@ class Run:
         `out_of_time` (the run's deadline passed: what it saw is not a whole run)."""
         deadline = self.deadline
         for _ in range(count):
-            if deadline is not None and time.monotonic() > deadline:
+            # the system's monotonic clock, which a frozen clock (`freeze_clock`: freezegun
+            # patches `time.monotonic`) leaves running; the deadline is a value of it
+            if deadline is not None and time.clock_gettime(time.CLOCK_MONOTONIC) > deadline:
                 return OUT_OF_TIME
             if not self.step():
                 return "machine_failed" if self.failure is not None else self.stopped()

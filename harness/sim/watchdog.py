@@ -161,7 +161,7 @@ class Watchdog:
         """Starts the bound on a step."""
         self.overran = None
         if self.armed and threading.get_ident() == _MAIN_THREAD:
-            self.began = time.monotonic()
+            self.began = _now()
             Watchdog._current = self
             if not 0 < Watchdog._period <= self.period:
                 Watchdog._period = self.period
@@ -191,7 +191,7 @@ class Watchdog:
             if Watchdog._period > 0:
                 Watchdog._halt()
             return
-        if time.monotonic() - current.began < current.seconds:
+        if _now() - current.began < current.seconds:
             return
         Watchdog._current = None
         frames = traceback.extract_stack(frame)[-_STACK_FRAMES:] if frame else []

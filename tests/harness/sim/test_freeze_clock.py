@@ -55,3 +55,30 @@ def test_frozen_runs_repeat_and_free_runs_do_not() -> None:
     assert run(freeze=True) == run(freeze=True)
     free = run(freeze=False)
     assert all(wall > FROZEN_EPOCH + timedelta(days=300) for _, wall, _ in free)
+
+
+def test_a_deadline_is_kept_by_the_running_clock_not_the_frozen_one() -> None:
+    """A shrinking attempt runs with a deadline on the system's monotonic clock: a frozen
+    clock (which patches `time.monotonic`) once made every step look past it, so that no
+    attempt ran and nothing was shrunk."""
+    options = SimOptions(seed=0, freeze_clock=True)
+    result = Simulator(REFUND, options).run(deadline=time.monotonic() + 600)
+    assert result.status != "out_of_time", result.summary()
+    assert result.ok
+
+
+def test_a_machine_factory_can_ask_for_the_frozen_clock() -> None:
+    """An adapter that pins its user's clock asks for the frozen clock itself
+    (`freeze_clock = True` on the factory), so that one freeze serves the whole run."""
+    seen: list[float] = []
+
+    class Asks(ReferenceMachine):
+        def deliver(self, execution_id: str, event: Event, now: int) -> str | None:
+            seen.append(time.time())
+            return super().deliver(execution_id, event, now)
+
+    def factory(*args: Any) -> Asks:
+        return Asks(*args)
+    factory.freeze_clock = True  # type: ignore[attr-defined]
+    Simulator(REFUND, SimOptions(seed=0), machine=factory).run()
+    assert seen and all(abs(t - FROZEN_EPOCH.timestamp()) < 86_400 * 30 for t in seen)
