@@ -14,6 +14,8 @@ import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from harness.bench.memory import campaign_peak
 from harness.engines.fuzz import RUNS_DEFAULT
 from reference_machine import load_definition
@@ -54,6 +56,7 @@ def test_peak_memory_does_not_grow_with_the_runs() -> None:
     assert per_run < 500, told
 
 
+@pytest.mark.slow  # 8,000 guided runs: 80 s on the 2-core machine
 def test_a_guided_campaign_keeps_a_corpus_of_bounded_size() -> None:
     """The guided strategy keeps a corpus, at most `CORPUS_MAX` entries of a few kilobytes
     each (its draws packed, its behaviours shared), and the fault sites it aims at (finite):

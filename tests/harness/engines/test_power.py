@@ -39,7 +39,14 @@ def _options(**given: Any) -> FuzzOptions:
     return FuzzOptions(replay_dir=given.pop("replay_dir", None), **given)
 
 
-@pytest.mark.parametrize("name", sorted(NAIVE))
+#: The scenarios whose 40 campaigns take longest (30 s to 50 s each on the 2-core machine):
+#: run with `-m slow`, so that the default run stays within its bound; the other two keep
+#: the check in every run
+_LONG = ("batch_refile_on_changes", "calendar_book_without_hold", "code_agent_pr_twice")
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name in _LONG
+                                  else name for name in sorted(NAIVE)])
 def test_each_naive_scenario_fails_in_19_of_20_campaigns_at_the_defaults(name: str) -> None:
     """Twenty base seeds as the command line takes them, twenty as the plugin derives them
     from test ids: at the default run count, at most one campaign of each misses the bug."""
