@@ -1,0 +1,319 @@
+"""The Temporal adapter in history mode (harness.adapters.temporal): histories the harness
+writes as Temporal's server, workflow tasks through temporalio's own Replayer, activities in
+its activity environment; the sound refund holds, the naive ones fail, shrunk, with a
+replay."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import temporal_flows as flows  # tests/support: a module of its own, which the sandbox imports
+
+from fault_injection import FaultKind, FaultPlan, FaultRate, SimulatedCrash
+from harness import SimOptions, Simulator
+from harness.adapters.peers import AdapterError
+from harness.adapters.temporal import (
+    ReplayDiverged,
+    WorkflowTaskFailed,
+    temporal_target,
+)
+from harness.engines.fuzz import FuzzOptions, fuzz
+from harness.engines.replay import replay
+from reference_machine import Event, Failure, Success
+from scenarios.temporal import refund
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def campaign(target: Any, runs: int = 40, plan: FaultPlan | None = None, **options: Any
+             ) -> Any:
+    sim = SimOptions(plan=plan) if plan is not None else SimOptions()
+    options.setdefault("replay_dir", None)
+    return fuzz(target.definition, FuzzOptions(runs=runs, seed=0, sim=sim, **options),
+                machine=target)
+
+
+class Calls:
+    """Tools that record every call (one may fail, `fail` times), and a probe that crashes
+    at a chosen point the n-th time it is passed."""
+
+    def __init__(self, crash_at: str = "", nth: int = 1, fail: int = 0,
+                 category: str = "transient") -> None:
+        self.calls: list[tuple[str, dict[str, Any], str]] = []
+        self.crash_at, self.nth, self.fail, self.category = crash_at, nth, fail, category
+        self.passed: list[str] = []
+
+    def tools(self, *names: str) -> dict[str, Any]:
+        def tool(name: str) -> Any:
+            def call(input: Mapping[str, Any], key: str) -> Success | Failure:
+                self.calls.append((name, dict(input), key))
+                if self.fail:
+                    self.fail -= 1
+                    return Failure(self.category, "try again")
+                return Success({"id": "r-1"})
+            return call
+        return {name: tool(name) for name in names}
+
+    def probe(self, point: str) -> None:
+        self.passed.append(point)
+        if point == self.crash_at:
+            self.nth -= 1
+            if self.nth == 0:
+                raise SimulatedCrash(point)
+
+
+def charge_target(**given: Any) -> Any:
+    return temporal_target(flows.Charge, [flows.charge], arguments=["o-1"],
+                           tools={"payments.charge": {"idempotency_keys": True}}, **given)
+
+
+def made(target: Any, calls: Calls, *tools: str) -> Any:
+    return target(target.definition, calls.tools(*tools or ("payments.charge",)), calls.probe)
+
+
+def kinds(machine: Any, execution: str = "x") -> list[str]:
+    from temporalio.api.enums.v1 import EventType
+    return [EventType.Name(e.event_type).removeprefix("EVENT_TYPE_").lower()
+            for e in machine.server.runs[execution].events.events]
+
+
+class TestDefinition:
+    def test_signals_are_events_and_the_run_ends_completed_or_failed(self) -> None:
+        definition = refund.target.definition
+        assert set(definition.states) == {"running", "completed", "failed"}
+        assert definition.initial == "running"
+        assert set(definition.events) == {"approve"}
+        assert definition.spec.events["approve"].sends_max == 1
+
+    def test_signals_default_to_every_handler_and_unknown_ones_are_refused(self) -> None:
+        target = temporal_target(flows.Approval)
+        assert set(target.definition.events) == {"approve", "cancel"}
+        with pytest.raises(AdapterError, match="has no such signal handler"):
+            temporal_target(flows.Approval, signals={"approved": {}})
+
+    @pytest.mark.parametrize(("given", "said"), [
+        ({"workflow": object}, "is not a Temporal workflow"),
+        ({"workflow": flows.Charge}, "give arguments="),
+        ({"workflow": flows.Charge, "arguments": ["o"], "activities": [len]},
+         "is not a Temporal activity"),
+    ])
+    def test_what_is_not_a_workflow_is_refused(self, given: dict[str, Any], said: str
+                                               ) -> None:
+        with pytest.raises(AdapterError, match=said):
+            temporal_target(**given)
+
+
+class TestServer:
+    def test_a_run_writes_the_history_temporal_writes(self) -> None:
+        machine = made(charge_target(), Calls())
+        assert machine.start("x", {}, 0) == "accepted"
+        assert machine.observe("x").calls[0].tool == "charge"
+        machine.complete("x", "1", 0)
+        assert machine.observe("x").timers == (("1", 60_000),)
+        machine.advance(60_000)
+        seen = machine.observe("x")
+        assert (seen.state, seen.status, seen.outcome) == ("completed", "final", "success")
+        assert kinds(machine) == [
+            "workflow_execution_started", "workflow_task_scheduled", "workflow_task_started",
+            "workflow_task_completed", "activity_task_scheduled", "activity_task_started",
+            "activity_task_completed", "workflow_task_scheduled", "workflow_task_started",
+            "workflow_task_completed", "timer_started", "timer_fired",
+            "workflow_task_scheduled", "workflow_task_started", "workflow_task_completed",
+            "workflow_execution_completed"]
+        machine.replay("x")  # the whole history replays through temporalio's Replayer
+
+    def test_a_repeated_start_and_a_redelivered_signal_are_duplicates(self) -> None:
+        target = temporal_target(flows.Approval)
+        machine = made(target, Calls())
+        assert machine.start("x", {}, 0) == "accepted"
+        assert machine.start("x", {}, 0) == "ignored:duplicate"
+        approve = Event("e1", "approve", payload={"by": "ana"})
+        assert machine.deliver("x", approve, 5) == "accepted"
+        assert machine.observe("x").state == "completed"
+        assert machine.deliver("x", approve, 6) == "rejected:workflow execution already " \
+                                                   "completed"
+        assert machine.deliver("y", approve, 6) == "rejected:unknown execution"
+        history = machine.server.runs["x"].events.events
+        completed = history[-1].workflow_execution_completed_event_attributes
+        assert completed.result.payloads[0].data == b"\"approved {'by': 'ana'}\""
+
+    def test_a_signal_without_an_argument_is_sent_none(self) -> None:
+        machine = made(temporal_target(flows.Approval), Calls())
+        machine.start("x", {}, 0)
+        assert machine.deliver("x", Event("e1", "cancel"), 1) == "accepted"
+        assert machine.observe("x").outcome == "success"
+        signaled = machine.server.runs["x"].events.events[4]
+        assert signaled.workflow_execution_signaled_event_attributes.request_id == "e1"
+
+    def test_a_failed_attempt_is_retried_with_the_next_attempt_number(self) -> None:
+        calls = Calls(fail=2)
+        machine = made(charge_target(), calls)
+        machine.start("x", {}, 0)
+        for _ in range(3):
+            machine.complete("x", "1", 0)
+        assert [key for _, _, key in calls.calls] == ["x/charge/1"] * 3  # one key throughout
+        started = machine.server.runs["x"].events.events[5]
+        assert started.activity_task_started_event_attributes.attempt == 3
+
+    def test_a_permanent_failure_fails_the_activity_and_the_workflow(self) -> None:
+        machine = made(charge_target(), Calls(fail=1, category="permanent"))
+        machine.start("x", {}, 0)
+        machine.complete("x", "1", 0)
+        assert "activity_task_failed" in kinds(machine)
+        seen = machine.observe("x")
+        assert (seen.state, seen.outcome) == ("failed", "failure")
+
+    def test_a_crash_after_the_effect_has_the_server_try_the_activity_again(self) -> None:
+        calls = Calls(crash_at="after_effect")
+        machine = made(charge_target(), calls)
+        machine.start("x", {}, 0)
+        with pytest.raises(SimulatedCrash):
+            machine.complete("x", "1", 0)
+        machine.crash()
+        machine.recover(1)
+        assert machine.observe("x").calls  # scheduled again
+        machine.complete("x", "1", 2)
+        run = machine.server.runs["x"]
+        assert run.events.events[5].activity_task_started_event_attributes.attempt == 2
+        assert [key for _, _, key in calls.calls] == ["x/charge/1", "x/charge/1"]
+
+    def test_a_crash_before_the_task_is_reported_times_the_task_out(self) -> None:
+        machine = made(charge_target(), Calls(crash_at="before_report_task"))
+        with pytest.raises(SimulatedCrash):
+            machine.start("x", {}, 0)
+        machine.crash()
+        machine.recover(10)
+        assert kinds(machine)[3:7] == ["workflow_task_timed_out", "workflow_task_scheduled",
+                                       "workflow_task_started", "workflow_task_completed"]
+        assert machine.observe("x").calls
+        machine.replay("x")
+
+    def test_a_second_worker_takes_a_stalled_attempt(self) -> None:
+        calls = Calls()
+        first = made(charge_target(), calls)
+        second = first.worker()
+        first.start("x", {}, 0)
+
+        def stall(point: str) -> None:  # the first stalls past the timeout at its report
+            if point == "before_report_activity" and first.probe is stall:
+                first.probe = calls.probe
+                second.recover(5)
+                second.complete("x", "1", 5)
+        first.probe = stall
+        first.complete("x", "1", 0)
+        assert len(calls.calls) == 2  # both attempts took effect; one result reached the server
+        assert kinds(first).count("activity_task_completed") == 1
+        assert first.observe("x").timers
+
+
+class TestReplayMatches:
+    def test_a_workflow_that_decides_otherwise_on_replay_fails_in_temporals_replayer(
+            self) -> None:
+        machine = made(temporal_target(flows.ReplayBranches, [flows.charge, flows.audit],
+                                       arguments=["o-1"]), Calls())
+        machine.start("x", {}, 0)
+        machine.complete("x", "1", 0)
+        with pytest.raises(ReplayDiverged, match=r"Temporal's Replayer failed: "
+                                                 r"NondeterminismError.*does not match"):
+            machine.replay("x")
+
+    def test_a_different_input_on_replay_is_caught_where_the_replayer_is_silent(self
+                                                                                 ) -> None:
+        report = campaign(refund.clock_in_signal, runs=20)
+        assert not report.held
+        failure = report.failures[0]
+        assert failure.rule == "replay_matches", failure.violations
+        said = failure.violations[0].message
+        assert "schedule activity notify (id 2) with" in said and "live, and" in said
+
+    def test_the_sound_workflow_replays_to_what_it_did(self) -> None:
+        result = Simulator(refund.target.definition, SimOptions(seed=4),
+                           machine=refund.target).run()
+        replayed = [r for r in result.history if type(r).__name__ == "Replayed"]
+        assert replayed and all(r.ok for r in replayed)
+
+
+class TestTheWorkflowsOwnFailures:
+    def test_a_workflow_task_that_raises_is_the_machines_failure(self) -> None:
+        machine = made(temporal_target(flows.Raises), Calls())
+        with pytest.raises(WorkflowTaskFailed, match=r"the order book is gone.*stuck"):
+            machine.start("x", {}, 0)
+
+    def test_a_command_the_history_mode_does_not_model_is_said(self) -> None:
+        machine = made(temporal_target(flows.LocalActivity, [flows.audit], arguments=["o"]),
+                       Calls())
+        with pytest.raises(AdapterError, match="schedule_local_activity command"):
+            machine.start("x", {}, 0)
+
+    def test_an_activity_not_registered_is_said(self) -> None:
+        machine = made(temporal_target(flows.Charge, [], arguments=["o"]), Calls())
+        machine.start("x", {}, 0)
+        with pytest.raises(AdapterError, match="does not register"):
+            machine.complete("x", "1", 0)
+
+
+class TestCampaigns:
+    def test_the_sound_refund_holds_under_every_fault(self) -> None:
+        report = campaign(refund.target, runs=40)
+        assert report.held, [f.violations for f in report.failures]
+        assert not report.vacuous
+        coverage = report.summary()["coverage"]
+        assert coverage["crash_points"]["missing"] == []
+        assert coverage["transitions"]["missing"] == []
+
+    def test_a_refund_keyed_by_its_attempt_is_caught_shrunk_and_replayed(
+            self, tmp_path: Path) -> None:
+        plan = FaultPlan((FaultRate(FaultKind.CRASH, 0.3),))
+        report = campaign(refund.key_by_attempt, runs=40, plan=plan, replay_dir=tmp_path)
+        assert not report.held
+        failure = report.failures[0]
+        assert failure.rule == "no_duplicate_effect", failure.violations
+        assert "attempt 2" in failure.violations[0].message
+        shrunk = failure.counterexample
+        assert shrunk is not None and shrunk.steps < shrunk.original_steps
+        assert any("FAULT crash" in line for line in shrunk.trace())
+        assert failure.replay_file is not None
+        outcome = replay(failure.replay_file)
+        assert outcome.reproduced and outcome.rule == "no_duplicate_effect"
+
+    def test_the_same_seed_gives_the_same_history_in_any_process(self, tmp_path: Path) -> None:
+        script = tmp_path / "history.py"
+        script.write_text(
+            "import sys\n"
+            "from harness import SimOptions, Simulator\n"
+            "from harness.sim.history import dump_line\n"
+            "from scenarios.temporal import refund\n"
+            "for seed in (3, 11):\n"
+            "    result = Simulator(refund.target.definition, SimOptions(seed=seed),"
+            " machine=refund.target).run()\n"
+            "    sys.stdout.write(''.join(dump_line(r) + '\\n' for r in result.history))\n")
+
+        def run(hash_seed: str) -> str:
+            env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(ROOT)}
+            done = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env,
+                                  capture_output=True, text=True, check=False)
+            assert done.returncode == 0, done.stderr
+            return done.stdout
+
+        first = run("1")
+        assert '"kind":"applied"' in first
+        assert first == run("2")
+
+    def test_the_cli_says_a_target_that_is_not_a_workflow_without_a_traceback(
+            self, tmp_path: Path) -> None:
+        (tmp_path / "mine.py").write_text(
+            "from harness.adapters.temporal import temporal_target\n"
+            "target = temporal_target(object)\n")
+        done = subprocess.run([sys.executable, "-m", "harness.cli", "fuzz", "mine:target",
+                               "--runs", "2", "--no-report"], cwd=tmp_path, check=False,
+                              capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "is not a Temporal workflow" in done.stderr
+        assert "Traceback" not in done.stderr

@@ -1,0 +1,88 @@
+"""Temporal workflows the adapter's tests run (tests/harness/adapters/test_temporal_adapter.py),
+in a module of their own as Temporal's sandbox wants."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import activity, workflow
+
+with workflow.unsafe.imports_passed_through():
+    from harness.adapters.temporal import call
+
+
+@activity.defn
+def charge(order: str) -> str:
+    call("payments.charge", {"order": order})
+    return "charged"
+
+
+@activity.defn
+def audit(order: str) -> str:
+    return f"audited {order}"
+
+
+@workflow.defn
+class Charge:
+    """Charges once, waits a minute, completes."""
+
+    @workflow.run
+    async def run(self, order: str) -> str:
+        done = await workflow.execute_activity(charge, order,
+                                               start_to_close_timeout=timedelta(seconds=5))
+        await workflow.sleep(timedelta(minutes=1))
+        return done
+
+
+@workflow.defn
+class ReplayBranches:
+    """Schedules another activity on replay than it did live: the nondeterminism Temporal's
+    Replayer finds itself."""
+
+    @workflow.run
+    async def run(self, order: str) -> str:
+        chosen = audit if workflow.unsafe.is_replaying() else charge
+        return await workflow.execute_activity(chosen, order,
+                                               start_to_close_timeout=timedelta(seconds=5))
+
+
+@workflow.defn
+class Raises:
+    """Its code raises a plain exception: the workflow task fails, for ever."""
+
+    @workflow.run
+    async def run(self) -> str:
+        raise RuntimeError("the order book is gone")
+
+
+@workflow.defn
+class LocalActivity:
+    """Runs a local activity, which the history mode does not model."""
+
+    @workflow.run
+    async def run(self, order: str) -> str:
+        return await workflow.execute_local_activity(
+            audit, order, start_to_close_timeout=timedelta(seconds=5))
+
+
+@workflow.defn
+class Approval:
+    """Waits for `approve` (an argument) or `cancel` (none)."""
+
+    def __init__(self) -> None:
+        self.decision: dict[str, Any] | None = None
+        self.cancelled = False
+
+    @workflow.run
+    async def run(self) -> str:
+        await workflow.wait_condition(lambda: self.decision is not None or self.cancelled)
+        return "cancelled" if self.cancelled else f"approved {self.decision}"
+
+    @workflow.signal
+    def approve(self, decision: dict[str, Any]) -> None:
+        self.decision = decision
+
+    @workflow.signal
+    def cancel(self) -> None:
+        self.cancelled = True
