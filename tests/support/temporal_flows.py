@@ -86,3 +86,38 @@ class Approval:
     @workflow.signal
     def cancel(self) -> None:
         self.cancelled = True
+
+
+@workflow.defn
+class Tagged:
+    """Charges under a reference it draws from the workflow's own random (deterministic on
+    replay)."""
+
+    @workflow.run
+    async def run(self, order: str) -> str:
+        reference = str(workflow.uuid4())
+        return await workflow.execute_activity(charge, f"{order}/{reference}",
+                                               start_to_close_timeout=timedelta(seconds=5))
+
+
+@workflow.defn(name="Tagged")
+class TaggedWithJitter:
+    """Version 2 of `Tagged`: it draws a jitter first, which shifts the reference drawn after
+    (sdk-python#1109's class: the Replayer does not compare the activity's input)."""
+
+    @workflow.run
+    async def run(self, order: str) -> str:
+        workflow.random().random()  # the added draw
+        reference = str(workflow.uuid4())
+        return await workflow.execute_activity(charge, f"{order}/{reference}",
+                                               start_to_close_timeout=timedelta(seconds=5))
+
+
+@workflow.defn(name="Tagged")
+class TaggedRenamedActivity:
+    """Version 2 of `Tagged` that runs another activity: the Replayer's own error."""
+
+    @workflow.run
+    async def run(self, order: str) -> str:
+        return await workflow.execute_activity(audit, order,
+                                               start_to_close_timeout=timedelta(seconds=5))

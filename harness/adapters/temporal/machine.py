@@ -229,18 +229,26 @@ class TemporalMachine(Process):
     def replay(self, execution_id: str) -> None:
         """Replays the execution's whole history through Temporal's `Replayer`, a day after
         its last event, and raises where it does not do what the workflow did live: the
-        Replayer's own
-        nondeterminism error, or a command whose input, duration or result differ (which
-        the Replayer does not compare)."""
+        Replayer's own nondeterminism error, or a command whose input, duration or result
+        differ (which the Replayer does not compare). Then the same under each later
+        version of the workflow the target names (`replay_with`): a deployment of it
+        replays the histories its predecessor wrote."""
         run = self.server.runs[execution_id]
         if run.diverged:
             raise ReplayDiverged(run.diverged)
-        replayed = tasks.replay(self.target.workflow, self.target.runner, run.events,
-                                run.events.last_time() + LATER, later=True)
-        if replayed.nondeterminism:
-            raise ReplayDiverged(f"Temporal's Replayer: {replayed.failure}")
-        if replayed.signatures[:len(run.live)] != tuple(run.live):
-            raise ReplayDiverged(first_difference(run.live, replayed.signatures, run.task_of))
+        for workflow, runner in ((self.target.workflow, self.target.runner),
+                                 *self.target.later_versions):
+            replayed = tasks.replay(workflow, runner, run.events,
+                                    run.events.last_time() + LATER, later=True)
+            under = ("" if workflow is self.target.workflow else
+                     f"under {workflow.__module__}.{workflow.__qualname__}, ")
+            # the version that ran may leave a task failing for ever (said as it failed);
+            # a later version that fails on a history its predecessor wrote is a finding
+            if replayed.nondeterminism or (replayed.failure and under):
+                raise ReplayDiverged(f"{under}Temporal's Replayer failed: {replayed.failure}")
+            if replayed.signatures[:len(run.live)] != tuple(run.live):
+                raise ReplayDiverged(under + first_difference(run.live, replayed.signatures,
+                                                              run.task_of))
 
     # the workflow's tasks
     def _wanted(self, run: Run, now: int) -> None:

@@ -38,7 +38,7 @@ class TemporalTarget:
     def __init__(self, workflow: type, activities: Any, *, tools: Mapping[str, Mapping[str,
                  Any]] | None, signals: Mapping[str, Mapping[str, Any]] | None,
                  arguments: Any, name: str | None, task_queue: str, sandboxed: bool | None,
-                 module: str | None) -> None:
+                 replay_with: Sequence[type], module: str | None) -> None:
         temporal = _require_temporalio()
         defn = temporal.workflow._Definition.from_class(workflow)
         if defn is None:
@@ -70,6 +70,8 @@ class TemporalTarget:
         ids = safe_ids(chosen, reserved=("workflow.",))
         self.signals = {ids[each]: each for each in chosen}  # the event type -> the signal
         self.runner = _runner(temporal, defn, sandboxed)
+        self.later_versions = tuple((later, _runner(temporal, _later(temporal, later, defn),
+                                                    sandboxed)) for later in replay_with)
         self.name = name or self.workflow_name
         self.__qualname__ = f"temporal:{self.name}"
         self.__module__ = module or __name__
@@ -148,6 +150,19 @@ def _activities(temporal: Any, given: Any) -> tuple[dict[str, Callable[..., Any]
     return found, types
 
 
+def _later(temporal: Any, later: type, defn: Any) -> Any:
+    """Gives the definition of a later version of the workflow, which must bear its name."""
+    found = temporal.workflow._Definition.from_class(later)
+    if found is None:
+        raise AdapterError(f"replay_with: {getattr(later, '__name__', later)!r} is not a "
+                           f"Temporal workflow: give a class decorated with @workflow.defn")
+    if found.name != defn.name:
+        raise AdapterError(f"replay_with: {later.__name__} is named {found.name!r}, not "
+                           f"{defn.name!r}: a later version keeps the workflow's name "
+                           f"(@workflow.defn(name={defn.name!r}))")
+    return found
+
+
 def _runner(temporal: Any, defn: Any, sandboxed: bool | None) -> Any:
     """Gives the workflow runner a worker uses for the workflow: Temporal's sandbox unless
     the workflow (`@workflow.defn(sandboxed=False)`) or `sandboxed=False` says not."""
@@ -182,8 +197,8 @@ def temporal_target(workflow: type, activities: Any = (), *,
                     signals: Mapping[str, Mapping[str, Any]] | None = None,
                     arguments: Sequence[Any] | Callable[[dict[str, Any]], Sequence[Any]]
                     | None = None, name: str | None = None,
-                    task_queue: str = "fsmharness", sandboxed: bool | None = None
-                    ) -> TemporalTarget:
+                    task_queue: str = "fsmharness", sandboxed: bool | None = None,
+                    replay_with: Sequence[type] = ()) -> TemporalTarget:
     """Wraps a Temporal workflow class (see the package). `activities` are the
     `@activity.defn` callables its worker registers, or a function of the `ActivityBox`
     giving them (activities that are methods of a class holding their clients);
@@ -192,9 +207,11 @@ def temporal_target(workflow: type, activities: Any = (), *,
     one argument a handler takes, `sends_max`: 1 unless said), all the workflow's by
     default; `arguments`
     what a run starts with (a list, or a function of the execution's context);
-    `sandboxed` overrides the workflow's own choice of Temporal's sandbox."""
+    `sandboxed` overrides the workflow's own choice of Temporal's sandbox; `replay_with`
+    names later versions of the workflow (the same name, edited code) each history must
+    replay under too, as a deployment of them replays the histories in flight."""
     return TemporalTarget(workflow, activities, tools=tools, signals=signals,
                           arguments=arguments, name=name, task_queue=task_queue,
-                          sandboxed=sandboxed,
+                          sandboxed=sandboxed, replay_with=replay_with,
                           module=sys._getframe(1).f_globals.get("__name__"))
 

@@ -21,6 +21,7 @@ from harness.adapters.peers import AdapterError
 from harness.adapters.temporal import (
     ReplayDiverged,
     WorkflowTaskFailed,
+    tasks,
     temporal_target,
 )
 from harness.engines.fuzz import FuzzOptions, fuzz
@@ -231,6 +232,38 @@ class TestReplayMatches:
         assert failure.rule == "replay_matches", failure.violations
         said = failure.violations[0].message
         assert "schedule activity notify (id 2) with" in said and "live, and" in said
+
+    def test_a_later_version_that_shifts_an_input_is_caught_where_the_replayer_passes(
+            self) -> None:
+        target = temporal_target(flows.Tagged, [flows.charge], arguments=["o-1"],
+                                 tools={"payments.charge": {}},
+                                 replay_with=[flows.TaggedWithJitter])
+        machine = made(target, Calls())
+        machine.start("x", {}, 0)
+        machine.complete("x", "1", 0)
+        later = tasks.replay(flows.TaggedWithJitter, target.later_versions[0][1],
+                             machine.server.runs["x"].events, 0, later=True)
+        assert not later.failure  # temporalio's Replayer alone accepts the history
+        with pytest.raises(ReplayDiverged, match=r"under temporal_flows.TaggedWithJitter, "
+                                                 r"workflow task 1 sent schedule activity "
+                                                 r"charge \(id 1\) with \[\"o-1/"):
+            machine.replay("x")
+
+    def test_a_later_version_that_runs_another_activity_fails_in_the_replayer(self) -> None:
+        target = temporal_target(flows.Tagged, [flows.charge], arguments=["o-1"],
+                                 tools={"payments.charge": {}},
+                                 replay_with=[flows.TaggedRenamedActivity])
+        machine = made(target, Calls())
+        machine.start("x", {}, 0)
+        machine.complete("x", "1", 0)
+        with pytest.raises(ReplayDiverged, match="TaggedRenamedActivity, Temporal's Replayer "
+                                                 "failed: NondeterminismError"):
+            machine.replay("x")
+
+    def test_a_later_version_keeps_the_workflows_name(self) -> None:
+        with pytest.raises(AdapterError, match="a later version keeps the workflow's name"):
+            temporal_target(flows.Tagged, [flows.charge], arguments=["o"],
+                            replay_with=[flows.Charge])
 
     def test_the_sound_workflow_replays_to_what_it_did(self) -> None:
         result = Simulator(refund.target.definition, SimOptions(seed=4),
