@@ -110,7 +110,7 @@ class Run:
         not the wall."""
         if not (self.options.freeze_clock or getattr(self.sim.machine, "freeze_clock", False)):
             return self._execute()
-        with freezegun.freeze_time(FROZEN_EPOCH) as frozen:
+        with freezegun.freeze_time(FROZEN_EPOCH, real_asyncio=True) as frozen:
             self.timekeeper.frozen = frozen
             return self._execute()
 

@@ -3,6 +3,7 @@ in a module of their own as Temporal's sandbox wants."""
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 from typing import Any
 
@@ -121,3 +122,73 @@ class TaggedRenamedActivity:
     async def run(self, order: str) -> str:
         return await workflow.execute_activity(audit, order,
                                                start_to_close_timeout=timedelta(seconds=5))
+
+
+@activity.defn
+async def pause(order: str) -> str:
+    import asyncio
+    await asyncio.sleep(0.01)  # a real await: the event loop's clock runs under a frozen one
+    return order
+
+
+@workflow.defn
+class Waits:
+    """Waits for `go` with a timeout, then runs an async activity, waits on a condition met
+    at once (Python's SDK starts and cancels its timer in one task, and Core sends neither)
+    and, in the task that ends the run, starts an activity it never waits for."""
+
+    def __init__(self) -> None:
+        self.went = False
+
+    @workflow.run
+    async def run(self) -> str:
+        with contextlib.suppress(TimeoutError):  # the wait timed out: the run goes on
+            await workflow.wait_condition(lambda: self.went, timeout=timedelta(minutes=5))
+        done = await workflow.execute_activity(pause, "o",
+                                               start_to_close_timeout=timedelta(seconds=5))
+        # met at once: the timer is started and cancelled in this one task, and never sent
+        await workflow.wait_condition(lambda: True, timeout=timedelta(minutes=1))
+        workflow.start_activity(audit, "o", start_to_close_timeout=timedelta(seconds=5))
+        return done
+
+    @workflow.signal
+    def go(self, ready: bool) -> None:
+        self.went = ready
+
+
+@workflow.defn
+class ChargeOnce:
+    """Charges with at most one attempt, and says how the charge ended."""
+
+    @workflow.run
+    async def run(self, order: str) -> str:
+        from temporalio.common import RetryPolicy
+        from temporalio.exceptions import ActivityError
+        try:
+            return await workflow.execute_activity(
+                charge, order, start_to_close_timeout=timedelta(seconds=5),
+                retry_policy=RetryPolicy(maximum_attempts=1))
+        except ActivityError as error:
+            return f"gave up: {type(error.cause).__name__}"
+
+
+@workflow.defn
+class Updatable:
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: False)
+
+    @workflow.update
+    def change(self, value: int) -> int:
+        return value
+
+
+@workflow.defn
+class TwoArguments:
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: False)
+
+    @workflow.signal
+    def set(self, key: str, value: int) -> None:
+        pass

@@ -23,9 +23,9 @@ event history as the server would, and a worker runs the user's code against it,
   `permanent`, and a non-retryable `ApplicationError`, are not), with the next attempt
   number; the history holds the last attempt, as the server writes it.
 - **Signals** are the definition's events (one per `@workflow.signal` handler): a handler
-  that takes an argument is given the event's payload. The server keeps each signal's
-  request id (the event's id), so a redelivered copy is a duplicate it ignores; a signal to a
-  closed workflow is rejected.
+  that takes an argument is given the event's payload. A copy sent again is a new request,
+  which the server records and the handler takes again; a signal to a closed workflow is
+  rejected.
 - **Timers** fire when the simulated clock passes them (`advance`): late when the simulator
   skews or delays the clock.
 - **Faults** (`crash_points`): a worker dies inside an activity just after a tool took

@@ -101,7 +101,7 @@ class Run:
     task: tuple[int, int, object] | None = None  # a started workflow task: ids and worker
     task_attempt: int = 1
     wanted: bool = False  # new events wait for a workflow task
-    signals: set[str] = field(default_factory=set)  # the request ids of the signals taken
+    signals: list[str] = field(default_factory=list)  # the ids of the events signalled
     live: list[tuple[Any, ...]] = field(default_factory=list)  # the commands sent live
     task_of: dict[int, int] = field(default_factory=dict)  # a command's place -> its task
     tasks: int = 0
@@ -152,23 +152,27 @@ class TemporalMachine(Process):
         signal = self.target.signals.get(event.type)
         if signal is None:
             return f"rejected:{event.type} is not a signal of the workflow"
-        if event.id in run.signals:
-            return "ignored:duplicate"  # the server keeps a signal's request id
-        run.signals.add(event.id)
+        # a sender that sends again makes a new request (temporalio's client mints a request
+        # id per call): the server records the signal again, and the workflow's handler takes
+        # it again; whether that is once too often is the handler's to say, not the server's
+        # (a copy is not said accepted: the server took it, the workflow may not)
+        copies = run.signals.count(event.id)
+        run.signals.append(event.id)
         from temporalio.api.common.v1 import Payloads
         run.events.add("workflow_execution_signaled", now, signal_name=signal,
                        input=Payloads(payloads=self.target.signal_arguments(event)),
-                       identity="fsmharness", request_id=event.id)
+                       identity="fsmharness",
+                       request_id=event.id if not copies else f"{event.id}/{copies + 1}")
         self._wanted(run, now)
-        return "accepted"
+        return None if copies else "accepted"
 
     def advance(self, now: int) -> None:
         for run in self.server.runs.values():
-            due = sorted((fire_at, timer) for timer, (_, fire_at) in run.timers.items()
-                         if fire_at <= now)
+            due = sorted((fire_at, event, timer) for timer, (event, fire_at)
+                         in run.timers.items() if fire_at <= now)
             if run.closed or not due:
                 continue
-            for _, timer in due:
+            for _, _, timer in due:
                 started, _ = run.timers.pop(timer)
                 run.events.add("timer_fired", now, timer_id=timer, started_event_id=started)
             self._wanted(run, now)
@@ -199,10 +203,9 @@ class TemporalMachine(Process):
         activity attempts (tried again)."""
         self.dead = False
         for run in list(self.server.runs.values()):
-            for activity in run.activities.values():
+            for activity in list(run.activities.values()):
                 if activity.running is not None and activity.running is not self:
-                    activity.running = None  # its start-to-close timeout passed
-                    activity.attempt += 1
+                    self._timed_out(run, activity, now)  # its start-to-close timeout passed
             if run.task is not None and run.task[2] is not self:
                 self._let_go(run, run.task[2], now)
             if run.wanted:
@@ -242,9 +245,10 @@ class TemporalMachine(Process):
                                     run.events.last_time() + LATER, later=True)
             under = ("" if workflow is self.target.workflow else
                      f"under {workflow.__module__}.{workflow.__qualname__}, ")
-            # the version that ran may leave a task failing for ever (said as it failed);
-            # a later version that fails on a history its predecessor wrote is a finding
-            if replayed.nondeterminism or (replayed.failure and under):
+            # a task that failed for ever as it ran was said then (the machine's failure); a
+            # replay that fails where the live run did not, or a later version that fails on
+            # a history its predecessor wrote, is a finding
+            if replayed.nondeterminism or (replayed.failure and (under or not run.stuck)):
                 raise ReplayDiverged(f"{under}Temporal's Replayer failed: {replayed.failure}")
             if replayed.signatures[:len(run.live)] != tuple(run.live):
                 raise ReplayDiverged(under + first_difference(run.live, replayed.signatures,
@@ -261,16 +265,38 @@ class TemporalMachine(Process):
     def _let_go(self, run: Run, worker: object, now: int) -> None:
         """The server times out what `worker` held of `run`: its activity attempts and its
         workflow task."""
-        for activity in run.activities.values():
+        for activity in list(run.activities.values()):
             if activity.running is worker:
-                activity.running = None
-                activity.attempt += 1
+                self._timed_out(run, activity, now)
         if run.task is not None and run.task[2] is worker:
             scheduled, started, _ = run.task
             run.events.add("workflow_task_timed_out", now, scheduled_event_id=scheduled,
                            started_event_id=started, timeout_type=1)  # start to close
             run.task, run.wanted = None, True
             run.task_attempt += 1
+
+    def _timed_out(self, run: Run, activity: Activity, now: int) -> None:
+        """An attempt timed out (its worker died or stalled): the server tries the activity
+        again, or, its attempts spent, records the timeout, which the workflow takes as an
+        `ActivityError` in its next task."""
+        activity.running = None
+        if activity.attempts_max == 0 or activity.attempt < activity.attempts_max:
+            activity.attempt += 1
+            return
+        from temporalio.api.enums.v1 import RetryState, TimeoutType
+        from temporalio.api.failure.v1 import Failure, TimeoutFailureInfo
+        del run.activities[activity.id]
+        events = run.events
+        started = events.add("activity_task_started", now, scheduled_event_id=activity.scheduled,
+                             identity="fsmharness", attempt=activity.attempt,
+                             request_id=f"{activity.scheduled}/{activity.attempt}")
+        failure = Failure(message="activity StartToClose timeout",
+                          timeout_failure_info=TimeoutFailureInfo(
+                              timeout_type=TimeoutType.TIMEOUT_TYPE_START_TO_CLOSE))
+        events.add("activity_task_timed_out", now, scheduled_event_id=activity.scheduled,
+                   started_event_id=started, failure=failure,
+                   retry_state=RetryState.RETRY_STATE_MAXIMUM_ATTEMPTS_REACHED)
+        run.wanted = True
 
     def _task(self, run: Run, now: int) -> None:
         """Runs a workflow task: the server schedules and starts it, the history replays
@@ -307,9 +333,10 @@ class TemporalMachine(Process):
         completed = events.task_completed(scheduled, started, now)
         run.task, run.task_attempt = None, 1
         run.tasks += 1
-        for command, mark in zip(new, replayed.signatures[len(run.live):], strict=True):
+        for mark in replayed.signatures[len(run.live):]:
             run.task_of[len(run.live)] = run.tasks
             run.live.append(mark)
+        for command in _as_sent(new):
             self._apply(run, command, completed, now)
         if run.wanted:  # events came while the task ran: the next task takes them
             self._task(run, now)
@@ -399,6 +426,12 @@ class TemporalMachine(Process):
             error = raised
         finally:
             _RUNNING.reset(token)
+        payloads: list[Any] = []
+        if error is None:
+            try:  # a result the converter cannot encode fails the attempt, as on a worker
+                payloads = list(self.target.converter.to_payloads([result]))
+            except Exception as unencoded:
+                error = unencoded
         self.calls.ended(unit, "failed" if error is not None else "done")
         self.passing("before_report_activity")
         if run.activities.get(activity.id) is not activity or activity.running is not self:
@@ -415,7 +448,7 @@ class TemporalMachine(Process):
             from temporalio.api.common.v1 import Payloads
             events.add("activity_task_completed", now, scheduled_event_id=activity.scheduled,
                        started_event_id=started, identity="fsmharness",
-                       result=Payloads(payloads=self.target.converter.to_payloads([result])))
+                       result=Payloads(payloads=payloads))
         else:
             events.add("activity_task_failed", now, scheduled_event_id=activity.scheduled,
                        started_event_id=started, identity="fsmharness",
@@ -434,6 +467,32 @@ class TemporalMachine(Process):
                 "attempt": activity.attempt, "workflow_id": events.workflow_id,
                 "workflow_run_id": events.run_id, "workflow_type": self.target.workflow_name,
                 "task_queue": events.task_queue, "is_local": False}
+
+
+def _as_sent(commands: Sequence[Any]) -> list[Any]:
+    """Gives a task's commands as Temporal's Core SDK sends them to the server: a timer or
+    an activity the same task cancels is never sent (nor is its cancellation: a
+    `wait_condition` with a timeout met at once), and the command that ends the workflow
+    goes last."""
+    def place(command: Any) -> tuple[str, int]:
+        kind = command.WhichOneof("variant")
+        return kind, getattr(command, kind).seq
+    started = {place(c) for c in commands if c.WhichOneof("variant") in _STARTS}
+    undone = {(_CANCELS[kind], seq) for kind, seq in
+              (place(c) for c in commands if c.WhichOneof("variant") in _CANCELS)} & started
+    kept = [c for c in commands if not (
+        (c.WhichOneof("variant") in _STARTS and place(c) in undone)
+        or (c.WhichOneof("variant") in _CANCELS
+            and (_CANCELS[place(c)[0]], place(c)[1]) in undone))]
+    return ([c for c in kept if c.WhichOneof("variant") not in _TERMINAL]
+            + [c for c in kept if c.WhichOneof("variant") in _TERMINAL])
+
+
+#: A cancelling command and what it cancels; the commands that end a workflow
+_CANCELS = {"cancel_timer": "start_timer", "request_cancel_activity": "schedule_activity"}
+_STARTS = frozenset(_CANCELS.values())
+_TERMINAL = frozenset({"complete_workflow_execution", "fail_workflow_execution",
+                       "continue_as_new_workflow_execution", "cancel_workflow_execution"})
 
 
 class ReplayDiverged(Exception):

@@ -67,6 +67,16 @@ class TemporalTarget:
             raise AdapterError(f"signals {', '.join(unknown)}: {self.workflow_name} has no such "
                                f"signal handler (its signals: {known})")
         self._signal_defs = {each: named[each] for each in chosen}
+        for each, handler in self._signal_defs.items():
+            if _parameters(handler) > 1:
+                raise AdapterError(f"signal {each!r} takes {_parameters(handler)} arguments: "
+                                   f"the simulator sends one (the event's payload) or none")
+        updates = sorted(name for name in defn.updates if name)
+        if updates or None in defn.updates:
+            raise AdapterError(f"{self.workflow_name} has update handlers "
+                               f"({', '.join(updates) or 'a dynamic one'}), which the history "
+                               f"mode does not model yet: test it without them, or wait for "
+                               f"the integration mode")
         ids = safe_ids(chosen, reserved=("workflow.",))
         self.signals = {ids[each]: each for each in chosen}  # the event type -> the signal
         self.runner = _runner(temporal, defn, sandboxed)
@@ -104,10 +114,11 @@ class TemporalTarget:
         """Gives the payloads of a signal: the event's payload, for a handler that takes an
         argument."""
         handler = self._signal_defs[self.signals[event.type]]
-        takes = len(inspect.signature(handler.fn).parameters) - (1 if handler.is_method else 0)
-        if not takes:
+        if not _parameters(handler):
             return []
-        return list(self.converter.to_payloads([dict(event.payload or {})]))
+        payload = event.payload
+        return list(self.converter.to_payloads(
+            [dict(payload) if isinstance(payload, Mapping) else payload]))
 
     def activity_arguments(self, activity: str, payloads: Sequence[Any]) -> list[Any]:
         """Gives an activity's arguments, decoded as its parameters' types say."""
@@ -127,6 +138,11 @@ class TemporalTarget:
 
     def __repr__(self) -> str:
         return f"<Temporal target {self.name} (history mode)>"
+
+
+def _parameters(handler: Any) -> int:
+    """Gives how many arguments a signal handler takes (its `self` aside)."""
+    return len(inspect.signature(handler.fn).parameters) - (1 if handler.is_method else 0)
 
 
 def _activities(temporal: Any, given: Any) -> tuple[dict[str, Callable[..., Any]],

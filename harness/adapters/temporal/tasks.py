@@ -19,6 +19,9 @@ from harness.adapters.temporal.history import EPOCH_MS, Events, signature
 
 __all__ = ["Replay", "attempt", "replay"]
 
+#: How Temporal's Core SDK begins the message of a nondeterminism error
+_CORE_NONDETERMINISM = "[TMPRL1100]"
+
 T = TypeVar("T")
 
 
@@ -110,11 +113,12 @@ def replay(workflow: type, runner: Any, events: Events, now: int, *,
         commands.extend(completion.successful.commands)
     nondeterminism = False
     if result.replay_failure is not None:
+        from temporalio.workflow import NondeterminismError
         said = f"{type(result.replay_failure).__name__}: {result.replay_failure}"
-        nondeterminism = "nondetermin" in said.lower()
+        nondeterminism = isinstance(result.replay_failure, NondeterminismError)
         failure = failure or said
     return Replay(tuple(commands), tuple(signature(command) for command in commands), failure,
-                  nondeterminism or "nondetermin" in failure.lower())
+                  nondeterminism or failure.startswith(_CORE_NONDETERMINISM))
 
 
 def attempt(fn: Callable[..., Any], arguments: Sequence[Any], info: dict[str, Any],
@@ -146,7 +150,7 @@ def pinned(now: int, work: Callable[[Any], T]) -> T:
             return work(frozen)
         finally:
             frozen.move_to(was)
-    with freezegun.freeze_time(moment, tick=False) as frozen:
+    with freezegun.freeze_time(moment, tick=False, real_asyncio=True) as frozen:
         return work(frozen)
 
 

@@ -129,13 +129,26 @@ class TestServer:
             "workflow_execution_completed"]
         machine.replay("x")  # the whole history replays through temporalio's Replayer
 
-    def test_a_repeated_start_and_a_redelivered_signal_are_duplicates(self) -> None:
+    def test_a_repeated_start_is_a_duplicate_and_a_resent_signal_reaches_the_workflow(
+            self) -> None:
         target = temporal_target(flows.Approval)
         machine = made(target, Calls())
         assert machine.start("x", {}, 0) == "accepted"
         assert machine.start("x", {}, 0) == "ignored:duplicate"
+        cancel = Event("e0", "cancel")
+        assert machine.deliver("y", cancel, 1) == "rejected:unknown execution"
         approve = Event("e1", "approve", payload={"by": "ana"})
-        assert machine.deliver("x", approve, 5) == "accepted"
+        assert machine.deliver("x", approve, 4) == "accepted"
+        refunds = made(refund.target, Calls(), "payments.refund", "notify.email")
+        refunds.start("r", {}, 0)
+        decision = Event("e2", "approve", payload={"approved": True})
+        assert refunds.deliver("r", decision, 1) == "accepted"
+        # a sender that sends again makes a new request: the server records it again, and
+        # the handler takes it again (refund's ignores a second decision)
+        assert refunds.deliver("r", decision, 2) is None
+        signaled = [e.workflow_execution_signaled_event_attributes.request_id
+                    for e in refunds.server.runs["r"].events.events if e.event_type == 26]
+        assert signaled == ["e2", "e2/2"]
         assert machine.observe("x").state == "completed"
         assert machine.deliver("x", approve, 6) == "rejected:workflow execution already " \
                                                    "completed"
@@ -150,6 +163,7 @@ class TestServer:
         assert machine.deliver("x", Event("e1", "cancel"), 1) == "accepted"
         assert machine.observe("x").outcome == "success"
         signaled = machine.server.runs["x"].events.events[4]
+        assert not signaled.workflow_execution_signaled_event_attributes.input.payloads
         assert signaled.workflow_execution_signaled_event_attributes.request_id == "e1"
 
     def test_a_failed_attempt_is_retried_with_the_next_attempt_number(self) -> None:
@@ -211,6 +225,53 @@ class TestServer:
         assert len(calls.calls) == 2  # both attempts took effect; one result reached the server
         assert kinds(first).count("activity_task_completed") == 1
         assert first.observe("x").timers
+
+
+class TestWhatTemporalDoesThatATaskSeesNot:
+    def test_a_timer_cancelled_in_its_own_task_is_never_sent(self) -> None:
+        machine = made(temporal_target(flows.Waits, [flows.pause, flows.audit]), Calls())
+        machine.start("x", {}, 0)
+        assert machine.observe("x").timers  # the wait's timeout
+        assert machine.deliver("x", Event("e1", "go", payload=True), 1) == "accepted"
+        machine.complete("x", "1", 2)  # an async activity that really awaits
+        seen = machine.observe("x")
+        assert seen.outcome == "success"
+        kinds_seen = kinds(machine)
+        # the first wait's timer started, then cancelled in a later task; the second's never
+        assert kinds_seen.count("timer_started") == kinds_seen.count("timer_canceled") == 1
+        # the activity started beside the end is sent before it, as Core orders them
+        assert kinds_seen[-2:] == ["activity_task_scheduled", "workflow_execution_completed"]
+        machine.replay("x")
+
+    def test_a_wait_that_times_out_goes_on(self) -> None:
+        machine = made(temporal_target(flows.Waits, [flows.pause, flows.audit]), Calls())
+        machine.start("x", {}, 0)
+        machine.advance(300_000)  # the timeout fires: the run goes on without `go`
+        machine.complete("x", "1", 300_001)
+        assert machine.observe("x").outcome == "success"
+        machine.replay("x")
+
+    def test_the_last_attempt_timed_out_fails_the_activity(self) -> None:
+        calls = Calls(crash_at="before_report_activity")
+        machine = made(temporal_target(flows.ChargeOnce, [flows.charge], arguments=["o"],
+                                       tools={"payments.charge": {}}), calls)
+        machine.start("x", {}, 0)
+        with pytest.raises(SimulatedCrash):
+            machine.complete("x", "1", 0)
+        machine.crash()
+        machine.recover(10)
+        assert len(calls.calls) == 1  # no second attempt: maximum_attempts=1
+        assert "activity_task_timed_out" in kinds(machine)
+        history = machine.server.runs["x"].events.events
+        result = history[-1].workflow_execution_completed_event_attributes.result
+        assert result.payloads[0].data == b'"gave up: TimeoutError"'
+        machine.replay("x")
+
+    def test_a_handler_of_two_arguments_and_update_handlers_are_refused(self) -> None:
+        with pytest.raises(AdapterError, match="takes 2 arguments"):
+            temporal_target(flows.TwoArguments)
+        with pytest.raises(AdapterError, match="update handlers \\(change\\)"):
+            temporal_target(flows.Updatable)
 
 
 class TestReplayMatches:
