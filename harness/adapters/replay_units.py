@@ -230,8 +230,10 @@ class Journal:
         place.saved = True
 
     def cause(self, unit: Unit, call: int, tool: str, input: str, key: str,
-              engine: str, rerun_by: str = "") -> str:
-        """Says why the `call`-th call of `unit` is made, where a re-run explains it."""
+              engine: str, rerun_by: str = "", two_workers: str = "") -> str:
+        """Says why the `call`-th call of `unit` is made, where a re-run explains it
+        (`two_workers`: why two workers ran it, where the engine says, not the
+        deployment)."""
         place = self._places[unit.place]
         reasons: list[str] = []
         again = place.runs > 1 or unit.attempt > 1
@@ -240,7 +242,9 @@ class Journal:
             idempotent = ("make the call idempotent: a key stable across re-runs, on a "
                           "service that honours keys; a tool that only reads: declare it "
                           "repeatable: true")
-            if place.before and place.before != place.by:
+            if place.before and place.before != place.by and two_workers:
+                reasons.append(f"two workers ran {who}: {two_workers} ({idempotent})")
+            elif place.before and place.before != place.by:
                 reasons.append(f"two workers ran {who}: a second worker took the same "
                                f"execution (a deployment that runs one runner per execution "
                                f"never does; say so to the adapter, or leave the fault out: "
@@ -275,12 +279,15 @@ class UnitCalls:
     """Calls the world's tools for the units an adapter runs (see the module)."""
 
     def __init__(self, tools: Mapping[str, Tool], host: UnitHost, journal: Journal,
-                 engine: str, after_effect: str = "after_effect", rerun_by: str = "") -> None:
+                 engine: str, after_effect: str = "after_effect", rerun_by: str = "",
+                 two_workers: str = "") -> None:
         """`engine` names the framework in causes; `rerun_by` who runs a unit again after a
         crash (the engine, by default; "the worker's recovery" where the adapter's
-        recovery does)."""
+        recovery does); `two_workers` why two workers ran a unit, where the engine itself
+        gives one to a second (by default, the deployment let a second take it)."""
         self._tools, self._host, self.journal = tools, host, journal
         self.engine, self.after_effect, self.rerun_by = engine, after_effect, rerun_by
+        self.two_workers = two_workers
         # per unit run and attempt, the calls made in the run going on (a unit re-run on a
         # resume counts again from its first)
         self.calls_made: dict[tuple[str, str, str, int], int] = {}
@@ -314,7 +321,7 @@ class UnitCalls:
         if getattr(found, "knows_callers", False):
             action = f"{unit.name} at step {unit.step}, call {made}"
             said = self.journal.cause(unit, made, tool, canonical(given), key, self.engine,
-                                      self.rerun_by)
+                                      self.rerun_by, self.two_workers)
             cause = "; ".join(part for part in (said, cause) if part)
             outcome = found(given, key, made_by=MadeBy(unit.execution, action,
                                                        cause))  # type: ignore[call-arg]

@@ -33,6 +33,10 @@ RUNNING, COMPLETED, FAILED = "running", "completed", "failed"
 #: workflow from its cache replays it later than any of its tasks ran (a day, in ms)
 LATER = 24 * 3_600_000
 
+#: Why two workers ran one activity, in a duplicate's cause
+_TWO_WORKERS = ("Temporal gave the activity to a second worker once the first stalled past "
+                "its start-to-close timeout, and the first went on (an activity runs at "
+                "least once)")
 #: Who holds what a crashed worker held, until a worker polls again
 _DEAD = object()
 #: The activity attempt running now, and what it calls through
@@ -129,7 +133,8 @@ class TemporalMachine(Process):
             point for point in CRASH_POINTS if tools or point != "after_effect")
         self.server = server if server is not None else Server()
         self.calls = UnitCalls(tools, self, self.server.journal, "Temporal",
-                               rerun_by="Temporal's retry of the activity")
+                               rerun_by="Temporal's retry of the activity",
+                               two_workers=_TWO_WORKERS)
         self.dead = False
         self.died_at = ""
 

@@ -155,6 +155,16 @@ class TestCauses:
         kit(world, journal=journal).call(UNIT, "pay", {})  # another host, the same journal
         assert causes(world)[1].startswith("two workers ran charge (step 3)")
 
+    def test_a_second_worker_the_engine_gave_the_unit_to_says_why(self) -> None:
+        world, journal = World(), Journal()
+        engine = "the engine timed the first out"
+        for _ in range(2):  # two hosts, the same journal
+            kit(world, journal=journal, two_workers=engine).call(UNIT, "pay", {})
+        said = causes(world)[1]
+        assert said.startswith(f"two workers ran charge (step 3): {engine} (make the call "
+                               f"idempotent")
+        assert "say so to the adapter" not in said
+
     def test_a_key_built_from_a_minted_id_and_the_adapters_own_cause(self) -> None:
         world = World()
         unit = UNIT._replace(minted=(("task id the engine gave", "t-9"),))
