@@ -9,12 +9,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 import freezegun
 
+from harness.adapters.replay_units import LentLock
 from harness.adapters.temporal.history import EPOCH_MS, Events, signature
 
 __all__ = ["Replay", "attempt", "replay"]
@@ -161,20 +161,7 @@ def _run(awaitable: Any) -> Any:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(awaitable)
-    done: list[Any] = []
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            done.append(asyncio.run(awaitable))
-        except BaseException as error:  # raised again in the waiting thread
-            failed.append(error)
-    thread = threading.Thread(target=run, name="fsmharness-temporal")
-    thread.start()
-    thread.join()
-    if failed:
-        raise failed[0]
-    return done[0]
+    return LentLock().in_thread(lambda: asyncio.run(awaitable))
 
 
 def _runtime() -> Any:

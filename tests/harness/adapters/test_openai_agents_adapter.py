@@ -6,7 +6,6 @@ replay file, and the agents the adapter refuses."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -15,6 +14,7 @@ from typing import Any
 
 import pytest
 from agents import Agent, WebSearchTool, function_tool
+from histories import histories_of
 
 from fault_injection import FaultKind, FaultPlan, FaultRate, SimulatedCrash
 from harness import SimOptions, Simulator
@@ -241,28 +241,10 @@ class TestByHand:
 
 
 class TestDeterminism:
-    def test_the_same_seed_gives_the_same_history_in_any_process(self, tmp_path: Path
-                                                                 ) -> None:
-        script = tmp_path / "history.py"
-        script.write_text(
-            "import sys\n"
-            "from harness import SimOptions, Simulator\n"
-            "from harness.sim.history import dump_line\n"
-            "from scenarios.openai_agents import refund\n"
-            "for seed in (3, 11):\n"
-            "    result = Simulator(refund.target.definition, SimOptions(seed=seed),"
-            " machine=refund.target).run()\n"
-            "    sys.stdout.write(''.join(dump_line(r) + '\\n' for r in result.history))\n")
-
-        def history(hash_seed: str) -> str:
-            env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(ROOT)}
-            done = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env,
-                                  capture_output=True, text=True, check=False)
-            assert done.returncode == 0, done.stderr
-            return done.stdout
-
-        first = history("1")
-        assert "awaiting_refund" in first and first == history("2")
+    def test_the_same_seed_gives_the_same_history_in_any_process(self) -> None:
+        first = histories_of("scenarios.openai_agents.refund:target", "1")
+        assert "awaiting_refund" in first
+        assert first == histories_of("scenarios.openai_agents.refund:target", "2")
 
 
 class TestSoundAgent:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from histories import histories_of
 from pydantic_graph import BaseNode, End, GraphRunContext
 from pydantic_graph.graph import Graph
 
@@ -234,27 +235,11 @@ class TestSoundGraph:
         taken = coverage["transitions"]
         assert taken["missing"] == [] and taken["reached"] == 10, taken  # every move
 
-    def test_the_same_seed_gives_the_same_history_in_any_process(self, tmp_path: Path) -> None:
-        script = tmp_path / "history.py"
-        script.write_text(
-            "import sys\n"
-            "from harness import SimOptions, Simulator\n"
-            "from harness.sim.history import dump_line\n"
-            "from scenarios.pydantic_graph import refund\n"
-            "for seed in (3, 11):\n"
-            "    result = Simulator(refund.target.definition, SimOptions(seed=seed),"
-            " machine=refund.target).run()\n"
-            "    sys.stdout.write(''.join(dump_line(r) + '\\n' for r in result.history))\n")
-
-        def run(hash_seed: str) -> str:
-            env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(ROOT)}
-            done = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env,
-                                  capture_output=True, text=True, check=False)
-            assert done.returncode == 0, done.stderr
-            return done.stdout
-
-        first = run("1")
-        assert '"moves":' in first and first == run("2") == run("12345")
+    def test_the_same_seed_gives_the_same_history_in_any_process(self) -> None:
+        first = histories_of("scenarios.pydantic_graph.refund:target", "1")
+        assert '"moves":' in first
+        assert first == histories_of("scenarios.pydantic_graph.refund:target", "2") \
+            == histories_of("scenarios.pydantic_graph.refund:target", "12345")
 
 
 class TestNaiveGraphs:

@@ -5,6 +5,7 @@ replay."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 import temporal_flows as flows  # tests/support: a module of its own, which the sandbox imports
+from histories import histories_of
 
 from fault_injection import FaultKind, FaultPlan, FaultRate, SimulatedCrash
 from harness import SimOptions, Simulator
@@ -128,6 +130,15 @@ class TestServer:
             "workflow_task_scheduled", "workflow_task_started", "workflow_task_completed",
             "workflow_execution_completed"]
         machine.replay("x")  # the whole history replays through temporalio's Replayer
+
+    def test_a_run_driven_from_inside_an_event_loop_runs_in_a_thread_of_its_own(self) -> None:
+        machine = made(charge_target(), Calls())
+
+        async def drive() -> None:  # as the pytest plugin under an async test
+            machine.start("x", {}, 0)
+            machine.complete("x", "1", 0)
+        asyncio.run(drive())
+        assert machine.observe("x").timers == (("1", 60_000),)
 
     def test_a_repeated_start_is_a_duplicate_and_a_resent_signal_reaches_the_workflow(
             self) -> None:
@@ -376,28 +387,10 @@ class TestCampaigns:
         outcome = replay(failure.replay_file)
         assert outcome.reproduced and outcome.rule == "no_duplicate_effect"
 
-    def test_the_same_seed_gives_the_same_history_in_any_process(self, tmp_path: Path) -> None:
-        script = tmp_path / "history.py"
-        script.write_text(
-            "import sys\n"
-            "from harness import SimOptions, Simulator\n"
-            "from harness.sim.history import dump_line\n"
-            "from scenarios.temporal import refund\n"
-            "for seed in (3, 11):\n"
-            "    result = Simulator(refund.target.definition, SimOptions(seed=seed),"
-            " machine=refund.target).run()\n"
-            "    sys.stdout.write(''.join(dump_line(r) + '\\n' for r in result.history))\n")
-
-        def run(hash_seed: str) -> str:
-            env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(ROOT)}
-            done = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env,
-                                  capture_output=True, text=True, check=False)
-            assert done.returncode == 0, done.stderr
-            return done.stdout
-
-        first = run("1")
+    def test_the_same_seed_gives_the_same_history_in_any_process(self) -> None:
+        first = histories_of("scenarios.temporal.refund:target", "1")
         assert '"kind":"applied"' in first
-        assert first == run("2")
+        assert first == histories_of("scenarios.temporal.refund:target", "2")
 
     def test_the_cli_says_a_target_that_is_not_a_workflow_without_a_traceback(
             self, tmp_path: Path) -> None:
