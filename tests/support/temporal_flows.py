@@ -192,3 +192,41 @@ class TwoArguments:
     @workflow.signal
     def set(self, key: str, value: int) -> None:
         pass
+
+
+# sdk-python#1109: "adding workflow.random().randint call before workflow.uuid4 breaks
+# replay". Its workflow names a child workflow by a uuid4 drawn after an activity whose retry
+# policy version 2 draws from workflow.random(); here the id names the second activity's
+# order instead (the history mode does not run child workflows).
+@workflow.defn(name="Issue1109")
+class Issue1109:
+    """Version 1: the activity's retry policy is fixed."""
+
+    @workflow.run
+    async def run(self, order: str) -> str:
+        from temporalio.common import RetryPolicy
+        await workflow.execute_activity(
+            audit, order, start_to_close_timeout=timedelta(seconds=5),
+            retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1)))
+        reference = f"child_workflow_{workflow.uuid4()}"
+        await workflow.sleep(timedelta(hours=1))
+        return await workflow.execute_activity(charge, reference,
+                                               start_to_close_timeout=timedelta(seconds=5))
+
+
+@workflow.defn(name="Issue1109")
+class Issue1109Deployed:
+    """Version 2, deployed while version 1's runs sleep: the retry policy's interval is
+    drawn from `workflow.random()`."""
+
+    @workflow.run
+    async def run(self, order: str) -> str:
+        from temporalio.common import RetryPolicy
+        jitter = workflow.random().randint(1, 5)
+        await workflow.execute_activity(
+            audit, order, start_to_close_timeout=timedelta(seconds=5),
+            retry_policy=RetryPolicy(initial_interval=timedelta(seconds=jitter)))
+        reference = f"child_workflow_{workflow.uuid4()}"
+        await workflow.sleep(timedelta(hours=1))
+        return await workflow.execute_activity(charge, reference,
+                                               start_to_close_timeout=timedelta(seconds=5))
