@@ -2,12 +2,12 @@
 sdk-python#1109's class, an edit that adds a `workflow.random()` draw before a
 `workflow.uuid4()`, shifts every id drawn after it on replay. Where the id names a child
 workflow (the issue's form, which the history mode does not run) Core's nondeterminism error
-says so, as the issue reports; where it reaches an activity's input, temporalio's `Replayer` accepts the history
-and the running workflows go on with another id than the one their history holds. Pinned
-twice: by hand (the Replayer alone accepts the history the first version wrote, and the
-harness's comparison does not), and by a campaign told only that a second version exists,
-shrunk, with a replay file that replays it. If a release changes it, this fails and the pin
-moves."""
+says so, as the issue reports; where it reaches an activity's input, temporalio's `Replayer`
+accepts the history and the running workflows go on with another id than the one their
+history holds. Pinned twice: by hand (the Replayer alone accepts the history the first
+version wrote, and the harness's comparison does not), and by a campaign told only that a
+second version exists, shrunk, with a replay file that replays it. If a release changes it,
+this fails and the pin moves."""
 
 from __future__ import annotations
 

@@ -230,3 +230,22 @@ class Issue1109Deployed:
         await workflow.sleep(timedelta(hours=1))
         return await workflow.execute_activity(charge, reference,
                                                start_to_close_timeout=timedelta(seconds=5))
+
+
+@workflow.defn(sandboxed=False)
+class BusinessHours:
+    """Waits half an hour in the morning, an hour after noon, by the wall clock (where it
+    should read `workflow.now()`)."""
+
+    @workflow.run
+    async def run(self) -> str:
+        import datetime as wall
+        window = 30 if wall.datetime.now().hour < 12 else 60
+        await workflow.sleep(timedelta(minutes=window))
+        return "done"
+
+
+@activity.defn(name="charge")
+def misspelled(order: str) -> str:
+    call("payments.chrage", {"order": order})  # a tool the target does not declare
+    return "charged"

@@ -12,7 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 from fault_injection import SimulatedCrash
 from harness.adapters.peers import AdapterError
-from harness.adapters.replay_units import Dead, Journal, Process, ToolFailed, Unit, UnitCalls
+from harness.adapters.replay_units import (
+    Dead,
+    Journal,
+    Process,
+    ToolFailed,
+    Unit,
+    UnitCalls,
+    chain,
+)
 from harness.adapters.temporal import tasks
 from harness.adapters.temporal.history import Events, first_difference
 from harness.sim.machine import Call, Observation, Probe
@@ -30,8 +38,10 @@ __all__ = ["CRASH_POINTS", "ActivityBox", "ReplayDiverged", "Server", "TemporalM
 CRASH_POINTS = ("after_effect", "before_report_activity", "before_report_task")
 RUNNING, COMPLETED, FAILED = "running", "completed", "failed"
 #: How long after its last event the run's end replays a history: a worker that lost the
-#: workflow from its cache replays it later than any of its tasks ran (a day, in ms)
-LATER = 24 * 3_600_000
+#: workflow from its cache replays it later than any of its tasks ran; a day and a half and
+#: seven minutes (in ms), so that the day, the half of the day, the hour and the minute all
+#: differ from when the tasks ran
+LATER = (36 * 60 + 7) * 60_000
 
 #: Why two workers ran one activity, in a duplicate's cause
 _TWO_WORKERS = ("Temporal gave the activity to a second worker once the first stalled past "
@@ -106,6 +116,7 @@ class Run:
     task_attempt: int = 1
     wanted: bool = False  # new events wait for a workflow task
     signals: list[str] = field(default_factory=list)  # the ids of the events signalled
+    answered: set[str] = field(default_factory=set)  # those whose sender heard back
     live: list[tuple[Any, ...]] = field(default_factory=list)  # the commands sent live
     task_of: dict[int, int] = field(default_factory=dict)  # a command's place -> its task
     tasks: int = 0
@@ -157,11 +168,15 @@ class TemporalMachine(Process):
         signal = self.target.signals.get(event.type)
         if signal is None:
             return f"rejected:{event.type} is not a signal of the workflow"
-        # a sender that sends again makes a new request (temporalio's client mints a request
-        # id per call): the server records the signal again, and the workflow's handler takes
-        # it again; whether that is once too often is the handler's to say, not the server's
-        # (a copy is not said accepted: the server took it, the workflow may not)
+        # a sender that sends again after its signal was answered makes a new request
+        # (temporalio's client mints a request id per call): the server records the signal
+        # again, and the workflow's handler takes it again; whether that is once too often
+        # is the handler's to say, not the server's (a copy is not said accepted). A delivery
+        # that was never answered (the worker died in the task the signal began, or a second
+        # worker took it meanwhile) is still the same request: the server has it once.
         copies = run.signals.count(event.id)
+        if copies and event.id not in run.answered:
+            return "ignored:duplicate"
         run.signals.append(event.id)
         from temporalio.api.common.v1 import Payloads
         run.events.add("workflow_execution_signaled", now, signal_name=signal,
@@ -169,6 +184,7 @@ class TemporalMachine(Process):
                        identity="fsmharness",
                        request_id=event.id if not copies else f"{event.id}/{copies + 1}")
         self._wanted(run, now)
+        run.answered.add(event.id)
         return None if copies else "accepted"
 
     def advance(self, now: int) -> None:
@@ -235,12 +251,12 @@ class TemporalMachine(Process):
                            moves=moves)
 
     def replay(self, execution_id: str) -> None:
-        """Replays the execution's whole history through Temporal's `Replayer`, a day after
-        its last event, and raises where it does not do what the workflow did live: the
-        Replayer's own nondeterminism error, or a command whose input, duration or result
-        differ (which the Replayer does not compare). Then the same under each later
-        version of the workflow the target names (`replay_with`): a deployment of it
-        replays the histories its predecessor wrote."""
+        """Replays the execution's whole history through Temporal's `Replayer`, a day and a
+        half after its last event (`LATER`), and raises where it does not do what the
+        workflow did live: the Replayer's own nondeterminism error, or a command whose
+        input, duration or result differ (which the Replayer does not compare). Then the
+        same under each later version of the workflow the target names (`replay_with`): a
+        deployment of it replays the histories its predecessor wrote."""
         run = self.server.runs[execution_id]
         if run.diverged:
             raise ReplayDiverged(run.diverged)
@@ -428,6 +444,10 @@ class TemporalMachine(Process):
             self.dead = True
             raise
         except Exception as raised:  # the activity failed: Temporal's retry policy decides
+            misuse = next((each for each in chain(raised) if isinstance(each, AdapterError)),
+                          None)
+            if misuse is not None:  # an undeclared tool: the user's to fix, not to retry
+                raise misuse from raised
             error = raised
         finally:
             _RUNNING.reset(token)

@@ -36,7 +36,7 @@ class TemporalTarget:
     freeze_clock = True
 
     def __init__(self, workflow: type, activities: Any, *, tools: Mapping[str, Mapping[str,
-                 Any]] | None, signals: Mapping[str, Mapping[str, Any]] | None,
+                 Any]] | None, signals: Mapping[str, Mapping[str, Any]] | Sequence[str] | None,
                  arguments: Any, name: str | None, task_queue: str, sandboxed: bool | None,
                  replay_with: Sequence[type], module: str | None) -> None:
         temporal = _require_temporalio()
@@ -55,12 +55,26 @@ class TemporalTarget:
             raise AdapterError(f"{self.workflow_name}'s run method takes "
                                f"{self.run_parameters} argument(s): give arguments=[...] (or a "
                                f"function of the execution's context giving them)")
+        if arguments is not None and not callable(arguments) and (
+                isinstance(arguments, str | bytes | Mapping)
+                or len(list(arguments)) != self.run_parameters):
+            raise AdapterError(f"arguments={arguments!r}: {self.workflow_name}'s run method "
+                               f"takes {self.run_parameters} argument(s); give a list of that "
+                               f"many")
         self.converter = temporal.converter.DataConverter.default.payload_converter
         self._failures = temporal.converter.DataConverter.default.failure_converter
         self.activities, self._activity_types = _activities(temporal, activities)
         named = dict(defn.signals)
         named.pop(None, None)  # a dynamic signal handler: no name to send
-        chosen = dict(signals) if signals is not None else {each: {} for each in named}
+        if signals is None:
+            chosen: dict[Any, Any] = {each: {} for each in named}
+        elif isinstance(signals, Mapping):
+            chosen = dict(signals)
+        elif isinstance(signals, str) or not all(isinstance(each, str) for each in signals):
+            raise AdapterError(f"signals={signals!r}: give the signals' names (a list), or "
+                               f"each name with its event's options (a mapping)")
+        else:
+            chosen = {each: {} for each in signals}
         unknown = sorted(set(chosen) - set(named))
         if unknown:
             known = ", ".join(sorted(named)) or "none"
@@ -210,7 +224,7 @@ def _require_temporalio() -> Any:
 
 def temporal_target(workflow: type, activities: Any = (), *,
                     tools: Mapping[str, Mapping[str, Any]] | None = None,
-                    signals: Mapping[str, Mapping[str, Any]] | None = None,
+                    signals: Mapping[str, Mapping[str, Any]] | Sequence[str] | None = None,
                     arguments: Sequence[Any] | Callable[[dict[str, Any]], Sequence[Any]]
                     | None = None, name: str | None = None,
                     task_queue: str = "fsmharness", sandboxed: bool | None = None,

@@ -100,6 +100,18 @@ class TestDefinition:
         with pytest.raises(AdapterError, match="has no such signal handler"):
             temporal_target(flows.Approval, signals={"approved": {}})
 
+    def test_signals_may_be_named_in_a_list(self) -> None:
+        assert set(temporal_target(flows.Approval, signals=["cancel"]).definition.events) \
+            == {"cancel"}
+        with pytest.raises(AdapterError, match="give the signals' names"):
+            temporal_target(flows.Approval, signals="cancel")
+
+    @pytest.mark.parametrize("arguments", [["o", 2], [], "o", {"order": "o"}])
+    def test_arguments_that_do_not_fit_the_run_method_are_refused(self, arguments: Any
+                                                                  ) -> None:
+        with pytest.raises(AdapterError, match="run method takes 1 argument"):
+            temporal_target(flows.Charge, [flows.charge], arguments=arguments)
+
     @pytest.mark.parametrize(("given", "said"), [
         ({"workflow": object}, "is not a Temporal workflow"),
         ({"workflow": flows.Charge}, "give arguments="),
@@ -167,6 +179,20 @@ class TestServer:
         history = machine.server.runs["x"].events.events
         completed = history[-1].workflow_execution_completed_event_attributes
         assert completed.result.payloads[0].data == b"\"approved {'by': 'ana'}\""
+
+    def test_a_signal_whose_delivery_died_with_its_task_is_the_same_request(self) -> None:
+        calls = Calls(crash_at="before_report_task", nth=2)  # the signal's task, not start's
+        machine = made(refund.target, calls, "payments.refund", "notify.email")
+        machine.start("x", {}, 0)
+        decision = Event("e1", "approve", payload={"approved": True})
+        with pytest.raises(SimulatedCrash):
+            machine.deliver("x", decision, 1)
+        machine.crash()
+        machine.recover(2)
+        # the sender never heard back and sends again: the server has the request once
+        assert machine.deliver("x", decision, 3) == "ignored:duplicate"
+        assert kinds(machine).count("workflow_execution_signaled") == 1
+        assert machine.observe("x").calls  # the task ran again: the refund is scheduled
 
     def test_a_signal_without_an_argument_is_sent_none(self) -> None:
         machine = made(temporal_target(flows.Approval), Calls())
@@ -355,6 +381,24 @@ class TestTheWorkflowsOwnFailures:
                        Calls())
         with pytest.raises(AdapterError, match="schedule_local_activity command"):
             machine.start("x", {}, 0)
+
+    def test_an_activity_that_calls_an_undeclared_tool_is_said_not_retried(self) -> None:
+        target = temporal_target(flows.Charge, [flows.misspelled], arguments=["o"],
+                                 tools={"payments.charge": {}})
+        machine = made(target, Calls())
+        machine.start("x", {}, 0)
+        with pytest.raises(AdapterError, match=r"'payments\.chrage' is not declared"):
+            machine.complete("x", "1", 0)
+
+    def test_a_branch_on_the_hour_of_the_wall_clock_replays_otherwise(self) -> None:
+        machine = made(temporal_target(flows.BusinessHours), Calls())
+        machine.start("x", {}, 0)
+        assert machine.observe("x").timers == (("1", 30 * 60_000),)  # the morning's half hour
+        machine.advance(30 * 60_000)
+        assert machine.observe("x").outcome == "success"
+        with pytest.raises(ReplayDiverged, match="start timer 1 for 1800000 ms live, and "
+                                                 "start timer 1 for 3600000 ms on replay"):
+            machine.replay("x")
 
     def test_an_activity_not_registered_is_said(self) -> None:
         machine = made(temporal_target(flows.Charge, [], arguments=["o"]), Calls())
