@@ -249,3 +249,41 @@ class BusinessHours:
 def misspelled(order: str) -> str:
     call("payments.chrage", {"order": order})  # a tool the target does not declare
     return "charged"
+
+
+@workflow.defn
+class Abandons:
+    """Ends as soon as its signal handler began, while the handler still waits on an
+    activity: temporalio warns that the handler's work is abandoned."""
+
+    def __init__(self) -> None:
+        self.noted = False
+
+    @workflow.run
+    async def run(self) -> str:
+        await workflow.wait_condition(lambda: self.noted)
+        return "done"
+
+    @workflow.signal
+    async def note(self) -> None:
+        self.noted = True
+        await workflow.execute_activity(audit, "o", start_to_close_timeout=timedelta(seconds=5))
+
+
+@workflow.defn(name="Abandons")
+class WaitsForHandlers:
+    """The same, ending only once every handler finished."""
+
+    def __init__(self) -> None:
+        self.noted = False
+
+    @workflow.run
+    async def run(self) -> str:
+        await workflow.wait_condition(lambda: self.noted)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return "done"
+
+    @workflow.signal
+    async def note(self) -> None:
+        self.noted = True
+        await workflow.execute_activity(audit, "o", start_to_close_timeout=timedelta(seconds=5))

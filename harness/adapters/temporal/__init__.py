@@ -52,6 +52,7 @@ from harness.adapters.replay_units import ToolFailed
 from harness.adapters.temporal.machine import (
     CRASH_POINTS,
     ActivityBox,
+    HandlersUnfinished,
     ReplayDiverged,
     TemporalMachine,
     WorkflowTaskFailed,
@@ -59,8 +60,9 @@ from harness.adapters.temporal.machine import (
 )
 from harness.adapters.temporal.target import TemporalTarget, temporal_target
 
-__all__ = ["CRASH_POINTS", "ActivityBox", "ReplayDiverged", "TemporalMachine", "TemporalTarget",
-           "ToolFailed", "WorkflowTaskFailed", "call", "current_box", "temporal_target"]
+__all__ = ["CRASH_POINTS", "ActivityBox", "HandlersUnfinished", "ReplayDiverged",
+           "TemporalMachine", "TemporalTarget", "ToolFailed", "WorkflowTaskFailed", "call",
+           "current_box", "temporal_target"]
 
 
 def call(tool: str, input: Mapping[str, Any], key: str | None = None) -> Any:

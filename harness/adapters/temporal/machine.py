@@ -29,8 +29,8 @@ from reference_machine import Event, Tool
 if TYPE_CHECKING:
     from harness.adapters.temporal.target import TemporalTarget
 
-__all__ = ["CRASH_POINTS", "ActivityBox", "ReplayDiverged", "Server", "TemporalMachine",
-           "WorkflowTaskFailed", "current_box"]
+__all__ = ["CRASH_POINTS", "ActivityBox", "HandlersUnfinished", "ReplayDiverged", "Server",
+           "TemporalMachine", "WorkflowTaskFailed", "current_box"]
 
 #: The points a worker can crash at: inside an activity just after a tool took effect, once
 #: an activity returned and before the server has its result, and once a workflow task's
@@ -52,6 +52,11 @@ _DEAD = object()
 #: The activity attempt running now, and what it calls through
 _RUNNING: contextvars.ContextVar[tuple[Unit, UnitCalls] | None] = contextvars.ContextVar(
     "fsmharness_temporal_activity", default=None)
+
+
+class HandlersUnfinished(Exception):
+    """The workflow ended while signal or update handlers still ran (temporalio warns of
+    it): their work is abandoned."""
 
 
 class WorkflowTaskFailed(Exception):
@@ -359,6 +364,12 @@ class TemporalMachine(Process):
             run.live.append(mark)
         for command in _as_sent(new):
             self._apply(run, command, completed, now)
+        if run.closed and replayed.unfinished:
+            raise HandlersUnfinished(
+                f"{events.workflow_id}: the workflow ended while handlers still ran: "
+                f"{' '.join(replayed.unfinished)} (what they had left to do is abandoned; "
+                f"wait for them before the run returns: await workflow.wait_condition("
+                f"workflow.all_handlers_finished))")
         if run.wanted:  # events came while the task ran: the next task takes them
             self._task(run, now)
 

@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import datetime
 import logging
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
@@ -36,13 +37,20 @@ class Replay(NamedTuple):
     signatures: tuple[tuple[Any, ...], ...]
     failure: str = ""
     nondeterminism: bool = False
+    #: what temporalio warned of as the workflow ended with handlers still running
+    unfinished: tuple[str, ...] = ()
 
 
-def _recording_runner(inner: Any, completions: list[Any], clock: list[Any] | None) -> Any:
+def _recording_runner(inner: Any, completions: list[Any], clock: list[Any] | None,
+                      unfinished: list[str] | None = None) -> Any:
     """Gives a workflow runner that runs workflows with `inner` and keeps each activation's
     completion; with `clock` (freezegun's handle in it), each activation runs with the wall
     clock at its own timestamp."""
     from temporalio.worker import WorkflowInstance, WorkflowRunner
+    from temporalio.workflow import (
+        UnfinishedSignalHandlersWarning,
+        UnfinishedUpdateHandlersWarning,
+    )
 
     class Recorded(WorkflowInstance):
         def __init__(self, instance: Any) -> None:
@@ -51,7 +59,13 @@ def _recording_runner(inner: Any, completions: list[Any], clock: list[Any] | Non
         def activate(self, activation: Any) -> Any:
             if clock and activation.HasField("timestamp"):
                 clock[0].move_to(activation.timestamp.ToDatetime(datetime.UTC))
-            completion = self.instance.activate(activation)
+            with warnings.catch_warnings(record=True) as warned:
+                warnings.simplefilter("always")
+                completion = self.instance.activate(activation)
+            if unfinished is not None:
+                unfinished.extend(str(each.message) for each in warned if issubclass(
+                    each.category, (UnfinishedSignalHandlersWarning,
+                                    UnfinishedUpdateHandlersWarning)))
             completions.append(completion)
             return completion
 
@@ -93,7 +107,8 @@ def replay(workflow: type, runner: Any, events: Events, now: int, *,
     from temporalio.worker import Replayer
     completions: list[Any] = []
     clock: list[Any] = []  # freezegun's handle, while the replay runs
-    recording = _recording_runner(runner, completions, None if later else clock)
+    unfinished: list[str] = []
+    recording = _recording_runner(runner, completions, None if later else clock, unfinished)
     # a workflow defined `sandboxed=False` runs on the unsandboxed runner: both record
     history = events.history()
 
@@ -126,7 +141,8 @@ def replay(workflow: type, runner: Any, events: Events, now: int, *,
         nondeterminism = isinstance(result.replay_failure, NondeterminismError)
         failure = failure or said
     return Replay(tuple(commands), tuple(signature(command) for command in commands), failure,
-                  nondeterminism or failure.startswith(_CORE_NONDETERMINISM))
+                  nondeterminism or failure.startswith(_CORE_NONDETERMINISM),
+                  tuple(unfinished))
 
 
 def attempt(fn: Callable[..., Any], arguments: Sequence[Any], info: dict[str, Any],

@@ -21,6 +21,7 @@ from fault_injection import FaultKind, FaultPlan, FaultRate, SimulatedCrash
 from harness import SimOptions, Simulator
 from harness.adapters.peers import AdapterError
 from harness.adapters.temporal import (
+    HandlersUnfinished,
     ReplayDiverged,
     WorkflowTaskFailed,
     tasks,
@@ -399,6 +400,22 @@ class TestTheWorkflowsOwnFailures:
         with pytest.raises(ReplayDiverged, match="start timer 1 for 1800000 ms live, and "
                                                  "start timer 1 for 3600000 ms on replay"):
             machine.replay("x")
+
+    def test_a_workflow_that_ends_while_a_handler_still_runs_is_said(self) -> None:
+        machine = made(temporal_target(flows.Abandons, [flows.audit]), Calls())
+        machine.start("x", {}, 0)
+        with pytest.raises(HandlersUnfinished, match=r"x: the workflow ended while handlers "
+                                                     r"still ran: .*note"):
+            machine.deliver("x", Event("e1", "note"), 1)
+        assert machine.observe("x").outcome == "success"  # the history holds the end
+
+    def test_one_that_waits_for_its_handlers_holds(self) -> None:
+        machine = made(temporal_target(flows.WaitsForHandlers, [flows.audit]), Calls())
+        machine.start("x", {}, 0)
+        assert machine.deliver("x", Event("e1", "note"), 1) == "accepted"
+        machine.complete("x", "1", 2)
+        assert machine.observe("x").outcome == "success"
+        machine.replay("x")
 
     def test_an_activity_not_registered_is_said(self) -> None:
         machine = made(temporal_target(flows.Charge, [], arguments=["o"]), Calls())
