@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
 import pytest
+from adapter_campaigns import campaign
 from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
@@ -21,20 +22,11 @@ from langgraph.types import Command, Send, interrupt
 from fault_injection import FaultKind, FaultPlan, FaultRate
 from harness import SimOptions, Simulator
 from harness.adapters import AdapterError, GraphBox, langgraph_target
-from harness.engines.fuzz import FuzzOptions, fuzz
 from harness.engines.replay import replay
 from harness.sim.history import Applied, Dispatched, Observed
 from scenarios.langgraph import refund
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def campaign(target: Any, runs: int = 60, plan: FaultPlan | None = None, **options: Any
-             ) -> Any:
-    sim = SimOptions(plan=plan) if plan is not None else SimOptions()
-    options.setdefault("replay_dir", None)
-    return fuzz(target.definition, FuzzOptions(runs=runs, seed=0, sim=sim, **options),
-                machine=target)
 
 
 def only(*kinds: FaultKind, rate: float = 0.3) -> FaultPlan:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from adapter_campaigns import campaign
 from agents import Agent, WebSearchTool, function_tool
 from histories import histories_of
 
@@ -20,7 +21,6 @@ from fault_injection import FaultKind, FaultPlan, FaultRate, SimulatedCrash
 from harness import SimOptions, Simulator
 from harness.adapters.openai_agents import call, openai_agents_target, say
 from harness.adapters.peers import AdapterError
-from harness.engines.fuzz import FuzzOptions, fuzz
 from harness.engines.replay import replay
 from reference_machine import APPROVAL_DENIED, APPROVAL_GRANTED, Event, Failure, Success
 from scenarios.openai_agents import refund
@@ -70,14 +70,6 @@ def grant(machine: Any, execution: str, number: int = 1, **changes: Any) -> Even
     event = Event(f"ev{number}", APPROVAL_GRANTED, "human",
                   {"role": "approver", "action_hash": wait.action_hash}, wait.request_id)
     return event._replace(**changes)
-
-
-def campaign(target: Any, runs: int = 60, plan: FaultPlan | None = None, **options: Any
-             ) -> Any:
-    sim = SimOptions(plan=plan) if plan is not None else SimOptions()
-    options.setdefault("replay_dir", None)
-    return fuzz(target.definition, FuzzOptions(runs=runs, seed=0, sim=sim, **options),
-                machine=target)
 
 
 class TestDefinitionReadOffTheAgent:

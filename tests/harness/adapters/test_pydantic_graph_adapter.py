@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from adapter_campaigns import campaign
 from histories import histories_of
 from pydantic_graph import BaseNode, End, GraphRunContext
 from pydantic_graph.graph import Graph
@@ -28,21 +29,12 @@ from harness.adapters.pydantic_graph import (
     NodeBox,
     pydantic_graph_target,
 )
-from harness.engines.fuzz import FuzzOptions, fuzz
 from harness.engines.replay import replay
 from harness.sim.history import Observed
 from reference_machine import Event, Failure, Success
 from scenarios.pydantic_graph import refund
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def campaign(target: Any, runs: int = 60, plan: FaultPlan | None = None, **options: Any
-             ) -> Any:
-    sim = SimOptions(plan=plan) if plan is not None else SimOptions()
-    options.setdefault("replay_dir", None)
-    return fuzz(target.definition, FuzzOptions(runs=runs, seed=0, sim=sim, **options),
-                machine=target)
 
 
 def only(*kinds: FaultKind, rate: float = 0.3) -> FaultPlan:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import temporal_flows as flows  # tests/support: a module of its own, which the sandbox imports
+from adapter_campaigns import campaign
 from histories import histories_of
 
 from fault_injection import FaultKind, FaultPlan, FaultRate, SimulatedCrash
@@ -27,20 +28,11 @@ from harness.adapters.temporal import (
     tasks,
     temporal_target,
 )
-from harness.engines.fuzz import FuzzOptions, fuzz
 from harness.engines.replay import replay
 from reference_machine import Event, Failure, Success
 from scenarios.temporal import refund
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def campaign(target: Any, runs: int = 40, plan: FaultPlan | None = None, **options: Any
-             ) -> Any:
-    sim = SimOptions(plan=plan) if plan is not None else SimOptions()
-    options.setdefault("replay_dir", None)
-    return fuzz(target.definition, FuzzOptions(runs=runs, seed=0, sim=sim, **options),
-                machine=target)
 
 
 class Calls:
