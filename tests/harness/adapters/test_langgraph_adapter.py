@@ -218,7 +218,9 @@ class TestSoundGraph:
             "        sys.stdout.write(''.join(dump_line(r) + '\\n' for r in result.history))\n")
 
         def run(hash_seed: str) -> str:
-            env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(ROOT)}
+            # the test module it imports takes its helpers from tests/support
+            path = os.pathsep.join([str(ROOT), str(ROOT / "tests" / "support")])
+            env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": path}
             done = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env,
                                   capture_output=True, text=True, check=False)
             assert done.returncode == 0, done.stderr
