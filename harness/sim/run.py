@@ -12,7 +12,6 @@ A machine that raises, runs away or answers nonsense ends the run with a `Machin
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 import freezegun
@@ -34,7 +33,7 @@ from harness.sim.outside import Approver, Sender
 from harness.sim.results import Chances, SimulationResult
 from harness.sim.scheduler import PATIENCE, Scheduler
 from harness.sim.timekeeping import Timekeeper
-from harness.sim.watchdog import Overran, Watchdog, apart, beat, doing, rest
+from harness.sim.watchdog import Overran, Watchdog, apart, beat, doing, monotonic_now, rest
 
 if TYPE_CHECKING:
     from harness.sim.simulator import Simulator
@@ -183,9 +182,9 @@ class Run:
         `out_of_time` (the run's deadline passed: what it saw is not a whole run)."""
         deadline = self.deadline
         for _ in range(count):
-            # the system's monotonic clock, which a frozen clock (`freeze_clock`: freezegun
-            # patches `time.monotonic`) leaves running; the deadline is a value of it
-            if deadline is not None and time.clock_gettime(time.CLOCK_MONOTONIC) > deadline:
+            # the system's monotonic clock, as the watchdog reads it: a frozen clock
+            # (`freeze_clock`: freezegun patches `time.monotonic`) leaves it running
+            if deadline is not None and monotonic_now() > deadline:
                 return OUT_OF_TIME
             if not self.step():
                 return "machine_failed" if self.failure is not None else self.stopped()

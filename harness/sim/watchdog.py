@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-__all__ = ["Heartbeat", "Overran", "Watchdog"]
+__all__ = ["Heartbeat", "Overran", "Watchdog", "monotonic_now"]
 
 _STACK_FRAMES = 12  # the innermost frames kept of where a step hung
 _PERIOD_MIN = 0.05  # seconds: the timer ticks no faster than this
@@ -72,7 +72,7 @@ class Heartbeat:
         """Gives the bound and what the machine was doing when the step running began longer
         ago than its bound plus `margin(bound)`; else None."""
         began, bound = self.times[0], self.times[1]
-        if began <= 0 or bound <= 0 or _now() - began <= bound + margin(bound):
+        if began <= 0 or bound <= 0 or monotonic_now() - began <= bound + margin(bound):
             return None
         return bound, self.note.value.decode("utf-8", "replace")
 
@@ -80,7 +80,7 @@ class Heartbeat:
 _BEAT: Heartbeat | None = None  # this process's, in a child a parent watches
 
 
-def _now() -> float:
+def monotonic_now() -> float:
     """Gives the system's monotonic clock, as a parent reads it: a run that freezes time
     (`freeze_clock`, freezegun) patches `time.monotonic`, not this."""
     return time.clock_gettime(time.CLOCK_MONOTONIC)
@@ -95,7 +95,7 @@ def beat(seconds: float) -> None:
     """A step (or a machine's `close()`) begins, bounded by `seconds` (0: none)."""
     if _BEAT is not None and seconds > 0:
         _BEAT.times[1] = seconds
-        _BEAT.times[0] = _now()
+        _BEAT.times[0] = monotonic_now()
 
 
 def rest() -> None:
@@ -161,7 +161,7 @@ class Watchdog:
         """Starts the bound on a step."""
         self.overran = None
         if self.armed and threading.get_ident() == _MAIN_THREAD:
-            self.began = _now()
+            self.began = monotonic_now()
             Watchdog._current = self
             if not 0 < Watchdog._period <= self.period:
                 Watchdog._period = self.period
@@ -191,7 +191,7 @@ class Watchdog:
             if Watchdog._period > 0:
                 Watchdog._halt()
             return
-        if _now() - current.began < current.seconds:
+        if monotonic_now() - current.began < current.seconds:
             return
         Watchdog._current = None
         frames = traceback.extract_stack(frame)[-_STACK_FRAMES:] if frame else []

@@ -8,11 +8,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.adapters.peers import AdapterError
+from harness.sim.options import FROZEN_EPOCH
 
 __all__ = ["EPOCH_MS", "Events", "signature"]
 
-#: The wall time virtual time 0 stands for in a history (2026-01-01T00:00:00Z), in ms.
-EPOCH_MS = 1_767_225_600_000
+#: The wall time virtual time 0 stands for in a history, in ms: the simulator's own
+#: (`FROZEN_EPOCH`, 2026-01-01T00:00:00Z), which its frozen clock starts at too.
+EPOCH_MS = int(FROZEN_EPOCH.timestamp() * 1000)
 
 #: The internal flags of Temporal's Core SDK a worker of this release records on its first
 #: completed workflow task: with them, a replay checks activity ids and types too.
